@@ -1,0 +1,1 @@
+"""Shared protocol model: request/response codes, message model, configuration."""
