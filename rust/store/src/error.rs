@@ -1,0 +1,75 @@
+//! The store's one error type. Every fallible store call returns [`StoreError`];
+//! the Python binding maps each variant to one exception class.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Errors raised by the store. Nothing in the store panics on bad input or a damaged file:
+/// such conditions come back as one of these.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// An operating-system I/O failure, with the path it concerned.
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    /// A file's content does not have the expected layout.
+    #[error("corrupt {what}: {detail}")]
+    Corrupt { what: String, detail: String },
+    /// A message that cannot be stored (too large, bad topic, ...).
+    #[error("illegal message: {0}")]
+    MessageIllegal(String),
+    /// Disk usage is above the configured ratio; writes are refused until space is freed.
+    #[error("disk full: {used_percent:.1}% used, writes refused above {limit_percent}%")]
+    DiskFull {
+        used_percent: f64,
+        limit_percent: u32,
+    },
+    /// A synchronous flush did not complete within the configured timeout.
+    #[error("flush to disk timed out after {0} ms")]
+    FlushTimeout(u64),
+    /// The store has been shut down.
+    #[error("the message store is shut down")]
+    ShutDown,
+    /// A configuration value is invalid.
+    #[error("invalid store configuration: {0}")]
+    Config(String),
+    /// The requested item does not exist.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// Another process holds the store's lock file.
+    #[error("store directory {0} is locked by another process")]
+    Locked(PathBuf),
+}
+
+/// Result alias for store calls.
+pub type Result<T> = std::result::Result<T, StoreError>;
+
+impl StoreError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: io::Error) -> Self {
+        StoreError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn corrupt(what: impl Into<String>, detail: impl Into<String>) -> Self {
+        StoreError::Corrupt {
+            what: what.into(),
+            detail: detail.into(),
+        }
+    }
+}
+
+/// Attach a path to an `io::Result`.
+pub(crate) trait IoContext<T> {
+    fn at(self, path: &std::path::Path) -> Result<T>;
+}
+
+impl<T> IoContext<T> for io::Result<T> {
+    fn at(self, path: &std::path::Path) -> Result<T> {
+        self.map_err(|e| StoreError::io(path, e))
+    }
+}

@@ -1,0 +1,14 @@
+//! rmq-store: a RocketMQ 4.x compatible message store.
+//!
+//! Layering (dependencies point down): [`mapped_file`] ← [`mapped_file_queue`] ←
+//! {[`commitlog`], [`consume_queue`], [`index`]}; [`store`] composes them with the flush,
+//! dispatch, recovery and retention services. Nothing here knows about Python.
+
+pub mod config;
+pub mod error;
+pub mod mapped_file;
+pub mod mapped_file_queue;
+pub mod message;
+
+pub use config::{FlushDiskType, StoreConfig};
+pub use error::{Result, StoreError};

@@ -1,0 +1,362 @@
+//! One fixed-size, memory-mapped segment file.
+//!
+//! Layout: a file of exactly `file_size` bytes named by the 20-digit, zero-padded decimal
+//! byte offset of its first byte in the whole queue (`00000000001073741824`). Bytes below
+//! `wrote_position` are data; the rest is zeros (new files are created sparse with
+//! `set_len`, so unwritten pages read as zero).
+//!
+//! Concurrency: one appender writes past `wrote_position` and then publishes the new
+//! position with release ordering; readers only read below the position they loaded with
+//! acquire ordering, so they never see a half-written record. A `MappedFile` lives in an
+//! `Arc`: a reader holding one keeps the mapping valid even if the file is deleted.
+
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+use memmap2::MmapMut;
+
+use crate::error::{IoContext, Result, StoreError};
+
+/// OS page size used for dirty-page accounting (RocketMQ's `OS_PAGE_SIZE`).
+pub const OS_PAGE_SIZE: usize = 4096;
+
+/// Render a starting offset as RocketMQ's 20-digit file name.
+pub fn offset_to_file_name(offset: u64) -> String {
+    format!("{offset:020}")
+}
+
+/// A memory-mapped segment.
+pub struct MappedFile {
+    path: PathBuf,
+    file: File,
+    from_offset: u64,
+    size: usize,
+    map: MmapMut,
+    base: *mut u8,
+    wrote: AtomicUsize,
+    flushed: AtomicUsize,
+    /// Store timestamp (ms) of the last record written into this file.
+    last_store_ts: AtomicU64,
+    deleted: AtomicBool,
+}
+
+// SAFETY: `base` points into `map`, which lives as long as `self`. Writes happen only through
+// `write_at`, whose callers (a single appender per queue, or exclusive recovery) never write
+// a byte range a reader may be reading: readers stay below the published `wrote` position.
+unsafe impl Send for MappedFile {}
+unsafe impl Sync for MappedFile {}
+
+impl std::fmt::Debug for MappedFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MappedFile")
+            .field("path", &self.path)
+            .field("from_offset", &self.from_offset)
+            .field("wrote", &self.wrote_position())
+            .finish()
+    }
+}
+
+impl MappedFile {
+    /// Create (or open, if it exists with the right size) the segment starting at `from_offset`.
+    pub fn create(dir: &Path, from_offset: u64, size: usize) -> Result<MappedFile> {
+        std::fs::create_dir_all(dir).at(dir)?;
+        let path = dir.join(offset_to_file_name(from_offset));
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .at(&path)?;
+        let len = file.metadata().at(&path)?.len();
+        if len != size as u64 {
+            file.set_len(size as u64).at(&path)?;
+        }
+        Self::map(path, file, from_offset, size)
+    }
+
+    /// Open an existing segment; its length must equal `size`.
+    pub fn open(path: &Path, size: usize) -> Result<MappedFile> {
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .ok_or_else(|| StoreError::corrupt("file name", path.display().to_string()))?;
+        if name.len() != 20 || !name.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(StoreError::corrupt(
+                "file name",
+                format!("{} is not a 20-digit offset", path.display()),
+            ));
+        }
+        let from_offset: u64 = name
+            .parse()
+            .map_err(|_| StoreError::corrupt("file name", path.display().to_string()))?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .at(path)?;
+        let len = file.metadata().at(path)?.len();
+        if len != size as u64 {
+            return Err(StoreError::corrupt(
+                "segment size",
+                format!(
+                    "{} is {len} bytes, the configured size is {size}",
+                    path.display()
+                ),
+            ));
+        }
+        Self::map(path.to_path_buf(), file, from_offset, size)
+    }
+
+    fn map(path: PathBuf, file: File, from_offset: u64, size: usize) -> Result<MappedFile> {
+        // SAFETY: the file is opened read-write and sized; other processes must not truncate
+        // it underneath us (the store's lock file keeps other brokers away).
+        let mut map = unsafe { MmapMut::map_mut(&file) }.at(&path)?;
+        let base = map.as_mut_ptr();
+        Ok(MappedFile {
+            path,
+            file,
+            from_offset,
+            size,
+            map,
+            base,
+            wrote: AtomicUsize::new(0),
+            flushed: AtomicUsize::new(0),
+            last_store_ts: AtomicU64::new(0),
+            deleted: AtomicBool::new(false),
+        })
+    }
+
+    /// Touch every page so that appends do not page-fault (RocketMQ's warm-up).
+    pub fn warm(&self) {
+        let _ = self.map.advise(memmap2::Advice::WillNeed);
+        let start = self.wrote_position();
+        let mut pos = start.div_ceil(OS_PAGE_SIZE) * OS_PAGE_SIZE;
+        while pos < self.size {
+            // SAFETY: pos < size and this region is above the wrote position: no reader looks
+            // at it and the appender has not reached it. Writing the zero it already holds.
+            unsafe { std::ptr::write_volatile(self.base.add(pos), 0) };
+            pos += OS_PAGE_SIZE;
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+    pub fn from_offset(&self) -> u64 {
+        self.from_offset
+    }
+    pub fn size(&self) -> usize {
+        self.size
+    }
+    pub fn wrote_position(&self) -> usize {
+        self.wrote.load(Ordering::Acquire)
+    }
+    pub fn flushed_position(&self) -> usize {
+        self.flushed.load(Ordering::Acquire)
+    }
+    pub fn set_wrote_position(&self, pos: usize) {
+        self.wrote.store(pos.min(self.size), Ordering::Release);
+    }
+    pub fn set_flushed_position(&self, pos: usize) {
+        self.flushed.store(pos.min(self.size), Ordering::Release);
+    }
+    pub fn remaining(&self) -> usize {
+        self.size - self.wrote_position()
+    }
+    pub fn is_full(&self) -> bool {
+        self.wrote_position() >= self.size
+    }
+    pub fn last_store_timestamp(&self) -> u64 {
+        self.last_store_ts.load(Ordering::Acquire)
+    }
+    pub fn set_last_store_timestamp(&self, ts: u64) {
+        self.last_store_ts.store(ts, Ordering::Release);
+    }
+
+    /// Copy `data` to `pos` without publishing it. Only the single appender of the owning
+    /// queue (or recovery, which has exclusive access) may call this.
+    pub fn write_at(&self, pos: usize, data: &[u8]) -> Result<()> {
+        if pos
+            .checked_add(data.len())
+            .is_none_or(|end| end > self.size)
+        {
+            return Err(StoreError::corrupt(
+                "write",
+                format!(
+                    "{} bytes at {pos} overflow segment {} of {} bytes",
+                    data.len(),
+                    self.path.display(),
+                    self.size
+                ),
+            ));
+        }
+        // SAFETY: bounds checked above; no reader reads at or above the published position.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.add(pos), data.len()) };
+        Ok(())
+    }
+
+    /// A mutable view of `len` bytes at `pos`, for encoding in place.
+    ///
+    /// # Safety
+    /// Same contract as [`MappedFile::write_at`]: only the single appender, above the
+    /// published position, and the slice must not outlive the call that fills it.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn slice_mut(&self, pos: usize, len: usize) -> Option<&mut [u8]> {
+        if pos.checked_add(len)? > self.size {
+            return None;
+        }
+        Some(unsafe { std::slice::from_raw_parts_mut(self.base.add(pos), len) })
+    }
+
+    /// Append `data` at the wrote position and publish it. Returns the position written, or
+    /// `None` when it does not fit.
+    pub fn append(&self, data: &[u8]) -> Option<usize> {
+        let pos = self.wrote_position();
+        if pos + data.len() > self.size {
+            return None;
+        }
+        self.write_at(pos, data).ok()?;
+        self.set_wrote_position(pos + data.len());
+        Some(pos)
+    }
+
+    /// Bytes `[pos, pos+len)`, if they are below the wrote position.
+    pub fn slice(&self, pos: usize, len: usize) -> Option<&[u8]> {
+        let end = pos.checked_add(len)?;
+        if end > self.wrote_position() {
+            return None;
+        }
+        Some(&self.map[pos..end])
+    }
+
+    /// Bytes `[pos, size)` regardless of the wrote position (for recovery scans).
+    pub fn raw_from(&self, pos: usize) -> &[u8] {
+        &self.map[pos.min(self.size)..]
+    }
+
+    /// Flush dirty pages if at least `least_pages` of them accumulated (0 = always).
+    /// Returns the flushed position afterwards.
+    pub fn flush(&self, least_pages: u64) -> Result<usize> {
+        let wrote = self.wrote_position();
+        let flushed = self.flushed_position();
+        if wrote <= flushed {
+            return Ok(flushed);
+        }
+        if least_pages > 0 {
+            let dirty = (wrote / OS_PAGE_SIZE).saturating_sub(flushed / OS_PAGE_SIZE);
+            if (dirty as u64) < least_pages && !(self.is_full()) {
+                return Ok(flushed);
+            }
+        }
+        let start = flushed / OS_PAGE_SIZE * OS_PAGE_SIZE;
+        self.map.flush_range(start, wrote - start).at(&self.path)?;
+        self.set_flushed_position(wrote);
+        Ok(wrote)
+    }
+
+    /// Zero `[pos, wrote)` and move the wrote/flushed positions back to `pos` (recovery).
+    pub fn truncate_to(&self, pos: usize) -> Result<()> {
+        let pos = pos.min(self.size);
+        let wrote = self.wrote_position().max(pos);
+        // Zero the torn tail, so a later scan never mistakes stale bytes for records.
+        let end = self.size.min(wrote.max(pos));
+        if end > pos {
+            let zeros = vec![0u8; end - pos];
+            self.write_at(pos, &zeros)?;
+            self.map.flush_range(pos, end - pos).at(&self.path)?;
+        }
+        self.set_wrote_position(pos);
+        self.set_flushed_position(pos);
+        Ok(())
+    }
+
+    /// Zero everything from `pos` to the end of the file (recovery of a torn tail whose
+    /// extent is unknown).
+    pub fn zero_tail(&self, pos: usize) -> Result<()> {
+        let pos = pos.min(self.size);
+        let mut p = pos;
+        const CHUNK: usize = 1 << 20;
+        let zeros = vec![0u8; CHUNK.min(self.size - pos)];
+        while p < self.size {
+            let n = CHUNK.min(self.size - p);
+            // Skip pages already zero to avoid dirtying a sparse file.
+            if self.map[p..p + n].iter().any(|&b| b != 0) {
+                self.write_at(p, &zeros[..n])?;
+            }
+            p += n;
+        }
+        if self.size > pos {
+            self.map.flush_range(pos, self.size - pos).at(&self.path)?;
+        }
+        Ok(())
+    }
+
+    /// Last-modified time of the file, as ms since the epoch.
+    pub fn last_modified_ms(&self) -> u64 {
+        self.file
+            .metadata()
+            .and_then(|m| m.modified())
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0)
+    }
+
+    /// Remove the file from disk. Readers holding the `Arc` keep a valid mapping.
+    pub fn destroy(&self) -> Result<()> {
+        if !self.deleted.swap(true, Ordering::AcqRel) {
+            match std::fs::remove_file(&self.path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(StoreError::io(&self.path, e)),
+            }
+        }
+        Ok(())
+    }
+
+    pub fn is_deleted(&self) -> bool {
+        self.deleted.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn name_append_slice_flush() {
+        let dir = tempfile::tempdir().unwrap();
+        let mf = MappedFile::create(dir.path(), 8192, 8192).unwrap();
+        assert_eq!(
+            mf.path().file_name().unwrap().to_str().unwrap(),
+            "00000000000000008192"
+        );
+        assert_eq!(mf.append(b"hello"), Some(0));
+        assert_eq!(mf.append(b"world"), Some(5));
+        assert_eq!(mf.slice(0, 10).unwrap(), b"helloworld");
+        assert!(mf.slice(5, 6).is_none());
+        assert_eq!(mf.flush(0).unwrap(), 10);
+        assert!(mf.append(&vec![1u8; 8192]).is_none());
+        mf.truncate_to(5).unwrap();
+        assert_eq!(mf.wrote_position(), 5);
+        assert_eq!(&mf.raw_from(0)[..10], b"hello\0\0\0\0\0");
+    }
+
+    #[test]
+    fn open_checks_name_and_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let mf = MappedFile::create(dir.path(), 0, 4096).unwrap();
+        let p = mf.path().to_path_buf();
+        drop(mf);
+        assert!(MappedFile::open(&p, 4096).is_ok());
+        assert!(matches!(
+            MappedFile::open(&p, 8192),
+            Err(StoreError::Corrupt { .. })
+        ));
+        let bad = dir.path().join("notanumber");
+        std::fs::write(&bad, b"x").unwrap();
+        assert!(MappedFile::open(&bad, 1).is_err());
+    }
+}
