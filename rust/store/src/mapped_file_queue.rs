@@ -97,7 +97,7 @@ impl MappedFileQueue {
                     ));
                 }
             }
-            if mf.from_offset() % self.file_size as u64 != 0 {
+            if !mf.from_offset().is_multiple_of(self.file_size as u64) {
                 return Err(StoreError::corrupt(
                     "segment name",
                     format!(
