@@ -12,3 +12,6 @@ pub mod message;
 
 pub use config::{FlushDiskType, StoreConfig};
 pub use error::{Result, StoreError};
+pub mod checkpoint;
+pub mod consume_queue;
+pub mod index;
