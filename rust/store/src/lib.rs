@@ -13,5 +13,8 @@ pub mod message;
 pub use config::{FlushDiskType, StoreConfig};
 pub use error::{Result, StoreError};
 pub mod checkpoint;
+pub mod commitlog;
 pub mod consume_queue;
+pub mod flush;
 pub mod index;
+pub mod service;

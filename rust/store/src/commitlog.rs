@@ -1,0 +1,601 @@
+//! The CommitLog: every message of every topic, appended in arrival order.
+//!
+//! Files: `<storePathCommitLog>/<20-digit start offset>`, each `mappedFileSizeCommitLog`
+//! bytes (1 GiB by default). Records ([`crate::message`] layout) are written back to back and
+//! never span files: when a record of length L does not fit (`L + 8 > remaining`), an 8-byte
+//! end-of-file blank (`remaining` as i32, then [`BLANK_MAGIC_CODE`]) is written and the
+//! record goes to offset 0 of the next file.
+//!
+//! One appender at a time (a mutex) assigns the per topic-queue logical offset, the physical
+//! offset and the store timestamp; CRC and sizes are computed before taking the lock.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::error::{Result, StoreError};
+use crate::mapped_file::MappedFile;
+use crate::mapped_file_queue::MappedFileQueue;
+use crate::message::{
+    self, body_crc, record_len, sysflag, MessageRef, Placement, Record, BLANK_MAGIC_CODE,
+    END_FILE_MIN_BLANK_LENGTH, MESSAGE_MAGIC_CODE,
+};
+use crate::service::Signal;
+
+/// Where a message landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendResult {
+    pub physical_offset: i64,
+    pub size: i32,
+    pub queue_offset: i64,
+    pub store_timestamp: i64,
+}
+
+impl AppendResult {
+    /// One past the record's last byte: the offset a flush must reach for it to be durable.
+    pub fn end_offset(&self) -> i64 {
+        self.physical_offset + self.size as i64
+    }
+}
+
+/// A byte range of the CommitLog pinned by its file.
+#[derive(Clone)]
+pub struct LogSlice {
+    file: Arc<MappedFile>,
+    pos: usize,
+    len: usize,
+}
+
+impl LogSlice {
+    pub fn bytes(&self) -> &[u8] {
+        // The range was checked against the wrote position when the slice was made and
+        // data below it never changes (only recovery truncates, before serving).
+        self.file.slice(self.pos, self.len).unwrap_or(&[])
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+#[derive(Default)]
+struct PutState {
+    /// Next logical offset per topic and queue.
+    queue_offsets: HashMap<String, HashMap<i32, i64>>,
+    last_store_ts: i64,
+}
+
+/// Outcome of a recovery scan.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ScanResult {
+    /// First byte after the last valid record (where the log continues).
+    pub end_offset: i64,
+    /// Bytes scanned.
+    pub bytes: u64,
+    /// Valid records seen.
+    pub records: u64,
+}
+
+/// The CommitLog.
+pub struct CommitLog {
+    mfq: MappedFileQueue,
+    put: Mutex<PutState>,
+    store_host: SocketAddr,
+    max_message_size: u64,
+    /// Signalled after every append (the dispatcher waits on it).
+    appended: Arc<Signal>,
+    /// Store timestamp of the last appended record.
+    last_store_ts: AtomicI64,
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl CommitLog {
+    pub fn new(
+        dir: impl Into<PathBuf>,
+        file_size: u64,
+        store_host: SocketAddr,
+        max_message_size: u64,
+        warm: bool,
+    ) -> CommitLog {
+        CommitLog {
+            mfq: MappedFileQueue::new(dir, file_size, true, warm),
+            put: Mutex::new(PutState::default()),
+            store_host,
+            max_message_size,
+            appended: Signal::new(),
+            last_store_ts: AtomicI64::new(0),
+        }
+    }
+
+    pub fn queue(&self) -> &MappedFileQueue {
+        &self.mfq
+    }
+    pub fn store_host(&self) -> SocketAddr {
+        self.store_host
+    }
+    pub fn appended_signal(&self) -> &Arc<Signal> {
+        &self.appended
+    }
+    pub fn min_offset(&self) -> i64 {
+        self.mfq.min_offset() as i64
+    }
+    /// One past the last appended byte.
+    pub fn max_offset(&self) -> i64 {
+        self.mfq.max_offset() as i64
+    }
+    pub fn flushed_offset(&self) -> i64 {
+        self.mfq.flushed_where() as i64
+    }
+    pub fn last_store_timestamp(&self) -> i64 {
+        self.last_store_ts.load(Ordering::Acquire)
+    }
+
+    /// Map the files on disk (positions are fixed by recovery).
+    pub fn load(&self) -> Result<()> {
+        self.mfq.load()
+    }
+
+    /// Set the next logical offset of every queue (after recovery, from the ConsumeQueues).
+    pub fn set_queue_offsets(&self, offsets: impl IntoIterator<Item = (String, i32, i64)>) {
+        let mut st = self.put.lock();
+        st.queue_offsets.clear();
+        for (topic, qid, off) in offsets {
+            st.queue_offsets.entry(topic).or_default().insert(qid, off);
+        }
+    }
+
+    /// Forget a topic's queue offsets (topic deletion).
+    pub fn remove_topic(&self, topic: &str) {
+        self.put.lock().queue_offsets.remove(topic);
+    }
+
+    /// Next logical offset the appender will give (topic, queue).
+    pub fn next_queue_offset(&self, topic: &str, queue_id: i32) -> i64 {
+        self.put
+            .lock()
+            .queue_offsets
+            .get(topic)
+            .and_then(|m| m.get(&queue_id))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The file to write `len` bytes into, closing the current one with a blank if needed.
+    fn file_for(&self, len: usize) -> Result<Arc<MappedFile>> {
+        let file_size = self.mfq.file_size() as usize;
+        if len + END_FILE_MIN_BLANK_LENGTH > file_size {
+            return Err(StoreError::MessageIllegal(format!(
+                "a record of {len} bytes does not fit a CommitLog file of {file_size} bytes"
+            )));
+        }
+        let file = self.mfq.last_or_create(0)?;
+        if len + END_FILE_MIN_BLANK_LENGTH <= file.remaining() {
+            return Ok(file);
+        }
+        let pos = file.wrote_position();
+        let remaining = file.remaining();
+        if remaining >= END_FILE_MIN_BLANK_LENGTH {
+            let mut blank = [0u8; 8];
+            blank[..4].copy_from_slice(&(remaining as i32).to_be_bytes());
+            blank[4..].copy_from_slice(&BLANK_MAGIC_CODE.to_be_bytes());
+            file.write_at(pos, &blank)?;
+        }
+        file.set_wrote_position(file.size());
+        self.mfq.last_or_create(0)
+    }
+
+    fn next_offset(st: &mut PutState, topic: &str, queue_id: i32) -> i64 {
+        match st.queue_offsets.get(topic) {
+            Some(m) => m.get(&queue_id).copied().unwrap_or(0),
+            None => 0,
+        }
+    }
+
+    fn bump_offset(st: &mut PutState, topic: &str, queue_id: i32, by: i64) {
+        match st.queue_offsets.get_mut(topic) {
+            Some(m) => *m.entry(queue_id).or_insert(0) += by,
+            None => {
+                st.queue_offsets
+                    .entry(topic.to_string())
+                    .or_default()
+                    .insert(queue_id, by);
+            }
+        }
+    }
+
+    fn consumes_queue_offset(sys_flag: i32) -> bool {
+        let t = sysflag::transaction_type(sys_flag);
+        t == sysflag::TRANSACTION_NOT_TYPE || t == sysflag::TRANSACTION_COMMIT_TYPE
+    }
+
+    /// Append one message.
+    pub fn put(&self, msg: &MessageRef<'_>) -> Result<AppendResult> {
+        message::validate(msg, self.max_message_size)?;
+        let crc = body_crc(msg.body);
+        let len = record_len(
+            msg.body.len(),
+            msg.topic.len(),
+            msg.properties.len(),
+            &msg.born_host,
+            &self.store_host,
+        );
+        let result = {
+            let mut st = self.put.lock();
+            let ts = now_ms().max(st.last_store_ts);
+            st.last_store_ts = ts;
+            let counts = Self::consumes_queue_offset(msg.sys_flag);
+            let queue_offset = if counts {
+                Self::next_offset(&mut st, msg.topic, msg.queue_id)
+            } else {
+                0
+            };
+            let file = self.file_for(len)?;
+            let pos = file.wrote_position();
+            let physical_offset = file.from_offset() as i64 + pos as i64;
+            let at = Placement {
+                queue_offset,
+                physical_offset,
+                store_timestamp: ts,
+                store_host: self.store_host,
+            };
+            // SAFETY: we are the single appender (put lock held) and write above the
+            // published position, which readers never pass.
+            let buf = unsafe { file.slice_mut(pos, len) }
+                .ok_or_else(|| StoreError::corrupt("append", "record past end of file"))?;
+            message::encode_into(buf, msg, crc, &at);
+            file.set_last_store_timestamp(ts as u64);
+            file.set_wrote_position(pos + len);
+            if counts {
+                Self::bump_offset(&mut st, msg.topic, msg.queue_id, 1);
+            }
+            self.last_store_ts.store(ts, Ordering::Release);
+            AppendResult {
+                physical_offset,
+                size: len as i32,
+                queue_offset,
+                store_timestamp: ts,
+            }
+        };
+        self.appended.notify();
+        Ok(result)
+    }
+
+    /// Append several messages of one topic and queue under one lock, with consecutive
+    /// queue offsets, all in the same file.
+    pub fn put_batch(&self, msgs: &[MessageRef<'_>]) -> Result<Vec<AppendResult>> {
+        if msgs.is_empty() {
+            return Err(StoreError::MessageIllegal("empty batch".into()));
+        }
+        let mut lens = Vec::with_capacity(msgs.len());
+        let mut crcs = Vec::with_capacity(msgs.len());
+        let mut total = 0usize;
+        for m in msgs {
+            message::validate(m, self.max_message_size)?;
+            if m.topic != msgs[0].topic || m.queue_id != msgs[0].queue_id {
+                return Err(StoreError::MessageIllegal(
+                    "all messages of a batch must have one topic and queue".into(),
+                ));
+            }
+            let l = record_len(
+                m.body.len(),
+                m.topic.len(),
+                m.properties.len(),
+                &m.born_host,
+                &self.store_host,
+            );
+            lens.push(l);
+            crcs.push(body_crc(m.body));
+            total += l;
+        }
+        let mut out = Vec::with_capacity(msgs.len());
+        {
+            let mut st = self.put.lock();
+            let ts = now_ms().max(st.last_store_ts);
+            st.last_store_ts = ts;
+            let topic = msgs[0].topic;
+            let qid = msgs[0].queue_id;
+            let mut queue_offset = Self::next_offset(&mut st, topic, qid);
+            let file = self.file_for(total)?;
+            let mut pos = file.wrote_position();
+            let mut counted = 0i64;
+            for (i, m) in msgs.iter().enumerate() {
+                let counts = Self::consumes_queue_offset(m.sys_flag);
+                let physical_offset = file.from_offset() as i64 + pos as i64;
+                let at = Placement {
+                    queue_offset: if counts { queue_offset } else { 0 },
+                    physical_offset,
+                    store_timestamp: ts,
+                    store_host: self.store_host,
+                };
+                // SAFETY: single appender, above the published position (see `put`).
+                let buf = unsafe { file.slice_mut(pos, lens[i]) }
+                    .ok_or_else(|| StoreError::corrupt("append", "record past end of file"))?;
+                message::encode_into(buf, m, crcs[i], &at);
+                out.push(AppendResult {
+                    physical_offset,
+                    size: lens[i] as i32,
+                    queue_offset: at.queue_offset,
+                    store_timestamp: ts,
+                });
+                pos += lens[i];
+                if counts {
+                    queue_offset += 1;
+                    counted += 1;
+                }
+            }
+            file.set_last_store_timestamp(ts as u64);
+            file.set_wrote_position(pos);
+            if counted > 0 {
+                Self::bump_offset(&mut st, topic, qid, counted);
+            }
+            self.last_store_ts.store(ts, Ordering::Release);
+        }
+        self.appended.notify();
+        Ok(out)
+    }
+
+    /// `size` bytes at `offset`, if written and still present.
+    pub fn slice(&self, offset: i64, size: usize) -> Option<LogSlice> {
+        if offset < 0 {
+            return None;
+        }
+        let file = self.mfq.find(offset as u64)?;
+        let pos = (offset as u64 - file.from_offset()) as usize;
+        file.slice(pos, size)?;
+        Some(LogSlice {
+            file,
+            pos,
+            len: size,
+        })
+    }
+
+    /// The whole record starting at `offset` (size read from its TOTALSIZE field), verified
+    /// to be a message record.
+    pub fn record_at(&self, offset: i64) -> Option<LogSlice> {
+        let head = self.slice(offset, 8)?;
+        let total = message::read_i32(head.bytes(), 0)?;
+        let magic = message::read_i32(head.bytes(), 4)?;
+        if magic != MESSAGE_MAGIC_CODE || total < message::RECORD_FIXED_SIZE_V4 as i32 {
+            return None;
+        }
+        self.slice(offset, total as usize)
+    }
+
+    /// Store timestamp of the record at `offset` with `size` bytes.
+    pub fn store_timestamp_at(&self, offset: i64, size: i32) -> Option<i64> {
+        if size < message::RECORD_FIXED_SIZE_V4 as i32 {
+            return None;
+        }
+        let s = self.slice(offset, size as usize)?;
+        let flag = message::read_i32(s.bytes(), message::POS_SYSFLAG)?;
+        message::read_i64(s.bytes(), message::store_timestamp_pos(flag))
+    }
+
+    /// Walk the records from file index `start_file`, validating each; `visit` sees every
+    /// valid record with its physical offset. Stops at the first invalid record.
+    pub fn scan_from(
+        &self,
+        start_file: usize,
+        check_crc: bool,
+        mut visit: impl FnMut(&Record<'_>, i64),
+    ) -> ScanResult {
+        let files = self.mfq.files();
+        let mut res = ScanResult {
+            end_offset: files
+                .get(start_file)
+                .map(|f| f.from_offset() as i64)
+                .unwrap_or_else(|| self.min_offset()),
+            ..Default::default()
+        };
+        'files: for f in files.iter().skip(start_file) {
+            let data = f.raw_from(0);
+            let mut pos = 0usize;
+            loop {
+                let (Some(total), Some(magic)) = (
+                    message::read_i32(data, pos),
+                    message::read_i32(data, pos + 4),
+                ) else {
+                    // Not even a header fits: the file ended without a blank.
+                    res.end_offset = f.from_offset() as i64 + pos as i64;
+                    break 'files;
+                };
+                if magic == BLANK_MAGIC_CODE {
+                    // Rest of this file is padding; continue with the next one.
+                    res.bytes += (data.len() - pos) as u64;
+                    res.end_offset = f.from_offset() as i64 + data.len() as i64;
+                    continue 'files;
+                }
+                if magic != MESSAGE_MAGIC_CODE || total <= 0 {
+                    res.end_offset = f.from_offset() as i64 + pos as i64;
+                    break 'files;
+                }
+                let Ok(rec) = message::decode(&data[pos..], check_crc) else {
+                    res.end_offset = f.from_offset() as i64 + pos as i64;
+                    break 'files;
+                };
+                let phys = f.from_offset() as i64 + pos as i64;
+                if rec.physical_offset != phys {
+                    res.end_offset = phys;
+                    break 'files;
+                }
+                visit(&rec, phys);
+                pos += rec.total_size as usize;
+                res.bytes += rec.total_size as u64;
+                res.records += 1;
+                res.end_offset = f.from_offset() as i64 + pos as i64;
+                if pos >= data.len() {
+                    continue 'files;
+                }
+            }
+        }
+        res
+    }
+
+    /// Make `end` the end of the log: positions of the last file set, later data removed.
+    pub fn truncate_to(&self, end: i64) -> Result<()> {
+        self.mfq.truncate_dirty(end.max(0) as u64)?;
+        let files = self.mfq.files();
+        for f in &files {
+            let file_end = f.from_offset() as i64 + f.size() as i64;
+            if file_end <= end {
+                f.set_wrote_position(f.size());
+                f.set_flushed_position(f.size());
+            }
+        }
+        self.mfq.set_flushed_where(end.max(0) as u64);
+        Ok(())
+    }
+
+    /// Store timestamp of the first record of file `index`, if it starts with a message.
+    pub fn first_record_timestamp(&self, index: usize) -> Option<i64> {
+        let files = self.mfq.files();
+        let f = files.get(index)?;
+        let data = f.raw_from(0);
+        if message::read_i32(data, 4)? != MESSAGE_MAGIC_CODE {
+            return None;
+        }
+        let flag = message::read_i32(data, message::POS_SYSFLAG)?;
+        message::read_i64(data, message::store_timestamp_pos(flag))
+    }
+
+    /// Flush what is dirty (`least_pages` as in [`MappedFileQueue::flush`]); returns the
+    /// flushed offset.
+    pub fn flush(&self, least_pages: u64) -> Result<i64> {
+        Ok(self.mfq.flush(least_pages)? as i64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn msg<'a>(topic: &'a str, qid: i32, body: &'a [u8], props: &'a [u8]) -> MessageRef<'a> {
+        MessageRef {
+            topic,
+            queue_id: qid,
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp: 1,
+            born_host: "127.0.0.1:1000".parse().unwrap(),
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body,
+            properties: props,
+        }
+    }
+
+    fn log(dir: &std::path::Path, size: u64) -> CommitLog {
+        CommitLog::new(
+            dir,
+            size,
+            "127.0.0.1:10911".parse().unwrap(),
+            4 << 20,
+            false,
+        )
+    }
+
+    #[test]
+    fn offsets_and_records() {
+        let d = tempfile::tempdir().unwrap();
+        let cl = log(d.path(), 1 << 16);
+        let a = cl.put(&msg("T", 0, b"one", b"")).unwrap();
+        let b = cl.put(&msg("T", 0, b"two", b"")).unwrap();
+        let c = cl.put(&msg("T", 1, b"three", b"")).unwrap();
+        assert_eq!((a.queue_offset, b.queue_offset, c.queue_offset), (0, 1, 0));
+        assert_eq!(a.physical_offset, 0);
+        assert_eq!(b.physical_offset, a.size as i64);
+        let r = cl.record_at(b.physical_offset).unwrap();
+        let rec = message::decode(r.bytes(), true).unwrap();
+        assert_eq!(rec.body, b"two");
+        assert_eq!(rec.physical_offset, b.physical_offset);
+        assert_eq!(
+            cl.store_timestamp_at(b.physical_offset, b.size),
+            Some(b.store_timestamp)
+        );
+        // Prepared messages take no queue offset.
+        let mut p = msg("T", 0, b"half", b"");
+        p.sys_flag = sysflag::TRANSACTION_PREPARED_TYPE;
+        assert_eq!(cl.put(&p).unwrap().queue_offset, 0);
+        assert_eq!(cl.next_queue_offset("T", 0), 2);
+        let batch = [msg("T", 0, b"x", b""), msg("T", 0, b"y", b"")];
+        let rs = cl.put_batch(&batch).unwrap();
+        assert_eq!((rs[0].queue_offset, rs[1].queue_offset), (2, 3));
+        assert!(cl
+            .put_batch(&[msg("T", 0, b"x", b""), msg("U", 0, b"y", b"")])
+            .is_err());
+    }
+
+    #[test]
+    fn roll_writes_blank_record() {
+        let d = tempfile::tempdir().unwrap();
+        let file = 4096u64;
+        let cl = log(d.path(), file);
+        let body = vec![b'x'; 900];
+        let mut results = Vec::new();
+        for _ in 0..5 {
+            results.push(cl.put(&msg("T", 0, &body, b"")).unwrap());
+        }
+        let size = results[0].size as usize; // 992
+        assert_eq!(size, 91 + 900 + 1);
+        // 4 records fit (3968 + 8 <= 4096), the fifth goes to the next file.
+        assert_eq!(results[4].physical_offset, 4096);
+        let raw = std::fs::read(d.path().join("00000000000000000000")).unwrap();
+        let blank_at = 4 * size;
+        assert_eq!(
+            i32::from_be_bytes(raw[blank_at..blank_at + 4].try_into().unwrap()),
+            (4096 - blank_at) as i32
+        );
+        assert_eq!(
+            i32::from_be_bytes(raw[blank_at + 4..blank_at + 8].try_into().unwrap()),
+            BLANK_MAGIC_CODE
+        );
+        assert!(d.path().join("00000000000000004096").exists());
+        // A scan crosses the blank.
+        let mut seen = Vec::new();
+        let res = cl.scan_from(0, true, |r, off| seen.push((r.queue_offset, off)));
+        assert_eq!(seen.len(), 5);
+        assert_eq!(seen[4], (4, 4096));
+        assert_eq!(res.end_offset, 4096 + size as i64);
+        assert!(cl.put(&msg("T", 0, &vec![0u8; 5000], b"")).is_err());
+    }
+
+    #[test]
+    fn scan_stops_at_corruption_and_truncates() {
+        let d = tempfile::tempdir().unwrap();
+        let cl = log(d.path(), 1 << 16);
+        let mut ends = Vec::new();
+        for i in 0..10u8 {
+            ends.push(cl.put(&msg("T", 0, &[i; 100], b"")).unwrap());
+        }
+        cl.flush(0).unwrap();
+        drop(cl);
+        // Flip a body byte of the 8th record.
+        let path = d.path().join("00000000000000000000");
+        let mut raw = std::fs::read(&path).unwrap();
+        raw[ends[7].physical_offset as usize + 90] ^= 0x55;
+        std::fs::write(&path, &raw).unwrap();
+        let cl = log(d.path(), 1 << 16);
+        cl.load().unwrap();
+        let res = cl.scan_from(0, true, |_, _| {});
+        assert_eq!(res.records, 7);
+        assert_eq!(res.end_offset, ends[7].physical_offset);
+        cl.truncate_to(res.end_offset).unwrap();
+        assert_eq!(cl.max_offset(), ends[7].physical_offset);
+        cl.set_queue_offsets([("T".to_string(), 0, 7)]);
+        let r = cl.put(&msg("T", 0, b"new", b"")).unwrap();
+        assert_eq!(r.physical_offset, ends[7].physical_offset);
+        assert_eq!(r.queue_offset, 7);
+    }
+}

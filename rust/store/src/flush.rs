@@ -1,0 +1,320 @@
+//! CommitLog flushing, chosen by `flushDiskType`:
+//!
+//! * `ASYNC_FLUSH` — every `flushIntervalCommitLog` ms flush if at least
+//!   `flushCommitLogLeastPages` pages are dirty, and everything at least every
+//!   `flushCommitLogThoroughInterval` ms (RocketMQ's FlushRealTimeService).
+//! * `SYNC_FLUSH` — group commit: writers publish the offset they need durable and the
+//!   flush thread flushes everything appended so far in one `msync`, which covers every
+//!   writer waiting at that moment (RocketMQ's GroupCommitService).
+//!
+//! Either way the flushed watermark is published through [`FlushWatermark`]: Rust callers
+//! block on it with a timeout; an event loop watches its eventfd and compares offsets, so
+//! waiting never needs a thread per writer.
+
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::commitlog::CommitLog;
+use crate::config::FlushDiskType;
+use crate::error::{Result, StoreError};
+use crate::service::{Notifier, Service, Signal};
+
+/// The durable-offset watermark: everything below `flushed()` is on disk.
+pub struct FlushWatermark {
+    flushed: AtomicI64,
+    requested: AtomicI64,
+    /// Wakes the flush thread (new request) .
+    request_signal: Arc<Signal>,
+    /// Wakes blocked waiters (new watermark).
+    flushed_signal: Arc<Signal>,
+    notifier: Notifier,
+    mode: FlushDiskType,
+}
+
+impl FlushWatermark {
+    fn new(mode: FlushDiskType, start: i64) -> std::io::Result<Self> {
+        Ok(FlushWatermark {
+            flushed: AtomicI64::new(start),
+            requested: AtomicI64::new(start),
+            request_signal: Signal::new(),
+            flushed_signal: Signal::new(),
+            notifier: Notifier::new()?,
+            mode,
+        })
+    }
+
+    /// Everything below this offset is durable.
+    pub fn flushed(&self) -> i64 {
+        self.flushed.load(Ordering::Acquire)
+    }
+
+    /// The eventfd that becomes readable after each flush that advanced the watermark.
+    pub fn notify_fd(&self) -> i32 {
+        self.notifier.fd()
+    }
+
+    /// Reset the eventfd (the event loop calls this when woken).
+    pub fn drain_notifications(&self) -> u64 {
+        self.notifier.drain()
+    }
+
+    /// Ask for `offset` to become durable (SYNC_FLUSH) without waiting.
+    pub fn request(&self, offset: i64) {
+        if self.flushed() >= offset {
+            return;
+        }
+        self.requested.fetch_max(offset, Ordering::AcqRel);
+        self.request_signal.notify();
+    }
+
+    /// Request `offset` and block until it is durable or `timeout` passes.
+    pub fn wait(&self, offset: i64, timeout: Duration) -> Result<()> {
+        if self.flushed() >= offset {
+            return Ok(());
+        }
+        if self.mode == FlushDiskType::SyncFlush {
+            self.request(offset);
+        }
+        if self
+            .flushed_signal
+            .wait_until(timeout, || self.flushed() >= offset)
+        {
+            Ok(())
+        } else {
+            Err(StoreError::FlushTimeout(timeout.as_millis() as u64))
+        }
+    }
+
+    fn publish(&self, offset: i64) {
+        if offset > self.flushed.fetch_max(offset, Ordering::AcqRel) {
+            self.flushed_signal.notify();
+            self.notifier.notify();
+        }
+    }
+}
+
+/// Settings of the flush service.
+#[derive(Debug, Clone, Copy)]
+pub struct FlushSettings {
+    pub mode: FlushDiskType,
+    pub interval: Duration,
+    pub least_pages: u64,
+    pub thorough_interval: Duration,
+}
+
+/// The running flush service.
+pub struct FlushService {
+    watermark: Arc<FlushWatermark>,
+    service: Option<Service>,
+}
+
+impl FlushService {
+    /// Start flushing `log`. `after_flush` runs on the flush thread after each flush with
+    /// the store timestamp of the newest flushed record (for the checkpoint).
+    pub fn start(
+        log: Arc<CommitLog>,
+        settings: FlushSettings,
+        after_flush: Box<dyn Fn(i64) + Send>,
+    ) -> Result<FlushService> {
+        let start = log
+            .flushed_offset()
+            .max(log.max_offset().min(log.flushed_offset()));
+        let wm = Arc::new(
+            FlushWatermark::new(settings.mode, start).map_err(|e| StoreError::io("eventfd", e))?,
+        );
+        let w = wm.clone();
+        let signal = wm.request_signal.clone();
+        let service = match settings.mode {
+            FlushDiskType::SyncFlush => Service::spawn("rmq-group-commit", signal, move |ctx| {
+                let mut failures = 0u32;
+                loop {
+                    let seen = ctx.signal().generation();
+                    let want = w.requested.load(Ordering::Acquire);
+                    if want > w.flushed() {
+                        let ts = log.last_store_timestamp();
+                        match log.flush(0) {
+                            Ok(off) => {
+                                failures = 0;
+                                w.publish(off);
+                                after_flush(ts);
+                            }
+                            Err(_) => {
+                                // Keep the watermark where it is: waiters time out with
+                                // FLUSH_DISK_TIMEOUT rather than being told a lie.
+                                failures += 1;
+                                std::thread::sleep(Duration::from_millis(
+                                    (10 * failures as u64).min(1000),
+                                ));
+                            }
+                        }
+                        continue;
+                    }
+                    if ctx.stopped() {
+                        break;
+                    }
+                    ctx.wait(seen, Duration::from_millis(10));
+                }
+                let ts = log.last_store_timestamp();
+                if let Ok(off) = log.flush(0) {
+                    w.publish(off);
+                    after_flush(ts);
+                }
+            }),
+            FlushDiskType::AsyncFlush => Service::spawn("rmq-flush", signal, move |ctx| {
+                let mut last_thorough = Instant::now();
+                while !ctx.stopped() {
+                    let seen = ctx.signal().generation();
+                    ctx.wait(seen, settings.interval);
+                    let least = if last_thorough.elapsed() >= settings.thorough_interval {
+                        last_thorough = Instant::now();
+                        0
+                    } else {
+                        settings.least_pages
+                    };
+                    let ts = log.last_store_timestamp();
+                    if let Ok(off) = log.flush(least) {
+                        if off > w.flushed() {
+                            w.publish(off);
+                            after_flush(ts);
+                        }
+                    }
+                }
+                for _ in 0..3 {
+                    let ts = log.last_store_timestamp();
+                    if let Ok(off) = log.flush(0) {
+                        w.publish(off);
+                        after_flush(ts);
+                        break;
+                    }
+                }
+            }),
+        }
+        .map_err(|e| StoreError::io("flush thread", e))?;
+        Ok(FlushService {
+            watermark: wm,
+            service: Some(service),
+        })
+    }
+
+    pub fn watermark(&self) -> &Arc<FlushWatermark> {
+        &self.watermark
+    }
+
+    /// Stop after a final full flush.
+    pub fn shutdown(&mut self) {
+        if let Some(mut s) = self.service.take() {
+            s.shutdown();
+        }
+    }
+}
+
+impl Drop for FlushService {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::MessageRef;
+
+    fn msg(body: &[u8]) -> MessageRef<'_> {
+        MessageRef {
+            topic: "T",
+            queue_id: 0,
+            flag: 0,
+            sys_flag: 0,
+            born_timestamp: 1,
+            born_host: "127.0.0.1:1".parse().unwrap(),
+            reconsume_times: 0,
+            prepared_transaction_offset: 0,
+            body,
+            properties: b"",
+        }
+    }
+
+    fn settings(mode: FlushDiskType) -> FlushSettings {
+        FlushSettings {
+            mode,
+            interval: Duration::from_millis(20),
+            least_pages: 4,
+            thorough_interval: Duration::from_millis(100),
+        }
+    }
+
+    #[test]
+    fn group_commit_under_concurrent_writers() {
+        let d = tempfile::tempdir().unwrap();
+        let log = Arc::new(CommitLog::new(
+            d.path(),
+            1 << 20,
+            "127.0.0.1:10911".parse().unwrap(),
+            1 << 20,
+            false,
+        ));
+        let flushes = Arc::new(AtomicI64::new(0));
+        let f = flushes.clone();
+        let mut svc = FlushService::start(
+            log.clone(),
+            settings(FlushDiskType::SyncFlush),
+            Box::new(move |_| {
+                f.fetch_add(1, Ordering::AcqRel);
+            }),
+        )
+        .unwrap();
+        let wm = svc.watermark().clone();
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let log = log.clone();
+                let wm = wm.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..200 {
+                        let r = log.put(&msg(&[7u8; 512])).unwrap();
+                        wm.wait(r.end_offset(), Duration::from_secs(10)).unwrap();
+                        assert!(wm.flushed() >= r.end_offset());
+                        assert!(log.flushed_offset() >= r.end_offset());
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let n = flushes.load(Ordering::Acquire);
+        assert!((1..=1600).contains(&n), "flushes: {n}");
+        assert!(wm.drain_notifications() >= 1);
+        svc.shutdown();
+    }
+
+    #[test]
+    fn async_flush_reaches_everything_and_sync_wait_times_out_when_stopped() {
+        let d = tempfile::tempdir().unwrap();
+        let log = Arc::new(CommitLog::new(
+            d.path(),
+            1 << 20,
+            "127.0.0.1:10911".parse().unwrap(),
+            1 << 20,
+            false,
+        ));
+        let mut svc = FlushService::start(
+            log.clone(),
+            settings(FlushDiskType::AsyncFlush),
+            Box::new(|_| {}),
+        )
+        .unwrap();
+        let r = log.put(&msg(b"small")).unwrap();
+        // Fewer than 4 dirty pages: only the thorough flush covers it.
+        svc.watermark()
+            .wait(r.end_offset(), Duration::from_secs(5))
+            .unwrap();
+        svc.shutdown();
+        let r2 = log.put(&msg(b"after stop")).unwrap();
+        assert!(matches!(
+            svc.watermark()
+                .wait(r2.end_offset(), Duration::from_millis(50)),
+            Err(StoreError::FlushTimeout(50))
+        ));
+    }
+}
