@@ -298,7 +298,9 @@ impl StoreConfig {
             ));
         }
         if self.mapped_file_size_consume_queue < CQ_UNIT_SIZE
-            || !self.mapped_file_size_consume_queue.is_multiple_of(CQ_UNIT_SIZE)
+            || !self
+                .mapped_file_size_consume_queue
+                .is_multiple_of(CQ_UNIT_SIZE)
         {
             return Err(StoreError::Config(format!(
                 "mappedFileSizeConsumeQueue must be a positive multiple of {CQ_UNIT_SIZE}"
