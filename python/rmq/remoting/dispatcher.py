@@ -1,0 +1,136 @@
+"""Request dispatch: request code -> processor, and the server-side response rules (REMOTING.md §1.5).
+
+Rules applied to every incoming request:
+
+* more than ``max_in_flight`` asynchronous requests running -> SYSTEM_BUSY (2), remark ``[REJECTREQUEST]...``;
+* unknown code and no default processor -> REQUEST_CODE_NOT_SUPPORTED (3), remark
+  `` request type <code> not supported`` -- or no answer at all when ``answer_unsupported`` is false (what a
+  4.9.8 name server does);
+* the processor raises -> SYSTEM_ERROR (1) with the exception text as remark (a :class:`HeaderError` gives
+  its own message, e.g. ``the custom field <topic> is null``);
+* oneway requests (flag bit 1) never get an answer, not even the three above (Java still writes those; clients
+  drop them anyway).
+
+Processors come in three shapes (see :mod:`rmq.remoting.context`); the dispatcher looks at what a call
+returns, so only awaitable results (``async def`` processors, or a plain processor's slow path) cost a task.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable
+from typing import Any, Final
+
+from rmq.common.codes import FLAG_ONEWAY, ResponseCode
+from rmq.remoting.command import RemotingCommand, create_response
+from rmq.remoting.context import Processor, RequestContext
+from rmq.remoting.errors import HeaderError
+
+__all__ = ["DEFAULT_MAX_IN_FLIGHT", "Dispatcher"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_IN_FLIGHT: Final = 10_000
+BUSY_REMARK: Final = "[REJECTREQUEST]system busy, start flow control for a while"
+
+_SYSTEM_ERROR: Final = int(ResponseCode.SYSTEM_ERROR)
+_SYSTEM_BUSY: Final = int(ResponseCode.SYSTEM_BUSY)
+_NOT_SUPPORTED: Final = int(ResponseCode.REQUEST_CODE_NOT_SUPPORTED)
+
+
+def error_remark(exc: BaseException) -> str:
+    if isinstance(exc, HeaderError):
+        return str(exc)
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class Dispatcher:
+    """Maps request codes to processors and runs them for a server's (or client's) connections."""
+
+    def __init__(
+        self, *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, answer_unsupported: bool = True
+    ) -> None:
+        self.max_in_flight = max_in_flight
+        self.answer_unsupported = answer_unsupported
+        self._table: dict[int, Processor] = {}
+        self._default: Processor | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    def register(self, code: int, processor: Processor) -> None:
+        self._table[int(code)] = processor
+
+    def register_default(self, processor: Processor | None) -> None:
+        """Processor for codes nobody registered (``None`` restores the built-in rule)."""
+        self._default = processor
+
+    def processor_for(self, code: int) -> Processor | None:
+        return self._table.get(code) or self._default
+
+    @property
+    def in_flight(self) -> int:
+        """Asynchronous requests currently running."""
+        return len(self._tasks)
+
+    def dispatch(self, ctx: RequestContext, request: RemotingCommand) -> None:
+        oneway = request.flag & FLAG_ONEWAY
+        if len(self._tasks) >= self.max_in_flight:
+            if not oneway:
+                ctx.send_response(create_response(request, _SYSTEM_BUSY, BUSY_REMARK))
+            return
+        entry = self._table.get(request.code) or self._default
+        if entry is None:
+            if self.answer_unsupported and not oneway:
+                remark = f" request type {request.code} not supported"
+                ctx.send_response(create_response(request, _NOT_SUPPORTED, remark))
+            return
+        try:
+            result = entry(ctx, request)
+        except Exception as exc:
+            self._fail(ctx, request, exc)
+            return
+        if result is None:
+            return
+        if type(result) is RemotingCommand or isinstance(result, RemotingCommand):
+            if not oneway:
+                ctx.send_response(result)
+        elif inspect.isawaitable(result):
+            self._spawn(ctx, request, result)
+        else:
+            self._fail(ctx, request, TypeError(f"processor returned {type(result).__name__}"))
+
+    def _spawn(self, ctx: RequestContext, request: RemotingCommand, awaitable: Awaitable[Any]) -> None:
+        task = asyncio.get_running_loop().create_task(self._finish(ctx, request, awaitable))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _finish(self, ctx: RequestContext, request: RemotingCommand, awaitable: Awaitable[Any]) -> None:
+        try:
+            result = await awaitable
+        except Exception as exc:
+            self._fail(ctx, request, exc)
+            return
+        if result is None:
+            return
+        if not isinstance(result, RemotingCommand):
+            self._fail(ctx, request, TypeError(f"processor returned {type(result).__name__}"))
+        elif not request.flag & FLAG_ONEWAY:
+            ctx.send_response(result)
+
+    def _fail(self, ctx: RequestContext, request: RemotingCommand, exc: Exception) -> None:
+        if isinstance(exc, HeaderError):
+            log.info("bad header in request code %s from %s: %s", request.code, ctx.remote_addr, exc)
+        else:
+            log.error("processor for code %s failed (from %s)", request.code, ctx.remote_addr, exc_info=exc)
+        if not request.flag & FLAG_ONEWAY:
+            ctx.send_response(create_response(request, _SYSTEM_ERROR, error_remark(exc)))
+
+    async def cancel_all(self) -> None:
+        """Cancel the running asynchronous requests and wait for them to end."""
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
