@@ -15,6 +15,13 @@ pub use error::{Result, StoreError};
 pub mod checkpoint;
 pub mod commitlog;
 pub mod consume_queue;
+pub mod dispatch;
 pub mod flush;
 pub mod index;
+pub mod read;
+pub mod retention;
 pub mod service;
+pub mod store;
+
+pub use read::{GetMessageStatus, GetRequest, GetResult, TagFilter};
+pub use store::MessageStore;

@@ -1,0 +1,320 @@
+//! The dispatch ("reput") service: tails the CommitLog and builds the ConsumeQueues and the
+//! IndexFile from it (RocketMQ's ReputMessageService with its CommitLogDispatchers).
+//!
+//! Only NOT_TYPE and COMMIT_TYPE records enter a ConsumeQueue; ROLLBACK records are not
+//! indexed. Re-dispatching a range (after recovery) is harmless: the ConsumeQueue ignores
+//! units below its max offset and the index skips offsets below its end offset.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::RwLock;
+
+use crate::commitlog::CommitLog;
+use crate::consume_queue::ConsumeQueue;
+use crate::error::Result;
+use crate::index::IndexService;
+use crate::message::{self, property, sysflag, Record, BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE};
+use crate::service::{Notifier, Service, Signal};
+
+/// Every ConsumeQueue of the store, by topic and queue id.
+pub struct QueueTable {
+    root: PathBuf,
+    file_size: u64,
+    queues: RwLock<HashMap<String, HashMap<i32, Arc<ConsumeQueue>>>>,
+}
+
+impl QueueTable {
+    pub fn new(root: PathBuf, file_size: u64) -> QueueTable {
+        QueueTable {
+            root,
+            file_size,
+            queues: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// Load the queues found on disk.
+    pub fn load(&self) -> Result<()> {
+        let found = ConsumeQueue::discover(&self.root, self.file_size)?;
+        let mut map = self.queues.write();
+        for cq in found {
+            map.entry(cq.topic().to_string())
+                .or_default()
+                .insert(cq.queue_id(), Arc::new(cq));
+        }
+        Ok(())
+    }
+
+    pub fn get(&self, topic: &str, queue_id: i32) -> Option<Arc<ConsumeQueue>> {
+        self.queues.read().get(topic)?.get(&queue_id).cloned()
+    }
+
+    pub fn get_or_create(&self, topic: &str, queue_id: i32) -> Arc<ConsumeQueue> {
+        if let Some(q) = self.get(topic, queue_id) {
+            return q;
+        }
+        let mut map = self.queues.write();
+        map.entry(topic.to_string())
+            .or_default()
+            .entry(queue_id)
+            .or_insert_with(|| {
+                Arc::new(ConsumeQueue::new(
+                    &self.root,
+                    topic,
+                    queue_id,
+                    self.file_size,
+                ))
+            })
+            .clone()
+    }
+
+    pub fn all(&self) -> Vec<Arc<ConsumeQueue>> {
+        self.queues
+            .read()
+            .values()
+            .flat_map(|m| m.values().cloned())
+            .collect()
+    }
+
+    pub fn topics(&self) -> Vec<String> {
+        self.queues.read().keys().cloned().collect()
+    }
+
+    /// Queues of one topic.
+    pub fn topic_queues(&self, topic: &str) -> Vec<Arc<ConsumeQueue>> {
+        self.queues
+            .read()
+            .get(topic)
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Remove a topic's queues from the table and return them.
+    pub fn remove_topic(&self, topic: &str) -> Vec<Arc<ConsumeQueue>> {
+        self.queues
+            .write()
+            .remove(topic)
+            .map(|m| m.into_values().collect())
+            .unwrap_or_default()
+    }
+}
+
+/// What the dispatcher derives from one record.
+#[derive(Debug, Clone)]
+pub struct DispatchRequest<'a> {
+    pub topic: &'a str,
+    pub queue_id: i32,
+    pub commitlog_offset: i64,
+    pub size: i32,
+    pub tags_code: i64,
+    pub store_timestamp: i64,
+    pub queue_offset: i64,
+    pub sys_flag: i32,
+    pub keys: Option<&'a str>,
+    pub uniq_key: Option<&'a str>,
+}
+
+/// Build the dispatch request of a record. For `SCHEDULE_TOPIC_XXXX` the tags code is the
+/// delivery time (store time + the delay of the record's level, clamped to the table).
+pub fn dispatch_request<'a>(rec: &Record<'a>, delay_levels: &[u64]) -> DispatchRequest<'a> {
+    let mut tags_code = message::tags_code(rec.properties);
+    if rec.topic == message::SCHEDULE_TOPIC && !delay_levels.is_empty() {
+        let level = message::property(rec.properties, property::DELAY)
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .unwrap_or(1)
+            .clamp(1, delay_levels.len() as i64);
+        tags_code = rec.store_timestamp + delay_levels[(level - 1) as usize] as i64;
+    }
+    DispatchRequest {
+        topic: rec.topic,
+        queue_id: rec.queue_id,
+        commitlog_offset: rec.physical_offset,
+        size: rec.total_size,
+        tags_code,
+        store_timestamp: rec.store_timestamp,
+        queue_offset: rec.queue_offset,
+        sys_flag: rec.sys_flag,
+        keys: message::property(rec.properties, property::KEYS),
+        uniq_key: message::property(rec.properties, property::UNIQ_KEY),
+    }
+}
+
+/// The consumers of dispatch requests.
+pub struct Dispatchers {
+    pub queues: Arc<QueueTable>,
+    pub index: Option<Arc<IndexService>>,
+    pub delay_levels: Vec<u64>,
+}
+
+impl Dispatchers {
+    /// Apply one record to the ConsumeQueue and the index.
+    pub fn dispatch(&self, rec: &Record<'_>) -> Result<()> {
+        let req = dispatch_request(rec, &self.delay_levels);
+        let tran = sysflag::transaction_type(req.sys_flag);
+        if tran == sysflag::TRANSACTION_NOT_TYPE || tran == sysflag::TRANSACTION_COMMIT_TYPE {
+            self.queues.get_or_create(req.topic, req.queue_id).put(
+                req.commitlog_offset,
+                req.size,
+                req.tags_code,
+                req.queue_offset,
+            )?;
+        }
+        if let Some(index) = &self.index {
+            if tran != sysflag::TRANSACTION_ROLLBACK_TYPE
+                && req.commitlog_offset >= index.end_phy_offset()
+            {
+                let mut keys: Vec<String> = Vec::new();
+                if let Some(u) = req.uniq_key {
+                    keys.push(format!("{}#{}", req.topic, u));
+                }
+                if let Some(ks) = req.keys {
+                    for k in ks.split(' ').filter(|k| !k.is_empty()) {
+                        keys.push(format!("{}#{}", req.topic, k));
+                    }
+                }
+                if !keys.is_empty() {
+                    index.put_keys(&keys, req.commitlog_offset, req.store_timestamp)?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Progress of dispatching, shared with readers that wait for it.
+pub struct DispatchProgress {
+    dispatched: AtomicI64,
+    last_store_ts: AtomicI64,
+    signal: Arc<Signal>,
+    notifier: Notifier,
+}
+
+impl DispatchProgress {
+    pub fn new(start: i64) -> std::io::Result<Arc<DispatchProgress>> {
+        Ok(Arc::new(DispatchProgress {
+            dispatched: AtomicI64::new(start),
+            last_store_ts: AtomicI64::new(0),
+            signal: Signal::new(),
+            notifier: Notifier::new()?,
+        }))
+    }
+    /// Everything below this CommitLog offset is in the ConsumeQueues and the index.
+    pub fn dispatched(&self) -> i64 {
+        self.dispatched.load(Ordering::Acquire)
+    }
+    /// Store time of the newest dispatched record.
+    pub fn last_store_timestamp(&self) -> i64 {
+        self.last_store_ts.load(Ordering::Acquire)
+    }
+    /// Eventfd readable after each dispatch round.
+    pub fn notify_fd(&self) -> i32 {
+        self.notifier.fd()
+    }
+    pub fn drain_notifications(&self) -> u64 {
+        self.notifier.drain()
+    }
+    /// Block until `offset` is dispatched or `timeout` passes.
+    pub fn wait(&self, offset: i64, timeout: Duration) -> bool {
+        self.signal
+            .wait_until(timeout, || self.dispatched() >= offset)
+    }
+    fn publish(&self, offset: i64, ts: i64) {
+        if ts > 0 {
+            self.last_store_ts.fetch_max(ts, Ordering::AcqRel);
+        }
+        self.dispatched.store(offset, Ordering::Release);
+        self.signal.notify();
+        self.notifier.notify();
+    }
+}
+
+/// Dispatch every complete record in `[from, commitlog max)`; returns the new position.
+pub fn dispatch_range(
+    log: &CommitLog,
+    dispatchers: &Dispatchers,
+    progress: &DispatchProgress,
+    mut from: i64,
+) -> i64 {
+    let files = log.queue();
+    loop {
+        let max = log.max_offset();
+        if from >= max {
+            return from;
+        }
+        let Some(file) = files.find(from as u64) else {
+            // Below the first file (deleted) or a gap: jump to the first file.
+            let min = log.min_offset();
+            if from < min {
+                from = min;
+                continue;
+            }
+            return from;
+        };
+        let base = file.from_offset() as i64;
+        let wrote = file.wrote_position();
+        let data = file.raw_from(0);
+        let mut pos = (from - base) as usize;
+        let mut last_ts = 0i64;
+        let mut n = 0u32;
+        while pos + 8 <= wrote {
+            let magic = message::read_i32(data, pos + 4).unwrap_or(0);
+            if magic == BLANK_MAGIC_CODE {
+                pos = file.size();
+                break;
+            }
+            if magic != MESSAGE_MAGIC_CODE {
+                // Cannot happen below the wrote position of a healthy log; skip the rest of
+                // the file rather than spin (recovery truncates such data on restart).
+                pos = file.size();
+                break;
+            }
+            let Ok(rec) = message::decode(&data[pos..wrote], false) else {
+                pos = file.size();
+                break;
+            };
+            // A failing dispatcher (disk error) must not stop the log: the record stays
+            // readable and a restart re-dispatches it.
+            let _ = dispatchers.dispatch(&rec);
+            last_ts = rec.store_timestamp;
+            pos += rec.total_size as usize;
+            n += 1;
+            if n.is_multiple_of(256) {
+                progress.publish(base + pos as i64, last_ts);
+            }
+        }
+        if pos >= file.size() {
+            from = base + file.size() as i64;
+        } else {
+            from = base + pos as i64;
+        }
+        progress.publish(from, last_ts);
+        if pos < file.size() && from >= log.max_offset() {
+            return from;
+        }
+    }
+}
+
+/// Start the dispatch service, resuming at `progress.dispatched()`.
+pub fn start(
+    log: Arc<CommitLog>,
+    dispatchers: Arc<Dispatchers>,
+    progress: Arc<DispatchProgress>,
+) -> Result<Service> {
+    let signal = log.appended_signal().clone();
+    Service::spawn("rmq-reput", signal, move |ctx| {
+        let mut from = progress.dispatched();
+        loop {
+            let seen = ctx.signal().generation();
+            from = dispatch_range(&log, &dispatchers, &progress, from);
+            if ctx.stopped() {
+                break;
+            }
+            ctx.wait(seen, Duration::from_millis(100));
+        }
+        dispatch_range(&log, &dispatchers, &progress, from);
+    })
+    .map_err(|e| crate::error::StoreError::io("reput thread", e))
+}

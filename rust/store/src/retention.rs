@@ -1,0 +1,192 @@
+//! Retention and housekeeping (RocketMQ's CleanCommitLogService, CleanConsumeQueueService
+//! and FlushConsumeQueueService), run by one background service:
+//!
+//! * every `flushIntervalConsumeQueue` ms: flush ConsumeQueues and the index, update the
+//!   checkpoint's logics/index timestamps;
+//! * every `cleanResourceInterval` ms: measure disk use (writes are refused above
+//!   `diskSpaceWarningLevelRatio`); delete CommitLog files older than `fileReservedTime`
+//!   hours at the `deleteWhen` hour, or any old file while the disk is above
+//!   `diskMaxUsedSpaceRatio`; then ConsumeQueue and index files wholly below the
+//!   CommitLog's new minimum offset. Files not yet dispatched are never deleted.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::Timelike;
+
+use crate::checkpoint::StoreCheckpoint;
+use crate::commitlog::CommitLog;
+use crate::config::StoreConfig;
+use crate::dispatch::{DispatchProgress, QueueTable};
+use crate::error::{Result, StoreError};
+use crate::index::IndexService;
+use crate::service::{Service, Signal};
+
+/// Percentage of the filesystem holding `path` that is in use.
+pub fn disk_used_percent(path: &Path) -> Option<f64> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let mut p = path;
+    // statvfs needs an existing path: walk up until one exists.
+    while !p.exists() {
+        p = p.parent()?;
+    }
+    let c = CString::new(p.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs fills the zeroed struct for a valid C string.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return None;
+    }
+    let total = st.f_blocks as f64 * st.f_frsize as f64;
+    let free = st.f_bavail as f64 * st.f_frsize as f64;
+    if total <= 0.0 {
+        return None;
+    }
+    Some(((total - free) / total * 100.0).clamp(0.0, 100.0))
+}
+
+fn is_delete_hour(spec: &str) -> bool {
+    let hour = chrono::Local::now().hour();
+    spec.split(';')
+        .filter_map(|h| h.trim().parse::<u32>().ok())
+        .any(|h| h == hour)
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Delete expired CommitLog files (older than `reserved_ms`, or any but the newest when
+/// `force`), then ConsumeQueue and index files below the new minimum. Returns the number
+/// of CommitLog files deleted.
+pub fn delete_expired(
+    config: &StoreConfig,
+    commitlog: &CommitLog,
+    queues: &QueueTable,
+    index: Option<&IndexService>,
+    progress: &DispatchProgress,
+    reserved_ms: u64,
+    force: bool,
+) -> Result<usize> {
+    let now = now_ms();
+    let dispatched = progress.dispatched();
+    let mut deleted = 0usize;
+    let batch = 10usize;
+    loop {
+        let n = commitlog.queue().delete_head_files(batch, |f| {
+            let end = f.from_offset() as i64 + f.size() as i64;
+            let old = f.last_modified_ms().saturating_add(reserved_ms) <= now;
+            end <= dispatched && (force || old)
+        })?;
+        deleted += n;
+        if n < batch {
+            break;
+        }
+        if config.delete_commit_log_files_interval > 0 {
+            std::thread::sleep(Duration::from_millis(
+                config.delete_commit_log_files_interval.min(1000),
+            ));
+        }
+    }
+    let min = commitlog.min_offset();
+    for q in queues.all() {
+        q.delete_expired(min)?;
+    }
+    if let Some(i) = index {
+        i.delete_expired(min)?;
+    }
+    Ok(deleted)
+}
+
+/// Everything the background service works on.
+pub struct Background {
+    pub config: StoreConfig,
+    pub commitlog: Arc<CommitLog>,
+    pub queues: Arc<QueueTable>,
+    pub index: Option<Arc<IndexService>>,
+    pub checkpoint: Arc<StoreCheckpoint>,
+    pub progress: Arc<DispatchProgress>,
+    pub disk_full: Arc<AtomicBool>,
+    pub signal: Arc<Signal>,
+}
+
+impl Background {
+    fn flush_logics(&self, thorough: bool) {
+        let least = if thorough {
+            0
+        } else {
+            self.config.flush_consume_queue_least_pages
+        };
+        let ts = self.progress.last_store_timestamp();
+        let mut ok = true;
+        for q in self.queues.all() {
+            ok &= q.flush(least).is_ok();
+        }
+        if ok && ts > 0 {
+            self.checkpoint.set_logics_msg_timestamp(ts);
+        }
+        if let Some(i) = &self.index {
+            if let Ok(its) = i.flush() {
+                if its > 0 {
+                    self.checkpoint.set_index_msg_timestamp(its);
+                }
+            }
+        }
+        let _ = self.checkpoint.flush();
+    }
+
+    fn clean(&self) {
+        let dir = self.config.commit_log_dir();
+        let used = disk_used_percent(&dir).unwrap_or(0.0);
+        self.disk_full.store(
+            used > self.config.disk_space_warning_level_ratio as f64,
+            Ordering::Release,
+        );
+        let over = used > self.config.disk_max_used_space_ratio as f64;
+        if over || is_delete_hour(&self.config.delete_when) {
+            let reserved = self.config.file_reserved_time.saturating_mul(3_600_000);
+            let _ = delete_expired(
+                &self.config,
+                &self.commitlog,
+                &self.queues,
+                self.index.as_deref(),
+                &self.progress,
+                reserved,
+                over,
+            );
+        }
+    }
+}
+
+/// Start the background service.
+pub fn start(bg: Background) -> Result<Service> {
+    let signal = bg.signal.clone();
+    Service::spawn("rmq-housekeeping", signal, move |ctx| {
+        let flush_every = Duration::from_millis(bg.config.flush_interval_consume_queue.max(10));
+        let thorough_every =
+            Duration::from_millis(bg.config.flush_consume_queue_thorough_interval.max(10));
+        let clean_every = Duration::from_millis(bg.config.clean_resource_interval.max(10));
+        let mut last_thorough = Instant::now();
+        let mut last_clean = Instant::now() - clean_every;
+        while !ctx.stopped() {
+            if last_clean.elapsed() >= clean_every {
+                bg.clean();
+                last_clean = Instant::now();
+            }
+            let thorough = last_thorough.elapsed() >= thorough_every;
+            if thorough {
+                last_thorough = Instant::now();
+            }
+            bg.flush_logics(thorough);
+            let seen = ctx.signal().generation();
+            ctx.wait(seen, flush_every);
+        }
+        bg.flush_logics(true);
+    })
+    .map_err(|e| StoreError::io("housekeeping thread", e))
+}

@@ -1,0 +1,669 @@
+//! The composition root: opens the directory, recovers, starts the services and offers the
+//! store's operations. Rules live in the parts; this file only wires and sequences them.
+//!
+//! Directory: `commitlog/`, `consumequeue/<topic>/<queueId>/`, `index/`, `checkpoint`,
+//! `abort` (present while running), `lock` (flock held while open).
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use crate::checkpoint::StoreCheckpoint;
+use crate::commitlog::{AppendResult, CommitLog};
+use crate::config::{parse_delay_levels, StoreConfig};
+use crate::dispatch::{self, DispatchProgress, Dispatchers, QueueTable};
+use crate::error::{IoContext, Result, StoreError};
+use crate::flush::{FlushService, FlushSettings, FlushWatermark};
+use crate::index::IndexService;
+use crate::message::{self, property, MessageRef};
+use crate::read::{GetMessageStatus, GetRequest, GetResult};
+use crate::retention;
+use crate::service::{Service, Signal};
+
+/// How the last run ended, as found at open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LastShutdown {
+    Clean,
+    Crashed,
+}
+
+/// Figures from the last open.
+#[derive(Debug, Clone, Copy)]
+pub struct RecoveryReport {
+    pub last_shutdown: LastShutdown,
+    pub scanned_bytes: u64,
+    pub scanned_records: u64,
+    pub commitlog_end: i64,
+    pub scan_seconds: f64,
+}
+
+/// Messages found by key.
+#[derive(Debug, Clone, Default)]
+pub struct QueryResult {
+    pub records: Vec<Vec<u8>>,
+    pub index_last_update_timestamp: i64,
+    pub index_last_update_phyoffset: i64,
+}
+
+/// Running counters.
+#[derive(Debug, Default)]
+pub struct StoreStats {
+    pub put_messages: AtomicU64,
+    pub put_bytes: AtomicU64,
+    pub get_messages: AtomicU64,
+}
+
+/// The message store.
+pub struct MessageStore {
+    config: StoreConfig,
+    root: PathBuf,
+    commitlog: Arc<CommitLog>,
+    queues: Arc<QueueTable>,
+    index: Option<Arc<IndexService>>,
+    checkpoint: Arc<StoreCheckpoint>,
+    flush: Mutex<Option<FlushService>>,
+    watermark: Arc<FlushWatermark>,
+    progress: Arc<DispatchProgress>,
+    reput: Mutex<Option<Service>>,
+    background: Mutex<Option<Service>>,
+    disk_full: Arc<AtomicBool>,
+    shut_down: AtomicBool,
+    report: RecoveryReport,
+    stats: StoreStats,
+    _lock: File,
+}
+
+fn lock_dir(root: &Path) -> Result<File> {
+    std::fs::create_dir_all(root).at(root)?;
+    let path = root.join("lock");
+    let f = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .at(&path)?;
+    // SAFETY: flock on a descriptor we own.
+    let rc = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        return Err(StoreError::Locked(root.to_path_buf()));
+    }
+    Ok(f)
+}
+
+impl MessageStore {
+    /// Open (creating if needed) and recover the store, then start its services. Returns
+    /// once every record in the CommitLog is in the ConsumeQueues and the index.
+    pub fn open(config: StoreConfig) -> Result<MessageStore> {
+        config.validate()?;
+        let root = config.store_path_root_dir.clone();
+        let lock = lock_dir(&root)?;
+        let delay_levels = parse_delay_levels(&config.message_delay_level)?;
+        let abort_path = root.join("abort");
+        let crashed = abort_path.exists();
+
+        let checkpoint = Arc::new(StoreCheckpoint::open(&root.join("checkpoint"))?);
+        let commitlog = Arc::new(CommitLog::new(
+            config.commit_log_dir(),
+            config.mapped_file_size_commit_log,
+            config.store_host,
+            config.max_message_size,
+            config.warm_mapped_file_enable,
+        ));
+        commitlog.load()?;
+        let queues = Arc::new(QueueTable::new(
+            config.consume_queue_dir(),
+            config.mapped_file_size_consume_queue,
+        ));
+        queues.load()?;
+        let index = if config.message_index_enable {
+            let idx = Arc::new(IndexService::new(
+                &config.index_dir(),
+                config.max_hash_slot_num,
+                config.max_index_num,
+            ));
+            idx.load(!crashed, checkpoint.index_msg_timestamp())?;
+            Some(idx)
+        } else {
+            None
+        };
+        for cq in queues.all() {
+            cq.recover()?;
+        }
+
+        // CommitLog recovery: find where the valid log ends.
+        let started = std::time::Instant::now();
+        let files = commitlog.queue().files();
+        let start_file = if crashed {
+            // Walk back to a file whose first record is older than what the checkpoint
+            // says was flushed everywhere; everything after it is re-validated and
+            // re-dispatched.
+            let mut limit = checkpoint.min_timestamp();
+            if config.message_index_safe {
+                limit = limit.min(checkpoint.min_timestamp_index());
+            }
+            let mut chosen = 0usize;
+            for i in (0..files.len()).rev() {
+                if let Some(ts) = commitlog.first_record_timestamp(i) {
+                    if ts <= limit {
+                        chosen = i;
+                        break;
+                    }
+                }
+            }
+            chosen
+        } else {
+            files.len().saturating_sub(3)
+        };
+        let scan = commitlog.scan_from(start_file, config.check_crc_on_recover, |_, _| {});
+        let end = if files.is_empty() { 0 } else { scan.end_offset };
+        commitlog.truncate_to(end)?;
+        let scan_seconds = started.elapsed().as_secs_f64();
+
+        // ConsumeQueues must not point at or past the end.
+        for cq in queues.all() {
+            cq.truncate_dirty(end)?;
+        }
+        let cl_min = commitlog.min_offset();
+        for cq in queues.all() {
+            cq.correct_min_offset(cl_min);
+        }
+        commitlog.set_queue_offsets(
+            queues
+                .all()
+                .iter()
+                .map(|q| (q.topic().to_string(), q.queue_id(), q.max_offset())),
+        );
+
+        // Resume dispatching where the ConsumeQueues end (or earlier after a crash).
+        let mut reput_from = queues
+            .all()
+            .iter()
+            .map(|q| q.max_physic_offset())
+            .max()
+            .unwrap_or(cl_min);
+        if crashed {
+            let first_of_scan = files
+                .get(start_file)
+                .map(|f| f.from_offset() as i64)
+                .unwrap_or(cl_min);
+            reput_from = reput_from.min(first_of_scan);
+        }
+        reput_from = reput_from.clamp(cl_min, end.max(cl_min));
+
+        let progress =
+            DispatchProgress::new(reput_from).map_err(|e| StoreError::io("eventfd", e))?;
+        let dispatchers = Arc::new(Dispatchers {
+            queues: queues.clone(),
+            index: index.clone(),
+            delay_levels,
+        });
+        // Rebuild what is missing before serving.
+        dispatch::dispatch_range(&commitlog, &dispatchers, &progress, reput_from);
+        // The queue offsets may have grown from re-dispatch.
+        commitlog.set_queue_offsets(
+            queues
+                .all()
+                .iter()
+                .map(|q| (q.topic().to_string(), q.queue_id(), q.max_offset())),
+        );
+
+        std::fs::write(&abort_path, b"").at(&abort_path)?;
+
+        let cp = checkpoint.clone();
+        let flush = FlushService::start(
+            commitlog.clone(),
+            FlushSettings {
+                mode: config.flush_disk_type,
+                interval: Duration::from_millis(config.flush_interval_commit_log),
+                least_pages: config.flush_commit_log_least_pages,
+                thorough_interval: Duration::from_millis(config.flush_commit_log_thorough_interval),
+            },
+            Box::new(move |ts| {
+                if ts > 0 {
+                    cp.set_physic_msg_timestamp(ts);
+                }
+            }),
+        )?;
+        let watermark = flush.watermark().clone();
+        let reput = dispatch::start(commitlog.clone(), dispatchers, progress.clone())?;
+
+        let disk_full = Arc::new(AtomicBool::new(false));
+        let background = retention::start(retention::Background {
+            config: config.clone(),
+            commitlog: commitlog.clone(),
+            queues: queues.clone(),
+            index: index.clone(),
+            checkpoint: checkpoint.clone(),
+            progress: progress.clone(),
+            disk_full: disk_full.clone(),
+            signal: Signal::new(),
+        })?;
+
+        Ok(MessageStore {
+            root,
+            commitlog,
+            queues,
+            index,
+            checkpoint,
+            flush: Mutex::new(Some(flush)),
+            watermark,
+            progress,
+            reput: Mutex::new(Some(reput)),
+            background: Mutex::new(Some(background)),
+            disk_full,
+            shut_down: AtomicBool::new(false),
+            report: RecoveryReport {
+                last_shutdown: if crashed {
+                    LastShutdown::Crashed
+                } else {
+                    LastShutdown::Clean
+                },
+                scanned_bytes: scan.bytes,
+                scanned_records: scan.records,
+                commitlog_end: end,
+                scan_seconds,
+            },
+            stats: StoreStats::default(),
+            config,
+            _lock: lock,
+        })
+    }
+
+    pub fn config(&self) -> &StoreConfig {
+        &self.config
+    }
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+    pub fn recovery_report(&self) -> RecoveryReport {
+        self.report
+    }
+    pub fn stats(&self) -> &StoreStats {
+        &self.stats
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        if self.shut_down.load(Ordering::Acquire) {
+            return Err(StoreError::ShutDown);
+        }
+        if self.disk_full.load(Ordering::Acquire) {
+            let used = retention::disk_used_percent(&self.config.commit_log_dir()).unwrap_or(100.0);
+            return Err(StoreError::DiskFull {
+                used_percent: used,
+                limit_percent: self.config.disk_space_warning_level_ratio,
+            });
+        }
+        Ok(())
+    }
+
+    fn after_put(&self, results: &[AppendResult]) {
+        if let Some(last) = results.last() {
+            if self.config.flush_disk_type == crate::config::FlushDiskType::SyncFlush {
+                self.watermark.request(last.end_offset());
+            }
+        }
+        self.stats
+            .put_messages
+            .fetch_add(results.len() as u64, Ordering::Relaxed);
+        let bytes: i64 = results.iter().map(|r| r.size as i64).sum();
+        self.stats
+            .put_bytes
+            .fetch_add(bytes as u64, Ordering::Relaxed);
+    }
+
+    /// Append one message. Under SYNC_FLUSH the flush is requested; wait for durability
+    /// with [`MessageStore::wait_flushed`] (or watch [`MessageStore::flush_notify_fd`]).
+    pub fn put(&self, msg: &MessageRef<'_>) -> Result<AppendResult> {
+        self.check_writable()?;
+        let r = self.commitlog.put(msg)?;
+        self.after_put(std::slice::from_ref(&r));
+        Ok(r)
+    }
+
+    /// Append several messages of one topic and queue atomically.
+    pub fn put_batch(&self, msgs: &[MessageRef<'_>]) -> Result<Vec<AppendResult>> {
+        self.check_writable()?;
+        let r = self.commitlog.put_batch(msgs)?;
+        self.after_put(&r);
+        Ok(r)
+    }
+
+    /// Block until `offset` is durable (SYNC_FLUSH requests the flush; ASYNC_FLUSH waits
+    /// for the periodic one).
+    pub fn wait_flushed(&self, offset: i64, timeout: Duration) -> Result<()> {
+        self.watermark.wait(offset, timeout)
+    }
+    pub fn flushed_offset(&self) -> i64 {
+        self.watermark.flushed()
+    }
+    pub fn flush_notify_fd(&self) -> i32 {
+        self.watermark.notify_fd()
+    }
+    pub fn drain_flush_notifications(&self) -> u64 {
+        self.watermark.drain_notifications()
+    }
+    /// Block until everything below `offset` is in the ConsumeQueues and the index.
+    pub fn wait_dispatched(&self, offset: i64, timeout: Duration) -> bool {
+        self.progress.wait(offset, timeout)
+    }
+    pub fn dispatched_offset(&self) -> i64 {
+        self.progress.dispatched()
+    }
+    pub fn dispatch_notify_fd(&self) -> i32 {
+        self.progress.notify_fd()
+    }
+    pub fn drain_dispatch_notifications(&self) -> u64 {
+        self.progress.drain_notifications()
+    }
+
+    /// Read messages from a queue (the pull path).
+    pub fn get_message(&self, req: &GetRequest<'_>) -> GetResult {
+        let mut res = GetResult {
+            status: GetMessageStatus::NoMatchedLogicQueue,
+            next_begin_offset: 0,
+            min_offset: 0,
+            max_offset: 0,
+            buffer: Vec::new(),
+            message_count: 0,
+            queue_offsets: Vec::new(),
+        };
+        let Some(cq) = self.queues.get(req.topic, req.queue_id) else {
+            return res;
+        };
+        let min = cq.min_offset();
+        let max = cq.max_offset();
+        res.min_offset = min;
+        res.max_offset = max;
+        let offset = req.offset;
+        if max == 0 {
+            res.status = GetMessageStatus::NoMessageInQueue;
+            return res;
+        }
+        if offset < min {
+            res.status = GetMessageStatus::OffsetTooSmall;
+            res.next_begin_offset = min;
+            return res;
+        }
+        if offset == max {
+            res.status = GetMessageStatus::OffsetOverflowOne;
+            res.next_begin_offset = offset;
+            return res;
+        }
+        if offset > max {
+            res.status = GetMessageStatus::OffsetOverflowBadly;
+            res.next_begin_offset = if min == 0 { min } else { max };
+            return res;
+        }
+        let max_msgs = req.max_msgs.max(1);
+        let max_bytes = if req.max_bytes == 0 {
+            self.config.max_transfer_bytes_on_message_in_memory
+        } else {
+            req.max_bytes
+        };
+        let max_scan_units = (16000 / 20).max(max_msgs as usize);
+        let cl_min = self.commitlog.min_offset();
+        let mut scanned = 0usize;
+        let mut status = GetMessageStatus::NoMatchedMessage;
+        let mut next = offset;
+        'outer: while scanned < max_scan_units && next < max {
+            let Some(slice) = cq.read_units(next, max_scan_units - scanned) else {
+                if res.message_count == 0 {
+                    status = GetMessageStatus::OffsetFoundNull;
+                }
+                break;
+            };
+            let mut got_any = false;
+            for (cl_off, size, tags) in slice.iter() {
+                got_any = true;
+                if res.message_count >= max_msgs
+                    || (res.message_count > 0
+                        && res.buffer.len() as u64 + size.max(0) as u64 > max_bytes)
+                {
+                    break 'outer;
+                }
+                scanned += 1;
+                next += 1;
+                if size <= 0 || size == i32::MAX {
+                    continue; // placeholder unit
+                }
+                if cl_off < cl_min {
+                    status = GetMessageStatus::MessageWasRemoving;
+                    continue;
+                }
+                if let Some(f) = req.filter {
+                    if !f.matches(tags) {
+                        continue;
+                    }
+                }
+                match self.commitlog.slice(cl_off, size as usize) {
+                    Some(s) => {
+                        res.buffer.extend_from_slice(s.bytes());
+                        res.queue_offsets.push(next - 1);
+                        res.message_count += 1;
+                    }
+                    None => status = GetMessageStatus::MessageWasRemoving,
+                }
+                if scanned >= max_scan_units {
+                    break 'outer;
+                }
+            }
+            if !got_any {
+                break;
+            }
+        }
+        if res.message_count > 0 {
+            status = GetMessageStatus::Found;
+            self.stats
+                .get_messages
+                .fetch_add(res.message_count as u64, Ordering::Relaxed);
+        }
+        res.status = status;
+        res.next_begin_offset = next;
+        res
+    }
+
+    /// The record at a CommitLog offset.
+    pub fn lookup(&self, commitlog_offset: i64) -> Option<Vec<u8>> {
+        self.commitlog
+            .record_at(commitlog_offset)
+            .map(|s| s.bytes().to_vec())
+    }
+
+    /// Messages of `topic` whose KEYS contain `key` or whose UNIQ_KEY is `key`, stored
+    /// within `[begin, end]` (ms), newest first.
+    pub fn query_by_key(
+        &self,
+        topic: &str,
+        key: &str,
+        max_num: usize,
+        begin: i64,
+        end: i64,
+    ) -> QueryResult {
+        let Some(index) = &self.index else {
+            return QueryResult::default();
+        };
+        let full = format!("{topic}#{key}");
+        let found = index.query(&full, max_num.max(1) * 4, begin, end);
+        let mut out = QueryResult {
+            records: Vec::new(),
+            index_last_update_timestamp: found.index_last_update_timestamp,
+            index_last_update_phyoffset: found.index_last_update_phyoffset,
+        };
+        for off in found.phy_offsets {
+            if out.records.len() >= max_num {
+                break;
+            }
+            let Some(s) = self.commitlog.record_at(off) else {
+                continue;
+            };
+            let Ok(rec) = message::decode(s.bytes(), false) else {
+                continue;
+            };
+            if rec.topic != topic {
+                continue;
+            }
+            let uniq = message::property(rec.properties, property::UNIQ_KEY) == Some(key);
+            let keyed = message::property(rec.properties, property::KEYS)
+                .map(|ks| ks.split(' ').any(|k| k == key))
+                .unwrap_or(false);
+            if uniq || keyed {
+                out.records.push(s.bytes().to_vec());
+            }
+        }
+        out
+    }
+
+    pub fn min_offset_in_queue(&self, topic: &str, queue_id: i32) -> i64 {
+        self.queues
+            .get(topic, queue_id)
+            .map(|q| q.min_offset())
+            .unwrap_or(0)
+    }
+
+    pub fn max_offset_in_queue(&self, topic: &str, queue_id: i32) -> i64 {
+        self.queues
+            .get(topic, queue_id)
+            .map(|q| q.max_offset())
+            .unwrap_or(0)
+    }
+
+    /// First queue offset whose message was stored at or after `timestamp`.
+    pub fn offset_by_time(&self, topic: &str, queue_id: i32, timestamp: i64) -> i64 {
+        let Some(cq) = self.queues.get(topic, queue_id) else {
+            return 0;
+        };
+        let log = &self.commitlog;
+        cq.offset_by_time(timestamp, &|off, size| log.store_timestamp_at(off, size))
+    }
+
+    /// Store time of the record at queue offset `offset`.
+    pub fn store_time_at(&self, topic: &str, queue_id: i32, offset: i64) -> Option<i64> {
+        let cq = self.queues.get(topic, queue_id)?;
+        let (off, size, _) = cq.unit(offset)?;
+        self.commitlog.store_timestamp_at(off, size)
+    }
+
+    /// Store time of the oldest message still in a queue (`-1` if none).
+    pub fn earliest_message_time(&self, topic: &str, queue_id: i32) -> i64 {
+        let min = self.min_offset_in_queue(topic, queue_id);
+        self.store_time_at(topic, queue_id, min).unwrap_or(-1)
+    }
+
+    /// Store time of the oldest record in the CommitLog (`-1` if empty).
+    pub fn earliest_store_time(&self) -> i64 {
+        let min = self.commitlog.min_offset();
+        self.commitlog
+            .record_at(min)
+            .and_then(|s| {
+                let b = s.bytes();
+                let flag = message::read_i32(b, message::POS_SYSFLAG)?;
+                message::read_i64(b, message::store_timestamp_pos(flag))
+            })
+            .unwrap_or(-1)
+    }
+
+    pub fn commitlog_min_offset(&self) -> i64 {
+        self.commitlog.min_offset()
+    }
+    pub fn commitlog_max_offset(&self) -> i64 {
+        self.commitlog.max_offset()
+    }
+
+    /// Topics and queue ids that have a ConsumeQueue.
+    pub fn queues(&self) -> Vec<(String, i32)> {
+        self.queues
+            .all()
+            .iter()
+            .map(|q| (q.topic().to_string(), q.queue_id()))
+            .collect()
+    }
+
+    /// Remove a topic's ConsumeQueues (its records stay in the CommitLog until retention).
+    pub fn delete_topic(&self, topic: &str) -> Result<()> {
+        for q in self.queues.remove_topic(topic) {
+            q.destroy()?;
+        }
+        self.commitlog.remove_topic(topic);
+        let dir = self.config.consume_queue_dir().join(topic);
+        let _ = std::fs::remove_dir_all(dir);
+        Ok(())
+    }
+
+    /// Run retention now: delete CommitLog files older than `reserved_ms` (all but the
+    /// newest when `force`), then ConsumeQueue and index files below the new minimum.
+    pub fn delete_expired_files(&self, reserved_ms: u64, force: bool) -> Result<usize> {
+        retention::delete_expired(
+            &self.config,
+            &self.commitlog,
+            &self.queues,
+            self.index.as_deref(),
+            &self.progress,
+            reserved_ms,
+            force,
+        )
+    }
+
+    /// Whether writes are currently refused for lack of disk space.
+    pub fn is_disk_full(&self) -> bool {
+        self.disk_full.load(Ordering::Acquire)
+    }
+
+    /// Stop the services, flush everything, write the checkpoint and remove `abort`.
+    pub fn shutdown(&self) -> Result<()> {
+        if self.shut_down.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        if let Some(mut s) = self.background.lock().take() {
+            s.shutdown();
+        }
+        if let Some(mut s) = self.reput.lock().take() {
+            s.shutdown();
+        }
+        if let Some(mut f) = self.flush.lock().take() {
+            f.shutdown();
+        }
+        self.commitlog.flush(0)?;
+        for q in self.queues.all() {
+            q.flush(0)?;
+        }
+        let mut index_ts = 0;
+        if let Some(i) = &self.index {
+            index_ts = i.flush()?;
+        }
+        let last = self.commitlog.last_store_timestamp();
+        if last > 0 {
+            self.checkpoint.set_physic_msg_timestamp(last);
+            let logics = self.progress.last_store_timestamp();
+            if logics > 0 {
+                self.checkpoint.set_logics_msg_timestamp(logics);
+            }
+        }
+        if index_ts > 0 {
+            self.checkpoint.set_index_msg_timestamp(index_ts);
+        }
+        self.checkpoint.flush()?;
+        self.commitlog.queue().discard_preallocated();
+        let abort = self.root.join("abort");
+        match std::fs::remove_file(&abort) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(StoreError::io(abort, e)),
+        }
+    }
+
+    pub fn is_shut_down(&self) -> bool {
+        self.shut_down.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for MessageStore {
+    fn drop(&mut self) {
+        let _ = self.shutdown();
+    }
+}

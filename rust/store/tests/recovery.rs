@@ -1,0 +1,314 @@
+//! Whole-store tests: recovery after torn tails, damaged records and lost ConsumeQueues,
+//! and retention.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rmq_store::message::{self, MessageRef};
+use rmq_store::store::LastShutdown;
+use rmq_store::{GetMessageStatus, GetRequest, MessageStore, StoreConfig, StoreError};
+
+fn config(root: &Path) -> StoreConfig {
+    let mut c = StoreConfig::with_root(root);
+    c.mapped_file_size_commit_log = 64 * 1024;
+    c.mapped_file_size_consume_queue = 20 * 100;
+    c.max_hash_slot_num = 101;
+    c.max_index_num = 400;
+    c
+}
+
+fn msg<'a>(topic: &'a str, qid: i32, body: &'a [u8], props: &'a [u8]) -> MessageRef<'a> {
+    MessageRef {
+        topic,
+        queue_id: qid,
+        flag: 0,
+        sys_flag: 0,
+        born_timestamp: 1_700_000_000_000,
+        born_host: "127.0.0.1:4000".parse().unwrap(),
+        reconsume_times: 0,
+        prepared_transaction_offset: 0,
+        body,
+        properties: props,
+    }
+}
+
+fn fill(store: &MessageStore, n: usize) -> Vec<rmq_store::commitlog::AppendResult> {
+    let mut out = Vec::new();
+    for i in 0..n {
+        let body = format!("message-{i:05}-").repeat(1 + i % 9);
+        let props = format!("KEYS\u{1}key-{i}\u{2}TAGS\u{1}T{}", i % 3);
+        out.push(
+            store
+                .put(&msg(
+                    "Topic",
+                    (i % 2) as i32,
+                    body.as_bytes(),
+                    props.as_bytes(),
+                ))
+                .unwrap(),
+        );
+    }
+    assert!(store.wait_dispatched(store.commitlog_max_offset(), Duration::from_secs(5)));
+    out
+}
+
+fn read_all(store: &MessageStore, topic: &str, qid: i32) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut off = store.min_offset_in_queue(topic, qid);
+    loop {
+        let r = store.get_message(&GetRequest {
+            topic,
+            queue_id: qid,
+            offset: off,
+            max_msgs: 32,
+            max_bytes: 0,
+            filter: None,
+        });
+        if r.status != GetMessageStatus::Found {
+            break;
+        }
+        let mut pos = 0;
+        while pos < r.buffer.len() {
+            let rec = message::decode(&r.buffer[pos..], true).unwrap();
+            out.push(rec.body.to_vec());
+            pos += rec.total_size as usize;
+        }
+        off = r.next_begin_offset;
+    }
+    out
+}
+
+fn commitlog_file(root: &Path, offset: i64, size: u64) -> std::path::PathBuf {
+    let base = offset as u64 / size * size;
+    root.join("commitlog").join(format!("{base:020}"))
+}
+
+fn patch(path: &Path, at: usize, bytes: &[u8]) {
+    let mut data = std::fs::read(path).unwrap();
+    data[at..at + bytes.len()].copy_from_slice(bytes);
+    std::fs::write(path, data).unwrap();
+}
+
+#[test]
+fn torn_tail_is_truncated_after_a_crash() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = config(d.path());
+    let store = MessageStore::open(cfg.clone()).unwrap();
+    let written = fill(&store, 150);
+    let end = store.commitlog_max_offset();
+    store.shutdown().unwrap();
+    drop(store);
+    // A crash while writing the next record: its first 40 bytes made it to the page.
+    let partial = {
+        let mut v = vec![0u8; 40];
+        v[..4].copy_from_slice(&500i32.to_be_bytes());
+        v[4..8].copy_from_slice(&message::MESSAGE_MAGIC_CODE.to_be_bytes());
+        v
+    };
+    let file = commitlog_file(d.path(), end, cfg.mapped_file_size_commit_log);
+    patch(
+        &file,
+        (end as u64 % cfg.mapped_file_size_commit_log) as usize,
+        &partial,
+    );
+    std::fs::write(d.path().join("abort"), b"").unwrap();
+
+    let store = MessageStore::open(cfg.clone()).unwrap();
+    assert_eq!(store.recovery_report().last_shutdown, LastShutdown::Crashed);
+    assert_eq!(store.commitlog_max_offset(), end);
+    assert_eq!(read_all(&store, "Topic", 0).len(), 75);
+    assert_eq!(read_all(&store, "Topic", 1).len(), 75);
+    let next = store.put(&msg("Topic", 0, b"after", b"")).unwrap();
+    assert_eq!(next.physical_offset, end);
+    assert_eq!(next.queue_offset, 75);
+    assert_eq!(written.len(), 150);
+}
+
+#[test]
+fn flipped_byte_in_last_record_drops_it_and_its_queue_unit() {
+    for crashed in [true, false] {
+        let d = tempfile::tempdir().unwrap();
+        let cfg = config(d.path());
+        let store = MessageStore::open(cfg.clone()).unwrap();
+        let written = fill(&store, 41);
+        store.shutdown().unwrap();
+        drop(store);
+        let last = written.last().unwrap();
+        let file = commitlog_file(
+            d.path(),
+            last.physical_offset,
+            cfg.mapped_file_size_commit_log,
+        );
+        let pos = (last.physical_offset as u64 % cfg.mapped_file_size_commit_log) as usize;
+        // A byte inside the body (after the 84-byte fixed head and the 4-byte length).
+        let mut data = std::fs::read(&file).unwrap();
+        data[pos + 90] ^= 0x20;
+        std::fs::write(&file, data).unwrap();
+        if crashed {
+            std::fs::write(d.path().join("abort"), b"").unwrap();
+        }
+        let store = MessageStore::open(cfg.clone()).unwrap();
+        assert_eq!(store.commitlog_max_offset(), last.physical_offset);
+        // Message 40 went to queue 0: it is gone, and its unit with it.
+        assert_eq!(store.max_offset_in_queue("Topic", 0), 20);
+        assert_eq!(read_all(&store, "Topic", 0).len(), 20);
+        assert_eq!(read_all(&store, "Topic", 1).len(), 20);
+        let r = store.put(&msg("Topic", 0, b"replacement", b"")).unwrap();
+        assert_eq!(
+            (r.queue_offset, r.physical_offset),
+            (20, last.physical_offset)
+        );
+        assert!(store.lookup(last.physical_offset).is_some());
+    }
+}
+
+#[test]
+fn deleted_consume_queues_are_rebuilt() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = config(d.path());
+    let store = MessageStore::open(cfg.clone()).unwrap();
+    fill(&store, 300);
+    store.shutdown().unwrap();
+    drop(store);
+    let cq_file = d.path().join("consumequeue/Topic/1/00000000000000000000");
+    let before = std::fs::read(&cq_file).unwrap();
+    std::fs::remove_dir_all(d.path().join("consumequeue")).unwrap();
+
+    let store = MessageStore::open(cfg.clone()).unwrap();
+    assert_eq!(store.max_offset_in_queue("Topic", 0), 150);
+    assert_eq!(store.max_offset_in_queue("Topic", 1), 150);
+    store.shutdown().unwrap();
+    let after = std::fs::read(&cq_file).unwrap();
+    assert_eq!(before, after, "rebuilt ConsumeQueue file is byte-identical");
+}
+
+#[test]
+fn lagging_consume_queue_is_completed_after_a_crash() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = config(d.path());
+    let store = MessageStore::open(cfg.clone()).unwrap();
+    fill(&store, 60);
+    store.shutdown().unwrap();
+    drop(store);
+    // The crash happened before the last 10 units of queue 1 reached the file.
+    let cq_file = d.path().join("consumequeue/Topic/1/00000000000000000000");
+    patch(&cq_file, 20 * 20, &[0u8; 20 * 10]);
+    std::fs::write(d.path().join("abort"), b"").unwrap();
+    let store = MessageStore::open(cfg).unwrap();
+    assert_eq!(store.max_offset_in_queue("Topic", 1), 30);
+    assert_eq!(read_all(&store, "Topic", 1).len(), 30);
+}
+
+#[test]
+fn index_survives_restart_and_finds_keys() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = config(d.path());
+    let store = MessageStore::open(cfg.clone()).unwrap();
+    let written = fill(&store, 500);
+    store.shutdown().unwrap();
+    drop(store);
+    let store = MessageStore::open(cfg).unwrap();
+    let q = store.query_by_key("Topic", "key-321", 10, 0, i64::MAX);
+    assert_eq!(q.records.len(), 1);
+    let rec = message::decode(&q.records[0], true).unwrap();
+    assert_eq!(rec.physical_offset, written[321].physical_offset);
+    // More than one index file was needed (400 entries each).
+    assert!(std::fs::read_dir(d.path().join("index")).unwrap().count() >= 2);
+    assert!(store
+        .query_by_key("Other", "key-321", 10, 0, i64::MAX)
+        .records
+        .is_empty());
+}
+
+#[test]
+fn retention_deletes_old_files_and_queue_heads() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = config(d.path());
+    let store = MessageStore::open(cfg.clone()).unwrap();
+    fill(&store, 2000);
+    let files_before = std::fs::read_dir(d.path().join("commitlog"))
+        .unwrap()
+        .count();
+    assert!(files_before >= 4);
+    // Nothing is older than 1 hour.
+    assert_eq!(store.delete_expired_files(3_600_000, false).unwrap(), 0);
+    let deleted = store.delete_expired_files(0, false).unwrap();
+    // The directory also holds the preallocated next file.
+    assert_eq!(deleted, files_before - 2, "all but the current file");
+    assert_eq!(
+        std::fs::read_dir(d.path().join("commitlog"))
+            .unwrap()
+            .count(),
+        2
+    );
+    let min = store.commitlog_min_offset();
+    assert!(min > 0);
+    let qmin = store.min_offset_in_queue("Topic", 0);
+    assert!(qmin > 0);
+    let r = store.get_message(&GetRequest {
+        topic: "Topic",
+        queue_id: 0,
+        offset: 0,
+        max_msgs: 32,
+        max_bytes: 0,
+        filter: None,
+    });
+    assert_eq!(r.status, GetMessageStatus::OffsetTooSmall);
+    assert_eq!(r.next_begin_offset, qmin);
+    assert!(!read_all(&store, "Topic", 0).is_empty());
+    // CQ files wholly below the new minimum are gone.
+    let cq_files = std::fs::read_dir(d.path().join("consumequeue/Topic/0"))
+        .unwrap()
+        .count();
+    assert!(cq_files < 3);
+    store.shutdown().unwrap();
+    drop(store);
+    // And the store reopens on the shortened log.
+    let store = MessageStore::open(cfg).unwrap();
+    assert_eq!(store.commitlog_min_offset(), min);
+    assert_eq!(store.min_offset_in_queue("Topic", 0), qmin);
+}
+
+#[test]
+fn writes_are_refused_above_the_disk_ratio() {
+    let d = tempfile::tempdir().unwrap();
+    let mut cfg = config(d.path());
+    cfg.disk_space_warning_level_ratio = 1; // any real disk is fuller than 1%
+    let store = MessageStore::open(cfg).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !store.is_disk_full() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    match store.put(&msg("T", 0, b"x", b"")) {
+        Err(StoreError::DiskFull { limit_percent, .. }) => assert_eq!(limit_percent, 1),
+        other => panic!("expected DiskFull, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_second_open_is_refused_and_bad_config_reported() {
+    let d = tempfile::tempdir().unwrap();
+    let store = MessageStore::open(config(d.path())).unwrap();
+    assert!(matches!(
+        MessageStore::open(config(d.path())),
+        Err(StoreError::Locked(_))
+    ));
+    drop(store);
+    let mut bad = config(d.path());
+    bad.mapped_file_size_consume_queue = 30;
+    assert!(matches!(
+        MessageStore::open(bad),
+        Err(StoreError::Config(_))
+    ));
+    // A commitlog file of the wrong size is reported, not a crash.
+    let mut cfg = config(d.path());
+    cfg.mapped_file_size_commit_log = 128 * 1024;
+    let s = MessageStore::open(config(d.path())).unwrap();
+    s.put(&msg("T", 0, b"x", b"")).unwrap();
+    s.shutdown().unwrap();
+    drop(s);
+    assert!(matches!(
+        MessageStore::open(cfg),
+        Err(StoreError::Corrupt { .. })
+    ));
+}
