@@ -61,6 +61,14 @@ def _filter_type(value: Any) -> str:
     return str(value)
 
 
+def _member(d: Mapping[str, Any], key: str, kind: type = Mapping) -> Any:
+    """``d[key]`` if present and of the expected JSON kind (object by default), ``None`` if absent/null."""
+    value = d.get(key)
+    if value is not None and not isinstance(value, kind):
+        raise ValueError(f"{key}: expected {'an object' if kind is Mapping else 'an array'}")
+    return value
+
+
 def _as_mapping(data: bytes | str | Mapping[str, Any]) -> Mapping[Any, Any]:
     obj = data if isinstance(data, Mapping) else fastjson.loads(data)
     if not isinstance(obj, Mapping):
@@ -227,7 +235,7 @@ class BrokerData:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> BrokerData:
-        addrs = d.get("brokerAddrs") or {}
+        addrs = _member(d, "brokerAddrs") or {}
         return cls(
             cluster=str(d.get("cluster") or ""),
             broker_name=str(d["brokerName"]),
@@ -256,10 +264,10 @@ class TopicRouteData:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TopicRouteData:
-        fst = d.get("filterServerTable") or {}
+        fst = _member(d, "filterServerTable") or {}
         return cls(
-            queue_datas=[QueueData.from_dict(q) for q in d.get("queueDatas") or ()],
-            broker_datas=[BrokerData.from_dict(b) for b in d.get("brokerDatas") or ()],
+            queue_datas=[QueueData.from_dict(q) for q in _member(d, "queueDatas", list) or ()],
+            broker_datas=[BrokerData.from_dict(b) for b in _member(d, "brokerDatas", list) or ()],
             filter_server_table={str(k): [str(a) for a in v or ()] for k, v in fst.items()},
             order_topic_conf=d.get("orderTopicConf"),
         )
@@ -287,8 +295,8 @@ class TopicConfigSerializeWrapper:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TopicConfigSerializeWrapper:
-        dv = d.get("dataVersion")
-        table = d.get("topicConfigTable") or {}
+        dv = _member(d, "dataVersion")
+        table = _member(d, "topicConfigTable") or {}
         return cls(
             data_version=DataVersion.from_dict(dv) if dv else DataVersion(),
             topic_config_table={str(k): TopicConfig.from_dict(v, str(k)) for k, v in table.items()},
@@ -317,12 +325,12 @@ class RegisterBrokerBody:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RegisterBrokerBody:
-        wrapper = d.get("topicConfigSerializeWrapper")
+        wrapper = _member(d, "topicConfigSerializeWrapper")
         return cls(
             topic_config_wrapper=(
                 TopicConfigSerializeWrapper.from_dict(wrapper) if wrapper else TopicConfigSerializeWrapper()
             ),
-            filter_server_list=[str(a) for a in d.get("filterServerList") or ()],
+            filter_server_list=[str(a) for a in _member(d, "filterServerList", list) or ()],
         )
 
     def encode(self, compress: bool = False) -> bytes:
@@ -405,8 +413,8 @@ class ClusterInfo:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ClusterInfo:
-        bat = d.get("brokerAddrTable") or {}
-        cat: Mapping[str, Iterable[str]] = d.get("clusterAddrTable") or {}
+        bat = _member(d, "brokerAddrTable") or {}
+        cat: Mapping[str, Iterable[str]] = _member(d, "clusterAddrTable") or {}
         return cls(
             broker_addr_table={str(k): BrokerData.from_dict(v) for k, v in bat.items()},
             cluster_addr_table={str(k): {str(n) for n in v} for k, v in cat.items()},

@@ -1,0 +1,61 @@
+"""``python -m rmq.namesrv``: run a standalone name server until SIGINT/SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from pathlib import Path
+
+import click
+
+from rmq.namesrv.kv_config import default_kv_config_path
+from rmq.namesrv.server import DEFAULT_PORT, NameServer
+from rmq.remoting.loop import loop_name, run
+
+log = logging.getLogger("rmq.namesrv")
+
+
+async def serve(host: str, port: int, kv_config: Path) -> None:
+    ns = NameServer(kv_config_path=kv_config)
+    await ns.start(host, port)
+    log.info(
+        "The Name Server boot success (%s). listening on %s:%d, kv config %s",
+        loop_name(),
+        host,
+        ns.port,
+        kv_config,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+        log.info("shutting down")
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        await ns.stop()
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--port", "-p", default=DEFAULT_PORT, show_default=True, help="Port to listen on (0: any free port)."
+)
+@click.option("--host", default="0.0.0.0", show_default=True, help="Address to bind.")
+@click.option(
+    "--kv-config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="KV config file [default: ~/namesrv/kvConfig.json].",
+)
+@click.option("--log-level", default="INFO", show_default=True, help="Logging level.")
+def main(port: int, host: str, kv_config: Path | None, log_level: str) -> None:
+    """Run a RocketMQ 4.x compatible name server."""
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    run(serve(host, port, kv_config or default_kv_config_path()))
+
+
+if __name__ == "__main__":
+    main()

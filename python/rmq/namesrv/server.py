@@ -1,0 +1,91 @@
+"""NameServer: the composition root wiring route table, KV config, processors and a RemotingServer.
+
+Embedded (a broker process can run one in-process)::
+
+    ns = NameServer(kv_config_path=None)      # None: KV config in memory only
+    await ns.start("127.0.0.1", 0)            # port 0 -> any free port, see ns.port
+    ...
+    await ns.stop()
+
+Every ``scan_interval_s`` (10 s) brokers silent for ``broker_expiry_ms`` (120 s) are dropped and their
+connections closed; a broker's routes also go as soon as the connection it registered over closes.
+
+Unknown request codes are answered with REQUEST_CODE_NOT_SUPPORTED (3). A 4.9.8 name server answers nothing,
+which leaves the caller waiting for its timeout; an immediate error is friendlier and no client relies on
+the silence.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable
+
+from rmq.common.service import PeriodicTask
+from rmq.namesrv.kv_config import KVConfigManager
+from rmq.namesrv.processors import NamesrvProcessors
+from rmq.namesrv.route_table import DEFAULT_BROKER_EXPIRY_MS, RouteInfoManager, now_ms
+from rmq.remoting.channel import Channel
+from rmq.remoting.server import RemotingServer
+
+__all__ = ["DEFAULT_PORT", "NameServer"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PORT = 9876
+
+
+class NameServer:
+    def __init__(
+        self,
+        *,
+        kv_config_path: str | os.PathLike[str] | None = None,
+        broker_expiry_ms: int = DEFAULT_BROKER_EXPIRY_MS,
+        scan_interval_s: float = 10.0,
+        idle_timeout_s: float | None = 120.0,
+        clock: Callable[[], int] = now_ms,
+    ) -> None:
+        self.routes = RouteInfoManager(clock=clock, broker_expiry_ms=broker_expiry_ms)
+        self.kv = KVConfigManager(kv_config_path)
+        self.processors = NamesrvProcessors(self.routes, self.kv)
+        self.remoting = RemotingServer(name="namesrv", answer_unsupported=True, idle_timeout_s=idle_timeout_s)
+        for code, processor in self.processors.table().items():
+            self.remoting.register(code, processor)
+        self.remoting.add_close_listener(self._on_channel_closed)
+        self._scan = PeriodicTask(
+            "namesrv-scan-not-active-broker", scan_interval_s, self.scan_not_active_brokers
+        )
+
+    @property
+    def port(self) -> int:
+        return self.remoting.port
+
+    @property
+    def addr(self) -> str:
+        """``host:port`` to give clients (``127.0.0.1`` when listening on every interface)."""
+        host = self.remoting.host
+        if host in ("", "0.0.0.0", "::"):
+            host = "127.0.0.1"
+        return f"{host}:{self.port}"
+
+    async def start(self, host: str = "0.0.0.0", port: int = DEFAULT_PORT) -> None:
+        self.kv.load()
+        await self.remoting.start(host, port)
+        self._scan.start()
+
+    async def stop(self) -> None:
+        await self._scan.stop()
+        await self.remoting.stop()
+
+    def scan_not_active_brokers(self) -> int:
+        """Drop silent brokers and close their connections; returns how many were dropped."""
+        expired = self.routes.scan_not_active()
+        for addr, live in expired:
+            log.warning("broker %s expired: nothing heard for %d ms", addr, self.routes.broker_expiry_ms)
+            if live.channel_id is not None:
+                self.remoting.close_channel(live.channel_id)
+        return len(expired)
+
+    def _on_channel_closed(self, channel: Channel) -> None:
+        for addr in self.routes.on_channel_destroyed(channel.channel_id):
+            log.info("broker %s removed: its connection %s closed", addr, channel.remote_addr)
