@@ -117,16 +117,16 @@ async def test_register_then_route(namesrv: NameServer, client: RemotingClient) 
 
     route_resp = await client.invoke(namesrv.addr, route_request("TopicA"), 3000)
     assert route_resp.code == ResponseCode.SUCCESS
-    raw = json.loads(route_resp.body or b"")
+    raw = json.loads(bytes(route_resp.body or b""))
     assert sorted(b["brokerAddrs"]["0"] for b in raw["brokerDatas"]) == ["127.0.0.1:10911", "127.0.0.1:20911"]
-    route = TopicRouteData.from_json(route_resp.body or b"")
+    route = TopicRouteData.from_json(bytes(route_resp.body or b""))
     assert {q.broker_name: q.write_queue_nums for q in route.queue_datas} == {"broker-a": 4, "broker-b": 2}
 
     missing = await client.invoke(namesrv.addr, route_request("Nope"), 3000)
     assert missing.code == ResponseCode.TOPIC_NOT_EXIST
 
     info = await client.invoke(namesrv.addr, create_request(RequestCode.GET_BROKER_CLUSTER_INFO), 3000)
-    assert json.loads(info.body or b"")["clusterAddrTable"] == {
+    assert json.loads(bytes(info.body or b""))["clusterAddrTable"] == {
         "DefaultCluster": ["broker-a"],
         "Other": ["broker-b"],
     }

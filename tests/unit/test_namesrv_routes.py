@@ -55,7 +55,7 @@ class Namesrv:
         self.table = self.procs.table()
 
     def call(self, code: int, ext: dict[str, str] | None = None, body: bytes | None = None, **kw: Any) -> Any:
-        ctx = kw.pop("ctx", None) or FakeContext(1)
+        ctx: Any = kw.pop("ctx", None) or FakeContext(1)
         req = create_request(code, ext or {}, body)
         for k, v in kw.items():
             setattr(req, k, v)

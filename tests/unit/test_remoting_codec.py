@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import struct
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -266,9 +267,8 @@ def test_ext_field_values_of_other_json_types_are_stringified() -> None:
 
 @pytest.mark.parametrize("serialize_type", [0, 1])
 def test_non_string_ext_values_are_written_as_strings(serialize_type: int) -> None:
-    cmd = RemotingCommand(
-        1, ext_fields={"queueId": 3, "ok": True, "no": False, "gone": None}, serialize_type=serialize_type
-    )  # type: ignore[dict-item]
+    ext: dict[str, Any] = {"queueId": 3, "ok": True, "no": False, "gone": None}
+    cmd = RemotingCommand(1, ext_fields=ext, serialize_type=serialize_type)
     assert decode(encode(cmd)).ext_fields == {"queueId": "3", "ok": "true", "no": "false"}
 
 

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from json.decoder import scanstring
-from typing import Any
+from json.decoder import scanstring  # type: ignore[attr-defined]
+from typing import Any, NoReturn
 
 import orjson
 
@@ -121,7 +121,7 @@ class _Parser:
         self.text = text
         self.pos = 0
 
-    def fail(self, what: str) -> Any:
+    def fail(self, what: str) -> NoReturn:
         snippet = self.text[self.pos : self.pos + 20]
         raise FastjsonDecodeError(f"{what} at char {self.pos}: {snippet!r}")
 

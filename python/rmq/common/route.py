@@ -69,7 +69,7 @@ def _member(d: Mapping[str, Any], key: str, kind: type = Mapping) -> Any:
     return value
 
 
-def _as_mapping(data: bytes | str | Mapping[str, Any]) -> Mapping[Any, Any]:
+def _as_mapping(data: bytes | bytearray | memoryview | str | Mapping[str, Any]) -> Mapping[Any, Any]:
     obj = data if isinstance(data, Mapping) else fastjson.loads(data)
     if not isinstance(obj, Mapping):
         raise ValueError(f"expected a JSON object, got {type(obj).__name__}")
@@ -102,7 +102,7 @@ class DataVersion:
         return fastjson.dumps(self.to_dict())
 
     @classmethod
-    def from_json(cls, data: bytes | str) -> DataVersion:
+    def from_json(cls, data: bytes | bytearray | memoryview | str) -> DataVersion:
         return cls.from_dict(_as_mapping(data))
 
 
@@ -276,7 +276,7 @@ class TopicRouteData:
         return fastjson.dumps(self.to_dict())
 
     @classmethod
-    def from_json(cls, data: bytes | str) -> TopicRouteData:
+    def from_json(cls, data: bytes | bytearray | memoryview | str) -> TopicRouteData:
         return cls.from_dict(_as_mapping(data))
 
 
@@ -306,7 +306,7 @@ class TopicConfigSerializeWrapper:
         return fastjson.dumps(self.to_dict())
 
     @classmethod
-    def from_json(cls, data: bytes | str) -> TopicConfigSerializeWrapper:
+    def from_json(cls, data: bytes | bytearray | memoryview | str) -> TopicConfigSerializeWrapper:
         return cls.from_dict(_as_mapping(data))
 
 
@@ -351,7 +351,7 @@ class RegisterBrokerBody:
         return zlib.compress(b"".join(parts), 9)
 
     @classmethod
-    def decode(cls, data: bytes, compressed: bool = False) -> RegisterBrokerBody:
+    def decode(cls, data: bytes | bytearray | memoryview, compressed: bool = False) -> RegisterBrokerBody:
         """Inverse of :meth:`encode`; raises ``ValueError`` on malformed input."""
         if not compressed:
             return cls.from_dict(_as_mapping(data))
@@ -424,5 +424,5 @@ class ClusterInfo:
         return fastjson.dumps(self.to_dict())
 
     @classmethod
-    def from_json(cls, data: bytes | str) -> ClusterInfo:
+    def from_json(cls, data: bytes | bytearray | memoryview | str) -> ClusterInfo:
         return cls.from_dict(_as_mapping(data))

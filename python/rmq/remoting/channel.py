@@ -84,7 +84,7 @@ class Channel(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
-        self._close_callbacks: list[CloseCallback] = []
+        self._close_callbacks: list[Callable[[Channel], object]] = []
         self._closed = False
         self._write_paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []

@@ -79,7 +79,12 @@ class RemotingClient:
         if task is None:
             task = asyncio.get_running_loop().create_task(self._connect(addr))
             self._connecting[addr] = task
-            task.add_done_callback(lambda _t, a=addr: self._connecting.pop(a, None))
+
+            def done(_: asyncio.Task[Channel]) -> None:
+                if self._connecting.get(addr) is task:
+                    del self._connecting[addr]
+
+            task.add_done_callback(done)
         return await asyncio.shield(task)
 
     async def _connect(self, addr: str) -> Channel:
