@@ -508,6 +508,15 @@ pub struct BatchItem<'a> {
 /// Split a batch body into its messages, appending `extra_props` (the batch-level
 /// properties, e.g. `CLUSTER`) to each message's own properties.
 pub fn decode_batch_body<'a>(body: &'a [u8], extra_props: &[u8]) -> Result<Vec<BatchItem<'a>>> {
+    decode_batch_inner(body, extra_props).map_err(|e| match e {
+        StoreError::Corrupt { detail, .. } => {
+            StoreError::MessageIllegal(format!("malformed batch body: {detail}"))
+        }
+        other => other,
+    })
+}
+
+fn decode_batch_inner<'a>(body: &'a [u8], extra_props: &[u8]) -> Result<Vec<BatchItem<'a>>> {
     let mut items = Vec::new();
     let mut r = Reader { buf: body, pos: 0 };
     while r.pos < body.len() {

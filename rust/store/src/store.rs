@@ -75,7 +75,8 @@ pub struct MessageStore {
     shut_down: AtomicBool,
     report: RecoveryReport,
     stats: StoreStats,
-    _lock: File,
+    /// The flock on `<root>/lock`, released at shutdown.
+    lock: Mutex<Option<File>>,
 }
 
 fn lock_dir(root: &Path) -> Result<File> {
@@ -271,7 +272,7 @@ impl MessageStore {
             },
             stats: StoreStats::default(),
             config,
-            _lock: lock,
+            lock: Mutex::new(Some(lock)),
         })
     }
 
@@ -650,11 +651,13 @@ impl MessageStore {
         self.checkpoint.flush()?;
         self.commitlog.queue().discard_preallocated();
         let abort = self.root.join("abort");
-        match std::fs::remove_file(&abort) {
+        let removed = match std::fs::remove_file(&abort) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(StoreError::io(abort, e)),
-        }
+        };
+        self.lock.lock().take();
+        removed
     }
 
     pub fn is_shut_down(&self) -> bool {
