@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import struct
+import threading
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -23,6 +24,7 @@ from rmq.remoting import (
     create_response,
 )
 from rmq.remoting.channel import Channel
+from rmq.remoting.client import invoke_sync
 from rmq.remoting.codec import FrameDecoder, encode
 from rmq.remoting.dispatcher import Dispatcher
 from rmq.remoting.headers import header_str
@@ -450,6 +452,27 @@ async def test_send_on_closed_channel_raises(server: RemotingServer, client: Rem
     with pytest.raises(RemotingSendRequestError):
         channel.send_oneway(create_request(1))
     assert channel.send_response(create_response(create_request(1))) is False
+
+
+def test_invoke_sync_for_scripts() -> None:
+    async def start() -> RemotingServer:
+        srv = RemotingServer()
+        srv.register(1, lambda ctx, req: create_response(req, 0, remark="sync"))
+        await srv.start("127.0.0.1", 0)
+        return srv
+
+    loop = asyncio.new_event_loop()
+    srv = loop.run_until_complete(start())
+    serving = threading.Thread(target=loop.run_forever, daemon=True)
+    serving.start()
+    try:
+        resp = invoke_sync(f"127.0.0.1:{srv.port}", create_request(1), 3000)
+        assert resp.remark == "sync"
+    finally:
+        asyncio.run_coroutine_threadsafe(srv.stop(), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        serving.join(10)
+        loop.close()
 
 
 def test_works_on_uvloop() -> None:

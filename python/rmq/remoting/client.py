@@ -25,7 +25,7 @@ from rmq.remoting.context import Processor
 from rmq.remoting.dispatcher import DEFAULT_MAX_IN_FLIGHT, Dispatcher
 from rmq.remoting.errors import RemotingConnectError
 
-__all__ = ["RemotingClient", "parse_addr"]
+__all__ = ["RemotingClient", "invoke_sync", "parse_addr"]
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +125,9 @@ class RemotingClient:
 
     async def invoke(self, addr: str, request: RemotingCommand, timeout_ms: int = 3000) -> RemotingCommand:
         """Send ``request`` to ``addr`` and await the response."""
-        channel = await self.get_channel(addr)
+        channel = self._channels.get(addr)
+        if channel is None or channel.is_closed:
+            channel = await self.get_channel(addr)
         return await channel.send_request(request, timeout_ms)
 
     async def invoke_oneway(self, addr: str, request: RemotingCommand) -> None:
@@ -156,3 +158,16 @@ class RemotingClient:
 
     async def __aexit__(self, *exc_info: object) -> None:
         await self.close()
+
+
+def invoke_sync(addr: str, request: RemotingCommand, timeout_ms: int = 3000) -> RemotingCommand:
+    """One request from synchronous code (scripts, tools): connect, send, await the response, close.
+
+    Runs its own event loop, so it must not be called from inside a running one.
+    """
+
+    async def call() -> RemotingCommand:
+        async with RemotingClient(connect_timeout_ms=timeout_ms) as client:
+            return await client.invoke(addr, request, timeout_ms)
+
+    return asyncio.run(call())

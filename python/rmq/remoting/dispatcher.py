@@ -2,7 +2,8 @@
 
 Rules applied to every incoming request:
 
-* more than ``max_in_flight`` asynchronous requests running -> SYSTEM_BUSY (2), remark ``[REJECTREQUEST]...``;
+* ``max_in_flight`` asynchronous requests already running -> SYSTEM_BUSY (2), remark ``[REJECTREQUEST]...``
+  (requests a processor parked by returning ``None`` do not count: they hold no task);
 * unknown code and no default processor -> REQUEST_CODE_NOT_SUPPORTED (3), remark
   `` request type <code> not supported`` -- or no answer at all when ``answer_unsupported`` is false (what a
   4.9.8 name server does);
