@@ -422,6 +422,22 @@ async def test_close_callbacks_and_server_stop(client: RemotingClient) -> None:
     assert seen[-1] == "late"
 
 
+async def test_stop_aborts_a_peer_that_does_not_read() -> None:
+    srv = RemotingServer(close_timeout_s=0.2)
+    srv.register(1, lambda ctx, req: create_response(req, 0, body=bytes(64 * 1024 * 1024)))
+    await srv.start("127.0.0.1", 0)
+    _, writer = await asyncio.open_connection("127.0.0.1", srv.port)
+    writer.write(encode(RemotingCommand(1, opaque=1)))
+    await writer.drain()
+    while not any(ch.write_buffer_size for ch in srv.channels.values()):
+        await asyncio.sleep(0.01)
+    started = time.monotonic()
+    await srv.stop()  # 64 MiB cannot drain into a peer that never reads
+    assert time.monotonic() - started < 5
+    assert not srv.channels
+    writer.close()
+
+
 async def test_idle_channels_are_swept(server: RemotingServer, client: RemotingClient) -> None:
     await client.invoke(addr(server), create_request(1), 3000)
     channel = await client.get_channel(addr(server))

@@ -171,7 +171,13 @@ class Channel(asyncio.Protocol):
 
     @property
     def pending_requests(self) -> int:
+        """Requests sent over this channel still waiting for their response."""
         return len(self._pending)
+
+    @property
+    def write_buffer_size(self) -> int:
+        """Bytes written but not yet handed to the kernel."""
+        return self._transport.get_write_buffer_size() if self._transport is not None else 0
 
     def send_response(self, response: RemotingCommand) -> bool:
         if self._closed or self._transport is None:
@@ -242,6 +248,16 @@ class Channel(asyncio.Protocol):
     def abort(self) -> None:
         if self._transport is not None:
             self._transport.abort()
+
+    async def close_and_wait(self, timeout_s: float = 5.0) -> None:
+        """Close gracefully (pending writes are flushed); abort if that takes longer than ``timeout_s``."""
+        self.close()
+        try:
+            await asyncio.wait_for(self.wait_closed(), timeout_s)
+        except asyncio.TimeoutError:
+            log.warning("connection to %s did not close within %.1f s; aborting", self.remote_addr, timeout_s)
+            self.abort()
+            await self.wait_closed()
 
     async def wait_closed(self) -> None:
         if self._closed:

@@ -147,10 +147,8 @@ class RemotingClient:
             await asyncio.gather(*connecting, return_exceptions=True)
         channels = list(self._channels.values())
         self._channels.clear()
-        for channel in channels:
-            channel.close()
-        for channel in channels:
-            await channel.wait_closed()
+        if channels:
+            await asyncio.gather(*(ch.close_and_wait() for ch in channels))
         await self.dispatcher.cancel_all()
 
     async def __aenter__(self) -> RemotingClient:

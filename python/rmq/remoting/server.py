@@ -41,9 +41,11 @@ class RemotingServer:
         idle_timeout_s: float | None = 120.0,
         idle_check_interval_s: float = 10.0,
         max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
+        close_timeout_s: float = 5.0,
         name: str = "remoting-server",
     ) -> None:
         self.name = name
+        self.close_timeout_s = close_timeout_s
         self.dispatcher = Dispatcher(max_in_flight=max_in_flight, answer_unsupported=answer_unsupported)
         self.idle_timeout_s = idle_timeout_s
         self.max_frame_length = max_frame_length
@@ -132,8 +134,8 @@ class RemotingServer:
         for channel in channels:
             channel.close()
         await self.dispatcher.cancel_all()
-        for channel in channels:
-            await channel.wait_closed()
+        if channels:
+            await asyncio.gather(*(ch.close_and_wait(self.close_timeout_s) for ch in channels))
         await server.wait_closed()
         log.info("%s stopped (port %d)", self.name, self._port)
 
