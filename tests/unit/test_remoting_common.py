@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import zlib
 
@@ -23,6 +24,7 @@ from rmq.common.route import (
     TopicConfigSerializeWrapper,
     TopicRouteData,
 )
+from rmq.common.service import PeriodicTask
 from rmq.common.topic import (
     check_group,
     check_topic,
@@ -280,3 +282,44 @@ def test_data_version() -> None:
     dv.next_version(now_ms=10)
     assert dv == DataVersion(10, 2)
     assert DataVersion.from_json(b'{"counter":"7","timestamp":1}') == DataVersion(1, 7)
+
+
+# --- periodic task ----------------------------------------------------------------------------------------
+
+
+async def test_periodic_task_wakeup_failure_and_final_tick() -> None:
+    ticks: list[int] = []
+    ticked = asyncio.Event()
+
+    def tick() -> None:
+        ticks.append(len(ticks))
+        ticked.set()
+        if len(ticks) == 2:
+            raise RuntimeError("a failing tick is logged, the schedule goes on")
+
+    task = PeriodicTask("test-task", 3600, tick, initial_delay_s=0, final_tick=True)
+    task.start()
+    await ticked.wait()
+    assert ticks == [0]
+    for expected in ([0, 1], [0, 1, 2]):
+        ticked.clear()
+        task.wakeup()  # instead of waiting an hour
+        await ticked.wait()
+        assert ticks == expected
+    await task.stop()
+    assert ticks == [0, 1, 2, 3]  # the final drain tick
+    assert not task.running
+
+
+async def test_periodic_task_async_tick_and_stop_before_first_run() -> None:
+    calls: list[str] = []
+
+    async def tick() -> None:
+        calls.append("tick")
+
+    task = PeriodicTask("idle", 3600, tick)
+    task.start()
+    with pytest.raises(RuntimeError):
+        task.start()
+    await task.stop()
+    assert calls == []
