@@ -195,17 +195,15 @@ impl IndexFile {
     ) -> Result<IndexFile> {
         std::fs::create_dir_all(dir).at(dir)?;
         let path = dir.join(name);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .at(&path)?;
-        let made = (|| {
-            file.set_len(index_file_size(slot_num, index_num))
-                .at(&path)?;
-            Self::map(path.clone(), file, slot_num, index_num)
-        })();
+        if path.exists() {
+            return Err(StoreError::corrupt(
+                "index file",
+                format!("{} exists already", path.display()),
+            ));
+        }
+        let file =
+            crate::mapped_file::create_sized_file(&path, index_file_size(slot_num, index_num))?;
+        let made = Self::map(path.clone(), file, slot_num, index_num);
         let f = match made {
             Ok(f) => f,
             Err(e) => {
@@ -474,9 +472,19 @@ impl IndexService {
             Err(e) => return Err(StoreError::io(&self.dir, e)),
         };
         paths.sort();
+        crate::mapped_file::remove_creating_leftovers(&self.dir);
         let mut files = Vec::with_capacity(paths.len());
         for p in paths {
-            let f = IndexFile::open(&p, self.slot_num, self.index_num)?;
+            let f = match IndexFile::open(&p, self.slot_num, self.index_num) {
+                Ok(f) => f,
+                // After a crash a damaged IndexFile is dropped: the index is rebuilt from the
+                // CommitLog for what re-dispatch covers. After a clean exit it is an error.
+                Err(StoreError::Corrupt { .. }) if !last_exit_ok => {
+                    std::fs::remove_file(&p).at(&p)?;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             if !last_exit_ok && f.header().end_timestamp > index_checkpoint_ts {
                 f.destroy()?;
                 continue;

@@ -21,6 +21,44 @@ use crate::error::{IoContext, Result, StoreError};
 /// OS page size used for dirty-page accounting (RocketMQ's `OS_PAGE_SIZE`).
 pub const OS_PAGE_SIZE: usize = 4096;
 
+/// Suffix of a file being created; such leftovers of a crash are removed at load.
+pub const CREATING_SUFFIX: &str = ".creating";
+
+/// Create `path` with exactly `size` bytes, atomically: the file is sized under a temporary
+/// name and renamed into place, so a crash never leaves a short file under the real name.
+pub fn create_sized_file(path: &Path, size: u64) -> Result<File> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(CREATING_SUFFIX);
+    let tmp = PathBuf::from(tmp);
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&tmp)
+        .at(&tmp)?;
+    if let Err(e) = file.set_len(size).at(&tmp) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    if let Err(e) = std::fs::rename(&tmp, path) {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(StoreError::io(path, e));
+    }
+    Ok(file)
+}
+
+/// Remove `*.creating` leftovers in `dir`.
+pub fn remove_creating_leftovers(dir: &Path) {
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            if e.file_name().to_string_lossy().ends_with(CREATING_SUFFIX) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+}
+
 /// Render a starting offset as RocketMQ's 20-digit file name.
 pub fn offset_to_file_name(offset: u64) -> String {
     format!("{offset:020}")
@@ -62,17 +100,14 @@ impl MappedFile {
     pub fn create(dir: &Path, from_offset: u64, size: usize) -> Result<MappedFile> {
         std::fs::create_dir_all(dir).at(dir)?;
         let path = dir.join(offset_to_file_name(from_offset));
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .at(&path)?;
-        let len = file.metadata().at(&path)?.len();
-        if len != size as u64 {
-            file.set_len(size as u64).at(&path)?;
-        }
+        let file = match std::fs::metadata(&path) {
+            Ok(m) if m.len() == size as u64 => OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&path)
+                .at(&path)?,
+            _ => create_sized_file(&path, size as u64)?,
+        };
         Self::map(path, file, from_offset, size)
     }
 

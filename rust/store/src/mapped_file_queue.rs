@@ -66,6 +66,7 @@ impl MappedFileQueue {
     /// Map every file in the directory. Positions are set to "full"; recovery then moves the
     /// positions of the tail back to the last valid byte.
     pub fn load(&self) -> Result<()> {
+        crate::mapped_file::remove_creating_leftovers(&self.dir);
         let mut paths: Vec<PathBuf> = match std::fs::read_dir(&self.dir) {
             Ok(rd) => rd
                 .filter_map(|e| e.ok())
