@@ -31,6 +31,7 @@ class OffsetWaiters:
         self._heap: list[tuple[int, int, asyncio.Future[None]]] = []
         self._seq = itertools.count()
         self._watching = False
+        self._listeners: list[Callable[[], object]] = []
 
     def _watch(self) -> None:
         if not self._watching:
@@ -40,6 +41,13 @@ class OffsetWaiters:
     def _on_ready(self) -> None:
         self._drain()
         self.release()
+        for cb in self._listeners:
+            cb()
+
+    def add_listener(self, callback: Callable[[], object]) -> None:
+        """Call `callback` on every wake-up (the fd is watched from now on)."""
+        self._listeners.append(callback)
+        self._watch()
 
     def release(self) -> None:
         """Resolve every waiter whose offset has been reached."""
@@ -49,7 +57,7 @@ class OffsetWaiters:
             _, _, fut = heapq.heappop(heap)
             if not fut.done():
                 fut.set_result(None)
-        if not heap and self._watching:
+        if not heap and not self._listeners and self._watching:
             self._loop.remove_reader(self._fd)
             self._watching = False
 
@@ -75,6 +83,7 @@ class OffsetWaiters:
             return False
 
     def close(self) -> None:
+        self._listeners.clear()
         if self._watching:
             self._loop.remove_reader(self._fd)
             self._watching = False

@@ -1,0 +1,108 @@
+"""`python -m rmq.broker`: a working single-node cluster on defaults.
+
+With no arguments: an embedded name server on 9876 and the broker on 10911, store under
+`~/store`, ASYNC_FLUSH, topic auto-creation on. `-c broker.conf` and repeated `-p KEY=VALUE` set
+RocketMQ properties; `-n host:port;host:port` uses external name servers (no embedded one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+
+import click
+
+from rmq.broker.config import BrokerConfig, ConfigError, parse_properties_text
+from rmq.broker.controller import BrokerController
+from rmq.remoting.loop import install_best_loop, loop_name
+
+log = logging.getLogger("rmq.broker")
+
+
+def build_config(conf: str | None, namesrv: str | None, props: tuple[str, ...]) -> BrokerConfig:
+    cfg = BrokerConfig()
+    if conf:
+        try:
+            with open(conf, encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            raise ConfigError(f"cannot read {conf}: {e.strerror}") from None
+        cfg.update(parse_properties_text(text))
+    for p in props:
+        key, sep, value = p.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"-p {p!r}: expected KEY=VALUE")
+        cfg.set(key, value)
+    if namesrv:
+        cfg.set("namesrvAddr", namesrv)
+    cfg.validate()
+    return cfg
+
+
+async def serve(cfg: BrokerConfig, namesrv_port: int | None) -> None:
+    from rmq.namesrv.server import NameServer
+
+    ns: NameServer | None = None
+    if not cfg.namesrv_list():
+        ns = NameServer()
+        await ns.start("0.0.0.0", 9876 if namesrv_port is None else namesrv_port)
+        cfg.namesrv_addr = f"127.0.0.1:{ns.port}"
+        log.info("embedded name server listening on 0.0.0.0:%d", ns.port)
+    broker = BrokerController(cfg)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await broker.start()
+        print(f"RMQ-READY namesrv={cfg.namesrv_list()[0]} broker={cfg.broker_addr}", flush=True)
+        log.info("ready (event loop: %s); SIGINT or SIGTERM stops", loop_name())
+        await stop.wait()
+        log.info("shutting down")
+    finally:
+        await broker.shutdown()
+        if ns is not None:
+            await ns.stop()
+        log.info("stopped cleanly")
+
+
+@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-c", "--config", "conf", type=click.Path(dir_okay=False), help="A RocketMQ broker.conf file.")
+@click.option("-n", "--namesrv", help="External name servers, host:port;host:port (no embedded one).")
+@click.option(
+    "-p", "--property", "props", multiple=True, metavar="KEY=VALUE", help="A broker or store property."
+)
+@click.option("--namesrv-port", type=int, default=None, help="Port of the embedded name server (9876).")
+@click.option("--log-level", default="INFO", show_default=True)
+def main(
+    conf: str | None, namesrv: str | None, props: tuple[str, ...], namesrv_port: int | None, log_level: str
+) -> None:
+    """Run an rmq broker (RocketMQ 4.x compatible)."""
+    logging.basicConfig(
+        level=getattr(logging, log_level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        cfg = build_config(conf, namesrv, props)
+    except ConfigError as e:
+        raise click.UsageError(str(e)) from None
+    install_best_loop()
+    try:
+        asyncio.run(serve(cfg, namesrv_port))
+    except OSError as e:
+        log.error("cannot start: %s", e)
+        sys.exit(1)
+    except Exception as e:  # a store or config error at start: say what, not a traceback
+        from rmq.store import StoreError
+
+        if isinstance(e, StoreError):
+            log.error("cannot open the store: %s", e)
+            sys.exit(1)
+        raise
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,277 @@
+"""Broker configuration under RocketMQ's property names.
+
+Broker properties (`BrokerConfig`) live here; store properties (`MessageStoreConfig`) are passed
+through to the Rust store, which validates them. Both come from a `broker.conf` (Java properties
+syntax) and `-p KEY=VALUE` overrides; an unknown name or a bad value is a `ConfigError` naming it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from rmq._store import MessageStore
+
+__all__ = ["RUNTIME_UPDATABLE", "BrokerConfig", "ConfigError", "parse_properties_text"]
+
+
+class ConfigError(ValueError):
+    """A configuration property is unknown or has a bad value."""
+
+
+def _default_ip() -> str:
+    try:
+        ip = socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"
+    return ip or "127.0.0.1"
+
+
+# Java property name -> python attribute name of BrokerConfig.
+_NAMES: dict[str, str] = {
+    "brokerName": "broker_name",
+    "brokerClusterName": "broker_cluster_name",
+    "brokerId": "broker_id",
+    "brokerIP1": "broker_ip1",
+    "listenPort": "listen_port",
+    "namesrvAddr": "namesrv_addr",
+    "brokerPermission": "broker_permission",
+    "autoCreateTopicEnable": "auto_create_topic_enable",
+    "autoCreateSubscriptionGroup": "auto_create_subscription_group",
+    "defaultTopicQueueNums": "default_topic_queue_nums",
+    "clusterTopicEnable": "cluster_topic_enable",
+    "brokerTopicEnable": "broker_topic_enable",
+    "traceTopicEnable": "trace_topic_enable",
+    "longPollingEnable": "long_polling_enable",
+    "shortPollingTimeMills": "short_polling_time_mills",
+    "registerNameServerPeriod": "register_name_server_period",
+    "rejectTransactionMessage": "reject_transaction_message",
+    "flushConsumerOffsetInterval": "flush_consumer_offset_interval",
+    "channelExpiredTimeout": "channel_expired_timeout",
+    "regionId": "region_id",
+    "traceOn": "trace_on",
+    "defaultQueryMaxNum": "default_query_max_num",
+    "maxMsgsNumBatch": "max_msgs_num_batch",
+    "enablePropertyFilter": "enable_property_filter",
+    "transactionTimeOut": "transaction_time_out",
+    "transactionCheckInterval": "transaction_check_interval",
+    "transactionCheckMax": "transaction_check_max",
+    "brokerRole": "broker_role",
+    "serverMaxInFlight": "server_max_in_flight",
+}
+
+# Accepted for compatibility with existing broker.conf files; they tune Java thread pools or
+# features rmq does not have, and have no effect.
+IGNORED: frozenset[str] = frozenset(
+    {
+        "brokerIP2",
+        "haListenPort",
+        "sendMessageThreadPoolNums",
+        "pullMessageThreadPoolNums",
+        "queryMessageThreadPoolNums",
+        "adminBrokerThreadPoolNums",
+        "clientManageThreadPoolNums",
+        "consumerManageThreadPoolNums",
+        "useReentrantLockWhenPutMessage",
+        "waitTimeMillsInSendQueue",
+        "sendThreadPoolQueueCapacity",
+        "pullThreadPoolQueueCapacity",
+        "slaveReadEnable",
+        "transferMsgByHeap",
+        "aclEnable",
+        "serverWorkerThreads",
+        "serverSelectorThreads",
+        "clientWorkerThreads",
+        "osPageCacheBusyTimeOutMills",
+        "transientStorePoolEnable",
+        "fetchNamesrvAddrByAddressServer",
+        "mapedFileSizeCommitLog",
+    }
+)
+
+# Properties UPDATE_BROKER_CONFIG may change at run time: none of them is a filesystem path or
+# anything that runs code.
+RUNTIME_UPDATABLE: frozenset[str] = frozenset(
+    {
+        "brokerPermission",
+        "autoCreateTopicEnable",
+        "autoCreateSubscriptionGroup",
+        "defaultTopicQueueNums",
+        "longPollingEnable",
+        "shortPollingTimeMills",
+        "rejectTransactionMessage",
+        "defaultQueryMaxNum",
+        "maxMsgsNumBatch",
+        "transactionTimeOut",
+        "transactionCheckInterval",
+        "transactionCheckMax",
+    }
+)
+
+
+def _parse_bool(key: str, value: str) -> bool:
+    v = value.strip().lower()
+    if v in ("true", "1"):
+        return True
+    if v in ("false", "0"):
+        return False
+    raise ConfigError(f"{key}: {value!r} is not true or false")
+
+
+@dataclass
+class BrokerConfig:
+    broker_name: str = field(default_factory=lambda: "broker-a")
+    broker_cluster_name: str = "DefaultCluster"
+    broker_id: int = 0
+    broker_ip1: str = field(default_factory=_default_ip)
+    listen_port: int = 10911
+    namesrv_addr: str | None = None
+    broker_permission: int = 6
+    auto_create_topic_enable: bool = True
+    auto_create_subscription_group: bool = True
+    default_topic_queue_nums: int = 8
+    cluster_topic_enable: bool = True
+    broker_topic_enable: bool = True
+    trace_topic_enable: bool = False
+    long_polling_enable: bool = True
+    short_polling_time_mills: int = 1000
+    register_name_server_period: int = 30_000
+    reject_transaction_message: bool = False
+    flush_consumer_offset_interval: int = 5000
+    channel_expired_timeout: int = 120_000
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
+    default_query_max_num: int = 32
+    max_msgs_num_batch: int = 64
+    enable_property_filter: bool = False
+    transaction_time_out: int = 6000
+    transaction_check_interval: int = 60_000
+    transaction_check_max: int = 15
+    broker_role: str = "ASYNC_MASTER"
+    server_max_in_flight: int = 10_000
+    # Store properties by their RocketMQ names (validated by the store when it opens).
+    store: dict[str, str] = field(default_factory=dict)
+
+    # --- building ----------------------------------------------------------------------------------
+    def set(self, key: str, value: Any) -> None:
+        """Set one property by its RocketMQ name."""
+        key = key.strip()
+        text = str(value).strip()
+        if key in _NAMES:
+            attr = _NAMES[key]
+            current = getattr(self, attr)
+            if isinstance(current, bool):
+                setattr(self, attr, _parse_bool(key, text))
+            elif isinstance(current, int):
+                try:
+                    setattr(self, attr, int(text))
+                except ValueError:
+                    raise ConfigError(f"{key}: {text!r} is not a whole number") from None
+            else:
+                setattr(self, attr, text or None if attr == "namesrv_addr" else text)
+            if key == "brokerRole" and text not in ("ASYNC_MASTER", "SYNC_MASTER"):
+                raise ConfigError(f"brokerRole: {text!r} is not supported (rmq runs masters only)")
+            return
+        if key in STORE_KEYS:
+            self.store[key] = text
+            return
+        if key in IGNORED:
+            return
+        raise ConfigError(f"unknown property {key!r}")
+
+    def update(self, props: dict[str, Any]) -> None:
+        for k, v in props.items():
+            self.set(k, v)
+
+    # --- derived -----------------------------------------------------------------------------------
+    @property
+    def broker_addr(self) -> str:
+        return f"{self.broker_ip1}:{self.listen_port}"
+
+    @property
+    def store_root(self) -> str:
+        root = self.store.get("storePathRootDir") or os.path.join(os.path.expanduser("~"), "store")
+        return os.path.expanduser(root)
+
+    @property
+    def config_dir(self) -> str:
+        return os.path.join(self.store_root, "config")
+
+    def namesrv_list(self) -> list[str]:
+        if not self.namesrv_addr:
+            return []
+        return [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
+
+    def store_config(self) -> dict[str, str]:
+        cfg = dict(self.store)
+        cfg["storePathRootDir"] = self.store_root
+        cfg.setdefault("storeHost", f"{self.broker_ip1}:{self.listen_port}")
+        return cfg
+
+    @property
+    def sync_flush(self) -> bool:
+        return self.store.get("flushDiskType", "ASYNC_FLUSH") == "SYNC_FLUSH"
+
+    @property
+    def max_message_size(self) -> int:
+        return int(self.store.get("maxMessageSize", 4 * 1024 * 1024))
+
+    @property
+    def sync_flush_timeout_ms(self) -> int:
+        return int(self.store.get("syncFlushTimeout", 5000))
+
+    def validate(self) -> None:
+        if not 0 <= self.listen_port <= 65535:
+            raise ConfigError(f"listenPort: {self.listen_port} is not a TCP port")
+        if self.broker_id != 0:
+            raise ConfigError("brokerId: rmq runs masters only (brokerId=0)")
+        for name in ("broker_name", "broker_cluster_name"):
+            v = getattr(self, name)
+            if not v:
+                raise ConfigError(f"{name} must not be empty")
+        for addr in self.namesrv_list():
+            host, _, port = addr.rpartition(":")
+            if not host or not port.isdigit():
+                raise ConfigError(f"namesrvAddr: {addr!r} is not host:port")
+        if self.default_topic_queue_nums < 1:
+            raise ConfigError("defaultTopicQueueNums must be at least 1")
+
+    def properties(self) -> dict[str, str]:
+        """Every property as RocketMQ names it (for GET_BROKER_CONFIG)."""
+        out: dict[str, str] = {}
+        by_attr = {v: k for k, v in _NAMES.items()}
+        for f in fields(self):
+            if f.name == "store":
+                continue
+            v = getattr(self, f.name)
+            out[by_attr[f.name]] = ("true" if v else "false") if isinstance(v, bool) else str(v or "")
+        out.update(self.store)
+        return out
+
+
+STORE_KEYS: frozenset[str] = frozenset(MessageStore.config_keys())
+
+
+def parse_properties_text(text: str) -> dict[str, str]:
+    """Java properties syntax (the subset broker.conf files use): `key=value` or `key: value`
+    lines, `#`/`!` comments, blank lines, backslash line continuation."""
+    out: dict[str, str] = {}
+    pending = ""
+    for raw in text.splitlines():
+        line = pending + raw.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\"):
+            pending = line[:-1]
+            continue
+        for i, ch in enumerate(line):
+            if ch in "=:":
+                out[line[:i].strip()] = line[i + 1 :].strip()
+                break
+        else:
+            parts = line.split(None, 1)
+            out[parts[0]] = parts[1] if len(parts) > 1 else ""
+    return out

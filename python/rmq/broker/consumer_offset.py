@@ -1,0 +1,74 @@
+"""ConsumerOffsetManager: committed offsets per `topic@group` and queue, persisted to
+`config/consumerOffset.json` (REMOTING.md §6.6) every `flushConsumerOffsetInterval` and at shutdown."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from rmq.broker.persist import load_json, persist_json
+
+__all__ = ["ConsumerOffsetManager"]
+
+SEPARATOR = "@"
+
+
+class ConsumerOffsetManager:
+    def __init__(self, config_dir: str) -> None:
+        self.path = os.path.join(config_dir, "consumerOffset.json")
+        self.table: dict[str, dict[int, int]] = {}
+        self._dirty = False
+
+    def load(self) -> None:
+        data = load_json(self.path)
+        if not data:
+            return
+        for key, queues in (data.get("offsetTable") or {}).items():
+            self.table[str(key)] = {int(q): int(o) for q, o in (queues or {}).items()}
+
+    def persist(self) -> None:
+        persist_json(self.path, self.to_dict())
+        self._dirty = False
+
+    def persist_if_dirty(self) -> None:
+        if self._dirty:
+            self.persist()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"offsetTable": {k: {str(q): o for q, o in v.items()} for k, v in self.table.items()}}
+
+    def commit(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        key = topic + SEPARATOR + group
+        queues = self.table.get(key)
+        if queues is None:
+            queues = self.table[key] = {}
+        queues[queue_id] = offset
+        self._dirty = True
+
+    def query(self, group: str, topic: str, queue_id: int) -> int:
+        """The committed offset, or -1 if none."""
+        queues = self.table.get(topic + SEPARATOR + group)
+        if queues is None:
+            return -1
+        return queues.get(queue_id, -1)
+
+    def groups_of_topic(self, topic: str) -> set[str]:
+        out = set()
+        for key in self.table:
+            t, _, g = key.partition(SEPARATOR)
+            if t == topic:
+                out.add(g)
+        return out
+
+    def offsets_of(self, group: str, topic: str) -> dict[int, int]:
+        return dict(self.table.get(topic + SEPARATOR + group, {}))
+
+    def remove_group(self, group: str) -> None:
+        for key in [k for k in self.table if k.endswith(SEPARATOR + group)]:
+            del self.table[key]
+        self._dirty = True
+
+    def remove_topic(self, topic: str) -> None:
+        for key in [k for k in self.table if k.startswith(topic + SEPARATOR)]:
+            del self.table[key]
+        self._dirty = True

@@ -1,0 +1,182 @@
+"""BrokerController: the composition root. It opens the store, loads the managers, registers the
+processors, starts the periodic services and the name server registration, and shuts all of it
+down in order. No broker rule lives here."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+from rmq.broker.clients import ConsumerManager, ProducerManager
+from rmq.broker.config import BrokerConfig
+from rmq.broker.consumer_offset import ConsumerOffsetManager
+from rmq.broker.long_polling import PullHoldService
+from rmq.broker.mq_lock import RebalanceLockManager
+from rmq.broker.processors.admin import AdminProcessors
+from rmq.broker.processors.client import ClientProcessors
+from rmq.broker.processors.offsets import OffsetProcessors
+from rmq.broker.processors.pull import PullProcessor
+from rmq.broker.processors.query import QueryProcessors
+from rmq.broker.processors.send import SendProcessor
+from rmq.broker.registration import NameServerRegistration
+from rmq.broker.services import BrokerServices
+from rmq.broker.subscription_group import SubscriptionGroupManager
+from rmq.broker.topic_config import TopicConfigManager
+from rmq.common.codes import RequestCode
+from rmq.common.service import PeriodicTask
+from rmq.remoting.channel import Channel
+from rmq.remoting.client import RemotingClient
+from rmq.remoting.server import RemotingServer
+from rmq.store import AsyncStore, MessageStore
+
+__all__ = ["BrokerController"]
+
+log = logging.getLogger(__name__)
+
+
+class BrokerController:
+    def __init__(self, config: BrokerConfig) -> None:
+        config.validate()
+        self.config = config
+        self.store: MessageStore | None = None
+        self.services: BrokerServices | None = None
+        self.remoting = RemotingServer(
+            name="broker",
+            max_in_flight=config.server_max_in_flight,
+            idle_timeout_s=config.channel_expired_timeout / 1000,
+        )
+        self.client = RemotingClient()
+        self._tasks: list[PeriodicTask] = []
+        self._registration: NameServerRegistration | None = None
+
+    @property
+    def port(self) -> int:
+        return self.remoting.port
+
+    async def start(self, host: str = "0.0.0.0") -> None:
+        cfg = self.config
+        loop = asyncio.get_running_loop()
+        # The store opens (and recovers) with the GIL released; keep the loop responsive.
+        # The real port is needed for the store host, so bind first.
+        await self.remoting.start(host, cfg.listen_port)
+        cfg.listen_port = self.remoting.port
+        store = await loop.run_in_executor(None, lambda: MessageStore(cfg.store_config()))
+        self.store = store
+        astore = AsyncStore(store, loop)
+        topics = TopicConfigManager(
+            cfg.config_dir,
+            cluster_name=cfg.broker_cluster_name,
+            broker_name=cfg.broker_name,
+            auto_create_topic=cfg.auto_create_topic_enable,
+            default_queue_nums=cfg.default_topic_queue_nums,
+            cluster_topic_enable=cfg.cluster_topic_enable,
+            broker_topic_enable=cfg.broker_topic_enable,
+            trace_topic_enable=cfg.trace_topic_enable,
+        )
+        topics.load()
+        topics.persist()
+        groups = SubscriptionGroupManager(cfg.config_dir, cfg.auto_create_subscription_group)
+        groups.load()
+        offsets = ConsumerOffsetManager(cfg.config_dir)
+        offsets.load()
+        pull_holder: list[PullProcessor] = []
+        holds = PullHoldService(loop, store.max_offset, lambda h: pull_holder[0].resume(h))
+        s = BrokerServices(
+            config=cfg,
+            store=store,
+            astore=astore,
+            topics=topics,
+            groups=groups,
+            offsets=offsets,
+            consumers=ConsumerManager(cfg.channel_expired_timeout),
+            producers=ProducerManager(cfg.channel_expired_timeout),
+            locks=RebalanceLockManager(),
+            holds=holds,
+        )
+        s.counters.boot_ms = int(time.time() * 1000)
+        self.services = s
+        astore.dispatched.add_listener(holds.on_dispatch)
+
+        self._registration = NameServerRegistration(cfg, topics, self.client)
+        topics.on_change = self._registration.register_soon
+        s.register_brokers = self._registration.register_soon
+
+        send = SendProcessor(s)
+        for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+            self.remoting.register(code, send)
+        pull = PullProcessor(s)
+        pull_holder.append(pull)
+        self.remoting.register(RequestCode.PULL_MESSAGE, pull)
+        for group in (OffsetProcessors(s), ClientProcessors(s), QueryProcessors(s), AdminProcessors(s)):
+            for code, proc in group.table().items():
+                self.remoting.register(code, proc)
+        self.remoting.add_close_listener(self._channel_closed)
+
+        self._tasks = [
+            PeriodicTask(
+                "persist-consumer-offsets",
+                cfg.flush_consumer_offset_interval / 1000,
+                offsets.persist_if_dirty,
+                final_tick=True,
+            ),
+            PeriodicTask("scan-expired-clients", 10.0, self._scan_clients),
+            PeriodicTask(
+                "register-name-servers",
+                max(10_000, min(cfg.register_name_server_period, 60_000)) / 1000,
+                self._registration.register_all,
+            ),
+        ]
+        for t in self._tasks:
+            t.start()
+        if cfg.namesrv_list():
+            n = await self._registration.register_all()
+            if n == 0:
+                log.warning("no name server accepted the registration yet; retrying periodically")
+        log.info(
+            "broker %s (cluster %s) serving on %s, store %s, %s",
+            cfg.broker_name,
+            cfg.broker_cluster_name,
+            cfg.broker_addr,
+            cfg.store_root,
+            "SYNC_FLUSH" if cfg.sync_flush else "ASYNC_FLUSH",
+        )
+
+    def _channel_closed(self, channel: Channel) -> None:
+        s = self.services
+        if s is None:
+            return
+        s.producers.channel_closed(channel.channel_id)
+        for group in s.consumers.channel_closed(channel.channel_id):
+            cfg = s.groups.table.get(group)
+            if cfg is None or cfg.notify_consumer_ids_changed_enable:
+                s.consumers.notify_ids_changed(group)
+
+    def _scan_clients(self) -> None:
+        s = self.services
+        if s is None:
+            return
+        s.producers.scan_expired()
+        for group, ch in s.consumers.scan_expired():
+            log.info("consumer %s of %s expired", ch.client_id, group)
+            ch.ctx.close()
+            s.consumers.notify_ids_changed(group)
+
+    async def shutdown(self) -> None:
+        """Stop serving, persist configs, unregister, flush and close the store cleanly."""
+        for t in self._tasks:
+            await t.stop()
+        if self._registration is not None and self.config.namesrv_list():
+            await self._registration.unregister_all()
+        await self.remoting.stop()
+        await self.client.close()
+        s = self.services
+        if s is not None:
+            s.holds.close()
+            s.astore.close()
+            s.offsets.persist()
+            s.topics.persist()
+            s.groups.persist()
+        if self.store is not None:
+            store = self.store
+            await asyncio.get_running_loop().run_in_executor(None, store.shutdown)

@@ -1,0 +1,1 @@
+"""Request processors of the broker, one module per concern, registered by request code."""

@@ -1,0 +1,251 @@
+"""Admin requests a user needs (REMOTING.md §3.6): topics, subscription groups, stats, runtime
+info and broker config. Runtime config updates accept only an allowlist of keys, none of which is a
+filesystem path or runs anything."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from rmq.broker.config import RUNTIME_UPDATABLE, ConfigError, parse_properties_text
+from rmq.broker.services import BrokerServices
+from rmq.broker.subscription_group import SubscriptionGroupConfig
+from rmq.common import codes, fastjson
+from rmq.common.codes import RequestCode, ResponseCode
+from rmq.common.fastjson import ObjectKey
+from rmq.common.route import TopicConfig
+from rmq.common.topic import check_topic
+from rmq.remoting.command import RemotingCommand, create_response
+from rmq.remoting.context import Processor, RequestContext
+from rmq.remoting.headers import header_bool, header_int, header_str
+
+__all__ = ["AdminProcessors"]
+
+
+def _mq_key(topic: str, broker: str, qid: int) -> ObjectKey:
+    return ObjectKey.from_mapping({"brokerName": broker, "queueId": qid, "topic": topic})
+
+
+class AdminProcessors:
+    def __init__(self, services: BrokerServices) -> None:
+        self.s = services
+
+    def table(self) -> dict[int, Processor]:
+        return {
+            RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
+            RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
+            RequestCode.GET_ALL_TOPIC_CONFIG: self.get_all_topic_config,
+            RequestCode.GET_BROKER_RUNTIME_INFO: self.get_broker_runtime_info,
+            RequestCode.GET_TOPIC_STATS_INFO: self.get_topic_stats_info,
+            RequestCode.GET_CONSUME_STATS: self.get_consume_stats,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_subscription_group,
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.get_all_subscription_group,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_subscription_group,
+            RequestCode.GET_ALL_CONSUMER_OFFSET: self.get_all_consumer_offset,
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: self.get_consumer_connection_list,
+            RequestCode.GET_PRODUCER_CONNECTION_LIST: self.get_producer_connection_list,
+            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.query_topic_consume_by_who,
+            RequestCode.GET_BROKER_CONFIG: self.get_broker_config,
+            RequestCode.UPDATE_BROKER_CONFIG: self.update_broker_config,
+        }
+
+    # --- topics -----------------------------------------------------------------------------------
+    def update_and_create_topic(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        f = request.ext_fields
+        topic = header_str(f, "topic")
+        bad = check_topic(topic)
+        if bad is not None:
+            return create_response(request, ResponseCode.SYSTEM_ERROR, bad)
+        if topic in codes.SYSTEM_TOPICS or topic == self.s.config.broker_cluster_name:
+            return create_response(
+                request, ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic."
+            )
+        read, write = header_int(f, "readQueueNums"), header_int(f, "writeQueueNums")
+        if not (0 < read <= 1024 and 0 < write <= 1024):
+            return create_response(
+                request, ResponseCode.SYSTEM_ERROR, "readQueueNums and writeQueueNums must be within 1..1024"
+            )
+        ftype = f.get("topicFilterType") or "SINGLE_TAG"
+        if ftype not in ("SINGLE_TAG", "MULTI_TAG"):
+            return create_response(request, ResponseCode.SYSTEM_ERROR, f"bad topicFilterType {ftype!r}")
+        tc = TopicConfig(
+            topic,
+            read,
+            write,
+            header_int(f, "perm", 6),
+            ftype,
+            header_int(f, "topicSysFlag", 0),
+            header_bool(f, "order", False),
+        )
+        self.s.topics.update(tc)
+        return create_response(request)
+
+    def delete_topic(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        topic = header_str(request.ext_fields, "topic")
+        if topic in codes.SYSTEM_TOPICS:
+            return create_response(request, ResponseCode.SYSTEM_ERROR, f"{topic} is a system topic")
+        self.s.topics.delete(topic)
+        self.s.offsets.remove_topic(topic)
+        self.s.store.delete_topic(topic)
+        return create_response(request)
+
+    def get_all_topic_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        return create_response(request, body=self.s.topics.wrapper().to_json())
+
+    def get_topic_stats_info(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        topic = header_str(request.ext_fields, "topic")
+        tc = self.s.topics.get(topic)
+        if tc is None:
+            return create_response(request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist")
+        store = self.s.store
+        entries = []
+        for qid in range(tc.write_queue_nums):
+            mx = store.max_offset(topic, qid)
+            last = store.store_time_at(topic, qid, mx - 1) if mx > 0 else None
+            entries.append(
+                (
+                    _mq_key(topic, self.s.config.broker_name, qid),
+                    {
+                        "lastUpdateTimestamp": last or 0,
+                        "maxOffset": mx,
+                        "minOffset": store.min_offset(topic, qid),
+                    },
+                )
+            )
+        return create_response(request, body=fastjson.dumps_with_object_keys({"offsetTable": dict(entries)}))
+
+    # --- consumers --------------------------------------------------------------------------------
+    def get_consume_stats(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        f = request.ext_fields
+        group = header_str(f, "consumerGroup")
+        only = f.get("topic") or None
+        s = self.s
+        topics: set[str] = {only} if only else set()
+        if not only:
+            topics = {t for t in s.topics.table if s.offsets.offsets_of(group, t)}
+            info = s.consumers.get(group)
+            if info is not None:
+                topics |= set(info.subscriptions)
+        entries = []
+        for topic in sorted(topics):
+            tc = s.topics.get(topic)
+            if tc is None:
+                continue
+            for qid in range(tc.write_queue_nums):
+                broker_off = s.store.max_offset(topic, qid)
+                consumer_off = max(s.offsets.query(group, topic, qid), 0)
+                last = s.store.store_time_at(topic, qid, consumer_off - 1) if consumer_off > 0 else None
+                entries.append(
+                    (
+                        _mq_key(topic, s.config.broker_name, qid),
+                        {
+                            "brokerOffset": broker_off,
+                            "consumerOffset": consumer_off,
+                            "lastTimestamp": last or 0,
+                        },
+                    )
+                )
+        body = fastjson.dumps_with_object_keys({"consumeTps": 0.0, "offsetTable": dict(entries)})
+        return create_response(request, body=body)
+
+    def update_subscription_group(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        data = fastjson.loads(bytes(request.body or b"{}"))
+        try:
+            cfg = SubscriptionGroupConfig.from_dict(data)
+        except (ValueError, TypeError) as e:
+            return create_response(request, ResponseCode.SYSTEM_ERROR, f"bad subscription group: {e}")
+        self.s.groups.update(cfg)
+        return create_response(request)
+
+    def get_all_subscription_group(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        return create_response(request, body=fastjson.dumps(self.s.groups.to_dict()))
+
+    def delete_subscription_group(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        f = request.ext_fields
+        group = header_str(f, "groupName")
+        self.s.groups.delete(group)
+        if header_bool(f, "removeOffset", False):
+            self.s.offsets.remove_group(group)
+        return create_response(request)
+
+    def get_all_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        return create_response(request, body=fastjson.dumps(self.s.offsets.to_dict()))
+
+    def get_consumer_connection_list(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        group = header_str(request.ext_fields, "consumerGroup")
+        info = self.s.consumers.get(group)
+        if info is None or not info.channels:
+            return create_response(
+                request, ResponseCode.CONSUMER_NOT_ONLINE, f"the consumer group[{group}] not online"
+            )
+        body = {
+            "connectionSet": [c.describe() for c in info.channels.values()],
+            "consumeFromWhere": info.consume_from_where,
+            "consumeType": info.consume_type,
+            "messageModel": info.message_model,
+            "subscriptionTable": {t: sd.to_dict() for t, sd in info.subscriptions.items()},
+        }
+        return create_response(request, body=fastjson.dumps(body))
+
+    def get_producer_connection_list(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        group = header_str(request.ext_fields, "producerGroup")
+        chans = self.s.producers.groups.get(group, {})
+        return create_response(
+            request, body=fastjson.dumps({"connectionSet": [c.describe() for c in chans.values()]})
+        )
+
+    def query_topic_consume_by_who(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        topic = header_str(request.ext_fields, "topic")
+        groups = set(self.s.consumers.groups_of_topic(topic)) | self.s.offsets.groups_of_topic(topic)
+        return create_response(request, body=fastjson.dumps({"groupList": sorted(groups)}))
+
+    # --- broker -----------------------------------------------------------------------------------
+    def get_broker_runtime_info(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        s = self.s
+        store = s.store
+        now = int(time.time() * 1000)
+        boot = s.counters.boot_ms
+        table = {
+            "brokerVersion": str(codes.RMQ_VERSION),
+            "brokerVersionDesc": codes.RMQ_VERSION_DESC,
+            "msgPutTotalTodayNow": str(s.counters.put_messages),
+            "msgGetTotalTodayNow": str(s.counters.get_messages),
+            "putTps": "0.0 0.0 0.0",
+            "getTotalTps": "0.0 0.0 0.0",
+            "commitLogMinOffset": str(store.commitlog_min_offset()),
+            "commitLogMaxOffset": str(store.commitlog_max_offset()),
+            "dispatchBehindBytes": str(store.commitlog_max_offset() - store.dispatched_offset()),
+            "earliestMessageTimeStamp": str(max(store.earliest_store_time(), 0)),
+            "bootTimestamp": str(boot),
+            "runtime": f"[ {(now - boot) // 86_400_000} days, {(now - boot) // 3_600_000 % 24} hours, "
+            f"{(now - boot) // 60_000 % 60} minutes, {(now - boot) // 1000 % 60} seconds ]",
+            "diskFull": "true" if store.is_disk_full() else "false",
+        }
+        return create_response(request, body=fastjson.dumps({"table": table}))
+
+    def get_broker_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        props = self.s.config.properties()
+        text = "\n".join(f"{k}={v}" for k, v in sorted(props.items())) + "\n"
+        version = fastjson.dumps(self.s.topics.data_version.to_dict()).decode()
+        return create_response(request, ResponseCode.SUCCESS, None, {"version": version}, text.encode())
+
+    def update_broker_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        try:
+            props = parse_properties_text(bytes(request.body or b"").decode("utf-8"))
+        except UnicodeDecodeError:
+            return create_response(request, ResponseCode.SYSTEM_ERROR, "config body is not UTF-8")
+        refused = sorted(k for k in props if k not in RUNTIME_UPDATABLE)
+        if refused:
+            return create_response(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"these properties cannot be changed at run time: {', '.join(refused)}",
+            )
+        try:
+            trial = dataclasses.replace(self.s.config, store=dict(self.s.config.store))
+            trial.update(props)
+            trial.validate()
+        except ConfigError as e:
+            return create_response(request, ResponseCode.SYSTEM_ERROR, str(e))
+        self.s.config.update(props)
+        return create_response(request)

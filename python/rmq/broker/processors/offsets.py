@@ -1,0 +1,76 @@
+"""Consumer offsets and queue offsets (REMOTING.md §3.2, §3.4): QUERY_CONSUMER_OFFSET (14),
+UPDATE_CONSUMER_OFFSET (15), SEARCH_OFFSET_BY_TIMESTAMP (29), GET_MAX_OFFSET (30),
+GET_MIN_OFFSET (31), GET_EARLIEST_MSG_STORETIME (32)."""
+
+from __future__ import annotations
+
+from rmq.broker.services import BrokerServices
+from rmq.common.codes import RequestCode, ResponseCode
+from rmq.remoting.command import RemotingCommand, create_response
+from rmq.remoting.context import Processor, RequestContext
+from rmq.remoting.headers import header_int, header_long, header_str
+
+__all__ = ["OffsetProcessors"]
+
+
+class OffsetProcessors:
+    def __init__(self, services: BrokerServices) -> None:
+        self.s = services
+
+    def table(self) -> dict[int, Processor]:
+        return {
+            RequestCode.QUERY_CONSUMER_OFFSET: self.query_consumer_offset,
+            RequestCode.UPDATE_CONSUMER_OFFSET: self.update_consumer_offset,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self.search_offset_by_timestamp,
+            RequestCode.GET_MAX_OFFSET: self.get_max_offset,
+            RequestCode.GET_MIN_OFFSET: self.get_min_offset,
+            RequestCode.GET_EARLIEST_MSG_STORETIME: self.get_earliest_msg_storetime,
+        }
+
+    def query_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        f = request.ext_fields
+        group, topic = header_str(f, "consumerGroup"), header_str(f, "topic")
+        queue_id = header_int(f, "queueId")
+        offset = self.s.offsets.query(group, topic, queue_id)
+        if offset >= 0:
+            return create_response(request, ResponseCode.SUCCESS, None, {"offset": str(offset)})
+        if self.s.store.min_offset(topic, queue_id) <= 0:
+            # Nothing consumed yet and the queue still starts at 0: start from the beginning.
+            return create_response(request, ResponseCode.SUCCESS, None, {"offset": "0"})
+        return create_response(
+            request,
+            ResponseCode.QUERY_NOT_FOUND,
+            "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first",
+        )
+
+    def update_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        f = request.ext_fields
+        self.s.offsets.commit(
+            header_str(f, "consumerGroup"),
+            header_str(f, "topic"),
+            header_int(f, "queueId"),
+            header_long(f, "commitOffset"),
+        )
+        return create_response(request)
+
+    def search_offset_by_timestamp(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        f = request.ext_fields
+        off = self.s.store.offset_by_time(
+            header_str(f, "topic"), header_int(f, "queueId"), header_long(f, "timestamp")
+        )
+        return create_response(request, ResponseCode.SUCCESS, None, {"offset": str(off)})
+
+    def get_max_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        f = request.ext_fields
+        off = self.s.store.max_offset(header_str(f, "topic"), header_int(f, "queueId"))
+        return create_response(request, ResponseCode.SUCCESS, None, {"offset": str(off)})
+
+    def get_min_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        f = request.ext_fields
+        off = self.s.store.min_offset(header_str(f, "topic"), header_int(f, "queueId"))
+        return create_response(request, ResponseCode.SUCCESS, None, {"offset": str(off)})
+
+    def get_earliest_msg_storetime(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        f = request.ext_fields
+        ts = self.s.store.earliest_message_time(header_str(f, "topic"), header_int(f, "queueId"))
+        return create_response(request, ResponseCode.SUCCESS, None, {"timestamp": str(max(ts, 0))})

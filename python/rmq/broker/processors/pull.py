@@ -1,0 +1,155 @@
+"""PULL_MESSAGE (11) with tag filtering, commit-offset piggyback and long polling (REMOTING.md §3.2,
+§7.3). The response body is the stored records exactly as the store returns them."""
+
+from __future__ import annotations
+
+from rmq.broker.long_polling import HeldPull
+from rmq.broker.services import BrokerServices
+from rmq.broker.subscription import SubscriptionData, SubscriptionParseError, parse_subscription
+from rmq.common.codes import PermName, PullSysFlag, ResponseCode
+from rmq.remoting.command import RemotingCommand, create_response
+from rmq.remoting.context import RequestContext
+from rmq.remoting.headers import header_int, header_long, header_str
+
+__all__ = ["PullProcessor"]
+
+_FOUND = "FOUND"
+# store status -> (response code, how nextBeginOffset is chosen is the store's answer)
+_NO_NEW = ResponseCode.PULL_NOT_FOUND
+_RETRY = ResponseCode.PULL_RETRY_IMMEDIATELY
+_MOVED = ResponseCode.PULL_OFFSET_MOVED
+
+
+class PullProcessor:
+    def __init__(self, services: BrokerServices) -> None:
+        self.s = services
+
+    def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        return self.process(ctx, request, allow_suspend=True)
+
+    def resume(self, held: HeldPull) -> None:
+        """Re-run a held pull (long-poll wake-up or timeout) and answer it."""
+        try:
+            response = self.process(held.ctx, held.request, allow_suspend=False)
+        except Exception as e:  # answer rather than leave the client waiting 30 s
+            response = create_response(held.request, ResponseCode.SYSTEM_ERROR, str(e))
+        if response is not None and not held.request.is_oneway:
+            held.ctx.send_response(response)
+
+    def _subscription(
+        self, request: RemotingCommand, group: str, topic: str, sys_flag: int
+    ) -> SubscriptionData | RemotingCommand:
+        f = request.ext_fields
+        if sys_flag & PullSysFlag.SUBSCRIPTION:
+            try:
+                return parse_subscription(
+                    topic, f.get("subscription"), f.get("expressionType"), header_long(f, "subVersion", 0)
+                )
+            except SubscriptionParseError as e:
+                return create_response(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(e))
+        sub = self.s.consumers.subscription(group, topic)
+        if sub is None:
+            return create_response(
+                request,
+                ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                f"the consumer's subscription not exist, group: {group}",
+            )
+        if sub.sub_version < header_long(f, "subVersion", 0):
+            return create_response(
+                request, ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest"
+            )
+        return sub
+
+    def process(
+        self, ctx: RequestContext, request: RemotingCommand, allow_suspend: bool
+    ) -> RemotingCommand | None:
+        s = self.s
+        f = request.ext_fields
+        group = header_str(f, "consumerGroup")
+        topic = header_str(f, "topic")
+        queue_id = header_int(f, "queueId")
+        offset = header_long(f, "queueOffset")
+        max_msgs = header_int(f, "maxMsgNums", 32)
+        sys_flag = header_int(f, "sysFlag", 0)
+
+        if not PermName.is_readable(s.config.broker_permission):
+            return create_response(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{s.config.broker_ip1}] pulling message is forbidden",
+            )
+        gcfg = s.groups.find(group)
+        if gcfg is None:
+            return create_response(
+                request,
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group [{group}] does not exist",
+            )
+        if not gcfg.consume_enable:
+            return create_response(
+                request, ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}"
+            )
+        tc = s.topics.get(topic)
+        if tc is None:
+            return create_response(
+                request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!"
+            )
+        if not PermName.is_readable(tc.perm):
+            return create_response(
+                request, ResponseCode.NO_PERMISSION, f"the topic[{topic}] pulling message is forbidden"
+            )
+        if queue_id < 0 or queue_id >= tc.read_queue_nums:
+            return create_response(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
+                f"[{tc.read_queue_nums}] consumer:[{ctx.remote_addr}]",
+            )
+        sub = self._subscription(request, group, topic, sys_flag)
+        if isinstance(sub, RemotingCommand):
+            return sub
+
+        status, next_offset, min_off, max_off, body, count = s.store.get_message(
+            topic, queue_id, offset, max(1, min(max_msgs, 1024)), sub.codes
+        )
+        if status == _FOUND:
+            code = ResponseCode.SUCCESS
+            s.counters.get_messages += count
+        elif status in ("NO_MATCHED_MESSAGE", "MESSAGE_WAS_REMOVING"):
+            code = _RETRY
+        elif status in ("NO_MATCHED_LOGIC_QUEUE", "NO_MESSAGE_IN_QUEUE"):
+            code = _NO_NEW if offset == 0 else _MOVED
+        elif status in ("OFFSET_OVERFLOW_ONE", "OFFSET_FOUND_NULL"):
+            code = _NO_NEW
+        else:  # OFFSET_TOO_SMALL, OFFSET_OVERFLOW_BADLY
+            code = _MOVED
+
+        if code == _NO_NEW and allow_suspend and sys_flag & PullSysFlag.SUSPEND:
+            timeout = header_long(f, "suspendTimeoutMillis", 15000)
+            if not s.config.long_polling_enable:
+                timeout = s.config.short_polling_time_mills
+            s.holds.hold(HeldPull(ctx, request, topic, queue_id, offset), timeout)
+            self._commit(request, group, topic, queue_id, sys_flag, allow_suspend)
+            return None
+
+        self._commit(request, group, topic, queue_id, sys_flag, allow_suspend)
+        return create_response(
+            request,
+            code,
+            status,
+            {
+                "suggestWhichBrokerId": "0",
+                "nextBeginOffset": str(next_offset),
+                "minOffset": str(min_off),
+                "maxOffset": str(max_off),
+            },
+            body if code == ResponseCode.SUCCESS else None,
+        )
+
+    def _commit(
+        self, request: RemotingCommand, group: str, topic: str, queue_id: int, sys_flag: int, first: bool
+    ) -> None:
+        if first and sys_flag & PullSysFlag.COMMIT_OFFSET:
+            commit = header_long(request.ext_fields, "commitOffset", -1)
+            if commit >= 0:
+                self.s.offsets.commit(group, topic, queue_id, commit)

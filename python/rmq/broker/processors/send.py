@@ -1,0 +1,309 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) — REMOTING.md §3.1, §7.2, §7.6.
+
+The hot path: header parsing, checks, one call into the store, the response. With SYNC_FLUSH the
+response is sent when the group commit covering the record completes (no task per request).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+
+from rmq.broker.services import BrokerServices, socket_addr
+from rmq.common import codes
+from rmq.common.codes import MessageConst, MessageSysFlag, PermName, RequestCode, ResponseCode
+from rmq.common.route import TopicConfig
+from rmq.common.topic import check_topic
+from rmq.remoting.command import RemotingCommand, create_response
+from rmq.remoting.context import RequestContext
+from rmq.remoting.headers import HeaderError
+from rmq.store import (
+    DiskFullError,
+    MessageIllegalError,
+    StoreShutDownError,
+)
+
+__all__ = ["SendProcessor"]
+
+log = logging.getLogger(__name__)
+
+# SEND_MESSAGE_V2 one-letter keys -> V1 names.
+_V2 = {
+    "a": "producerGroup",
+    "b": "topic",
+    "c": "defaultTopic",
+    "d": "defaultTopicQueueNums",
+    "e": "queueId",
+    "f": "sysFlag",
+    "g": "bornTimestamp",
+    "h": "flag",
+    "i": "properties",
+    "j": "reconsumeTimes",
+    "k": "unitMode",
+    "l": "maxReconsumeTimes",
+    "m": "batch",
+}
+_SEP = "\x02"
+_KV = "\x01"
+_MAX_PROPERTIES = 32767
+
+
+def _int(fields: dict[str, str], key: str, default: int | None = None) -> int:
+    v = fields.get(key)
+    if v is None or v == "":
+        if default is None:
+            raise HeaderError(f"the custom field <{key}> is null")
+        return default
+    try:
+        return int(v)
+    except ValueError:
+        raise HeaderError(f"the custom field <{key}> is not a number: {v!r}") from None
+
+
+def _bool(fields: dict[str, str], key: str) -> bool:
+    v = fields.get(key)
+    return v is not None and v.strip().lower() in ("true", "1")
+
+
+def property_value(props: str, key: str) -> str | None:
+    """The value of `key` in a property string, without parsing the whole string."""
+    needle = key + _KV
+    start = 0
+    while True:
+        i = props.find(needle, start)
+        if i < 0:
+            return None
+        if i == 0 or props[i - 1] == _SEP:
+            j = props.find(_SEP, i)
+            return props[i + len(needle) : j if j >= 0 else len(props)]
+        start = i + 1
+
+
+def remove_property(props: str, key: str) -> str:
+    parts = [p for p in props.split(_SEP) if p and not p.startswith(key + _KV)]
+    return _SEP.join(parts)
+
+
+class SendProcessor:
+    def __init__(self, services: BrokerServices) -> None:
+        self.s = services
+        cfg = services.config
+        self._cluster_prop = MessageConst.CLUSTER + _KV + cfg.broker_cluster_name
+        self._region = cfg.region_id
+        self._trace = "true" if cfg.trace_on else "false"
+        self._sync_flush = cfg.sync_flush
+        self._flush_timeout_s = cfg.sync_flush_timeout_ms / 1000
+        self._max_body = cfg.max_message_size
+
+    # --- entry --------------------------------------------------------------------------------------
+    def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        fields = request.ext_fields
+        if request.code == RequestCode.SEND_MESSAGE_V2 or request.code == RequestCode.SEND_BATCH_MESSAGE:
+            h = {_V2[k]: v for k, v in fields.items() if k in _V2}
+        else:
+            h = fields
+        batch = request.code == RequestCode.SEND_BATCH_MESSAGE or _bool(h, "batch")
+        return self.send(ctx, request, h, batch)
+
+    def _error(self, request: RemotingCommand, code: int, remark: str) -> RemotingCommand:
+        return create_response(request, code, remark)
+
+    # --- checks (AbstractSendMessageProcessor.msgCheck) --------------------------------------------
+    def _topic_for_send(
+        self, request: RemotingCommand, h: dict[str, str], topic: str, queue_id: int
+    ) -> TopicConfig | RemotingCommand:
+        s = self.s
+        if not PermName.is_writeable(s.config.broker_permission):
+            return self._error(
+                request,
+                ResponseCode.NO_PERMISSION,
+                f"the broker[{s.config.broker_ip1}] sending message is forbidden",
+            )
+        if len(topic) > 127:
+            return self._error(request, ResponseCode.MESSAGE_ILLEGAL, f"topic length too long {len(topic)}")
+        bad = check_topic(topic)
+        if bad is not None:
+            return self._error(request, ResponseCode.SYSTEM_ERROR, bad)
+        if topic in codes.NOT_ALLOWED_SEND_TOPICS:
+            return self._error(
+                request, ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden."
+            )
+        tc = s.topics.get(topic)
+        if tc is None:
+            if topic.startswith(codes.RETRY_GROUP_TOPIC_PREFIX):
+                tc = s.topics.create_in_back(topic, 1)
+            else:
+                tc = s.topics.create_in_send(
+                    topic,
+                    h.get("defaultTopic") or codes.AUTO_CREATE_TOPIC_KEY_TOPIC,
+                    _int(h, "defaultTopicQueueNums", 4),
+                )
+            if tc is None:
+                return self._error(
+                    request,
+                    ResponseCode.TOPIC_NOT_EXIST,
+                    f"topic[{topic}] not exist, apply first please!",
+                )
+        if not PermName.is_writeable(tc.perm):
+            return self._error(
+                request, ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden"
+            )
+        if queue_id >= max(tc.read_queue_nums, tc.write_queue_nums):
+            return self._error(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                f"request queueId[{queue_id}] is illegal, {tc.topic_name} "
+                f"read/write queues {tc.read_queue_nums}/{tc.write_queue_nums}",
+            )
+        return tc
+
+    # --- the send -----------------------------------------------------------------------------------
+    def send(
+        self, ctx: RequestContext, request: RemotingCommand, h: dict[str, str], batch: bool
+    ) -> RemotingCommand | None:
+        s = self.s
+        topic = h.get("topic")
+        if not topic:
+            raise HeaderError("the custom field <topic> is null")
+        queue_id = _int(h, "queueId")
+        sys_flag = _int(h, "sysFlag", 0)
+        born_ts = _int(h, "bornTimestamp", 0)
+        flag = _int(h, "flag", 0)
+        reconsume = _int(h, "reconsumeTimes", 0)
+        props = h.get("properties") or ""
+        body = request.body or b""
+
+        tc = self._topic_for_send(request, h, topic, queue_id)
+        if isinstance(tc, RemotingCommand):
+            return tc
+        if queue_id < 0:
+            queue_id = random.randrange(max(tc.write_queue_nums, 1))
+
+        if len(body) > self._max_body:
+            return self._error(
+                request,
+                ResponseCode.MESSAGE_ILLEGAL,
+                f"message body size {len(body)} exceeds maxMessageSize {self._max_body}",
+            )
+        if not batch and not body:
+            return self._error(request, ResponseCode.MESSAGE_ILLEGAL, "message body is empty")
+
+        if topic.startswith(codes.RETRY_GROUP_TOPIC_PREFIX):
+            routed = self._route_retry(request, h, topic, queue_id, reconsume, props)
+            if isinstance(routed, RemotingCommand):
+                return routed
+            topic, queue_id, props = routed
+
+        if tc.topic_filter_type == "MULTI_TAG":
+            sys_flag |= MessageSysFlag.MULTI_TAGS_FLAG
+        wait = True
+        if props:
+            if props.endswith(_SEP):
+                props = props.rstrip(_SEP)
+            if props.find(MessageConst.WAIT_STORE_MSG_OK + _KV) >= 0:
+                wait = property_value(props, MessageConst.WAIT_STORE_MSG_OK) != "false"
+                if not batch:
+                    props = remove_property(props, MessageConst.WAIT_STORE_MSG_OK)
+        born_host = socket_addr(ctx.remote_addr)
+        try:
+            if batch:
+                extra = props + _SEP + self._cluster_prop if props else self._cluster_prop
+                results = s.store.put_batch(
+                    topic,
+                    queue_id,
+                    body,
+                    extra.encode(),
+                    sys_flag,
+                    born_ts,
+                    born_host,
+                    reconsume,
+                )
+                msg_id = ",".join(r[0] for r in results)
+                first, last = results[0], results[-1]
+                queue_offset = first[1]
+                end = last[2] + last[3]
+                s.counters.put_messages += len(results)
+            else:
+                stored = props + _SEP + self._cluster_prop if props else self._cluster_prop
+                if len(stored) > _MAX_PROPERTIES:
+                    return self._error(
+                        request,
+                        ResponseCode.MESSAGE_ILLEGAL,
+                        f"message properties length {len(stored)} exceeds {_MAX_PROPERTIES}",
+                    )
+                msg_id, queue_offset, phys, size, _ = s.store.put(
+                    topic, queue_id, body, stored.encode(), flag, sys_flag, born_ts, born_host, reconsume
+                )
+                end = phys + size
+                s.counters.put_messages += 1
+        except MessageIllegalError as e:
+            return self._error(request, ResponseCode.MESSAGE_ILLEGAL, str(e))
+        except (DiskFullError, StoreShutDownError) as e:
+            return self._error(request, ResponseCode.SERVICE_NOT_AVAILABLE, str(e))
+
+        response = create_response(
+            request,
+            ResponseCode.SUCCESS,
+            None,
+            {
+                "msgId": msg_id,
+                "queueId": str(queue_id),
+                "queueOffset": str(queue_offset),
+                "MSG_REGION": self._region,
+                "TRACE_ON": self._trace,
+            },
+        )
+        if not (self._sync_flush and wait):
+            return response
+        fut = s.astore.flushed.future(end)
+        if fut.done():
+            return response
+        self._respond_when_flushed(ctx, fut, response)
+        return None
+
+    def _respond_when_flushed(self, ctx: RequestContext, fut, response: RemotingCommand) -> None:  # type: ignore[no-untyped-def]
+        loop = fut.get_loop()
+
+        def timeout() -> None:
+            if not fut.done():
+                fut.cancel()
+                response.code = ResponseCode.FLUSH_DISK_TIMEOUT
+                response.remark = "flush to disk timed out"
+                ctx.send_response(response)
+
+        handle = loop.call_later(self._flush_timeout_s, timeout)
+
+        def done(f) -> None:  # type: ignore[no-untyped-def]
+            if not f.cancelled():
+                handle.cancel()
+                ctx.send_response(response)
+
+        fut.add_done_callback(done)
+
+    # --- retry topics (SendMessageProcessor.handleRetryAndDLQ) -------------------------------------
+    def _route_retry(
+        self,
+        request: RemotingCommand,
+        h: dict[str, str],
+        topic: str,
+        queue_id: int,
+        reconsume: int,
+        props: str,
+    ) -> tuple[str, int, str] | RemotingCommand:
+        s = self.s
+        group = topic[len(codes.RETRY_GROUP_TOPIC_PREFIX) :]
+        cfg = s.groups.find(group)
+        if cfg is None:
+            return self._error(
+                request,
+                ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                f"subscription group not exist, {group}",
+            )
+        max_times = cfg.retry_max_times
+        if request.version >= codes.V3_4_9 and h.get("maxReconsumeTimes"):
+            max_times = _int(h, "maxReconsumeTimes", max_times)
+        if reconsume < max_times:
+            return topic, queue_id, props
+        dlq = codes.DLQ_GROUP_TOPIC_PREFIX + group
+        s.topics.create_in_back(dlq, 1, PermName.READ | PermName.WRITE)
+        return dlq, 0, remove_property(props, MessageConst.DELAY_TIME_LEVEL)

@@ -1,0 +1,49 @@
+"""What processors work with: the store and the broker's managers, wired by the controller."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from rmq.broker.clients import ConsumerManager, ProducerManager
+from rmq.broker.config import BrokerConfig
+from rmq.broker.consumer_offset import ConsumerOffsetManager
+from rmq.broker.long_polling import PullHoldService
+from rmq.broker.mq_lock import RebalanceLockManager
+from rmq.broker.subscription_group import SubscriptionGroupManager
+from rmq.broker.topic_config import TopicConfigManager
+from rmq.store import AsyncStore, MessageStore
+
+__all__ = ["BrokerServices", "Counters", "socket_addr"]
+
+
+@dataclass
+class Counters:
+    put_messages: int = 0
+    get_messages: int = 0
+    boot_ms: int = 0
+
+
+@dataclass
+class BrokerServices:
+    config: BrokerConfig
+    store: MessageStore
+    astore: AsyncStore
+    topics: TopicConfigManager
+    groups: SubscriptionGroupManager
+    offsets: ConsumerOffsetManager
+    consumers: ConsumerManager
+    producers: ProducerManager
+    locks: RebalanceLockManager
+    holds: PullHoldService
+    counters: Counters = field(default_factory=Counters)
+    register_brokers: Callable[[], None] = lambda: None
+    """Re-register with the name servers now (after a topic change)."""
+
+
+def socket_addr(remote: str) -> str:
+    """`ip:port` as the store parses it (IPv6 hosts in brackets)."""
+    host, _, port = remote.rpartition(":")
+    if ":" in host and not host.startswith("["):
+        return f"[{host}]:{port}"
+    return remote or "0.0.0.0:0"

@@ -1,0 +1,104 @@
+"""SubscriptionGroupManager: consumer group configs, persisted to `config/subscriptionGroup.json`."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from rmq.broker.persist import load_json, persist_json
+from rmq.common.route import DataVersion
+
+__all__ = ["SubscriptionGroupConfig", "SubscriptionGroupManager"]
+
+
+@dataclass
+class SubscriptionGroupConfig:
+    group_name: str
+    consume_enable: bool = True
+    consume_from_min_enable: bool = True
+    consume_broadcast_enable: bool = True
+    retry_queue_nums: int = 1
+    retry_max_times: int = 16
+    broker_id: int = 0
+    which_broker_when_consume_slowly: int = 1
+    notify_consumer_ids_changed_enable: bool = True
+
+    _KEYS = {
+        "groupName": "group_name",
+        "consumeEnable": "consume_enable",
+        "consumeFromMinEnable": "consume_from_min_enable",
+        "consumeBroadcastEnable": "consume_broadcast_enable",
+        "retryQueueNums": "retry_queue_nums",
+        "retryMaxTimes": "retry_max_times",
+        "brokerId": "broker_id",
+        "whichBrokerWhenConsumeSlowly": "which_broker_when_consume_slowly",
+        "notifyConsumerIdsChangedEnable": "notify_consumer_ids_changed_enable",
+    }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, a) for k, a in self._KEYS.items()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], name: str | None = None) -> SubscriptionGroupConfig:
+        cfg = cls(str(d.get("groupName") or name or ""))
+        for k, a in cls._KEYS.items():
+            if k in d and d[k] is not None and k != "groupName":
+                cur = getattr(cfg, a)
+                v = d[k]
+                if isinstance(cur, bool):
+                    v = v if isinstance(v, bool) else str(v).lower() == "true"
+                else:
+                    v = int(v)
+                setattr(cfg, a, v)
+        if not cfg.group_name:
+            raise ValueError("subscription group config without groupName")
+        return cfg
+
+
+class SubscriptionGroupManager:
+    def __init__(self, config_dir: str, auto_create: bool) -> None:
+        self.path = os.path.join(config_dir, "subscriptionGroup.json")
+        self.auto_create = auto_create
+        self.table: dict[str, SubscriptionGroupConfig] = {}
+        self.data_version = DataVersion()
+
+    def load(self) -> None:
+        data = load_json(self.path)
+        if not data:
+            return
+        for name, d in (data.get("subscriptionGroupTable") or {}).items():
+            self.table[str(name)] = SubscriptionGroupConfig.from_dict(d, str(name))
+        if data.get("dataVersion"):
+            self.data_version = DataVersion.from_dict(data["dataVersion"])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dataVersion": self.data_version.to_dict(),
+            "subscriptionGroupTable": {k: v.to_dict() for k, v in self.table.items()},
+        }
+
+    def persist(self) -> None:
+        persist_json(self.path, self.to_dict())
+
+    def find(self, group: str) -> SubscriptionGroupConfig | None:
+        """The group's config, auto-creating it when allowed."""
+        cfg = self.table.get(group)
+        if cfg is None and self.auto_create:
+            cfg = SubscriptionGroupConfig(group)
+            self.table[group] = cfg
+            self.data_version.next_version()
+            self.persist()
+        return cfg
+
+    def update(self, cfg: SubscriptionGroupConfig) -> None:
+        self.table[cfg.group_name] = cfg
+        self.data_version.next_version()
+        self.persist()
+
+    def delete(self, group: str) -> bool:
+        if self.table.pop(group, None) is None:
+            return False
+        self.data_version.next_version()
+        self.persist()
+        return True

@@ -1,0 +1,135 @@
+"""TopicConfigManager: the broker's topics, persisted to `config/topics.json` (REMOTING.md §7.1, §7.2)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable
+
+from rmq.broker.persist import load_json, persist_json
+from rmq.common import codes
+from rmq.common.codes import PermName
+from rmq.common.route import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+
+__all__ = ["TopicConfigManager"]
+
+log = logging.getLogger(__name__)
+
+
+class TopicConfigManager:
+    """Topics of this broker. `on_change` runs after a topic is created, changed or deleted
+    (the broker re-registers with the name servers then)."""
+
+    def __init__(
+        self,
+        config_dir: str,
+        *,
+        cluster_name: str,
+        broker_name: str,
+        auto_create_topic: bool,
+        default_queue_nums: int,
+        cluster_topic_enable: bool = True,
+        broker_topic_enable: bool = True,
+        trace_topic_enable: bool = False,
+    ) -> None:
+        self.path = os.path.join(config_dir, "topics.json")
+        self.table: dict[str, TopicConfig] = {}
+        self.data_version = DataVersion()
+        self.on_change: Callable[[], None] | None = None
+        self._lock = threading.Lock()
+        self._system(codes.SELF_TEST_TOPIC, 1, 1)
+        if auto_create_topic:
+            self._system(
+                codes.AUTO_CREATE_TOPIC_KEY_TOPIC,
+                default_queue_nums,
+                default_queue_nums,
+                PermName.READ | PermName.WRITE | PermName.INHERIT,
+            )
+        self._system(codes.BENCHMARK_TOPIC, 1024, 1024)
+        perm = PermName.INHERIT | (PermName.READ | PermName.WRITE if cluster_topic_enable else 0)
+        self._system(cluster_name, 16, 16, perm)
+        perm = PermName.INHERIT | (PermName.READ | PermName.WRITE if broker_topic_enable else 0)
+        self._system(broker_name, 1, 1, perm)
+        self._system(codes.OFFSET_MOVED_EVENT, 1, 1)
+        self._system(codes.SCHEDULE_TOPIC, 18, 18)
+        if trace_topic_enable:
+            self._system(codes.TRACE_TOPIC, 1, 1)
+        self._system(f"{cluster_name}_{codes.REPLY_TOPIC_POSTFIX}", 1, 1)
+
+    def _system(self, name: str, read: int, write: int, perm: int = 6) -> None:
+        self.table[name] = TopicConfig(name, read, write, perm)
+
+    # --- persistence -------------------------------------------------------------------------------
+    def load(self) -> None:
+        data = load_json(self.path)
+        if data is None:
+            return
+        wrapper = TopicConfigSerializeWrapper.from_dict(data)
+        self.table.update(wrapper.topic_config_table)
+        self.data_version = wrapper.data_version
+
+    def persist(self) -> None:
+        with self._lock:
+            wrapper = TopicConfigSerializeWrapper(self.data_version, dict(self.table))
+        persist_json(self.path, wrapper.to_dict())
+
+    def wrapper(self) -> TopicConfigSerializeWrapper:
+        return TopicConfigSerializeWrapper(self.data_version, dict(self.table))
+
+    def _changed(self) -> None:
+        self.data_version.next_version()
+        self.persist()
+        if self.on_change is not None:
+            self.on_change()
+
+    # --- queries -----------------------------------------------------------------------------------
+    def get(self, topic: str) -> TopicConfig | None:
+        return self.table.get(topic)
+
+    def __contains__(self, topic: str) -> bool:
+        return topic in self.table
+
+    # --- changes -----------------------------------------------------------------------------------
+    def create_in_send(
+        self, topic: str, default_topic: str, queue_nums: int, topic_sys_flag: int = 0
+    ) -> TopicConfig | None:
+        """Auto-create `topic` from the template `default_topic` (TBW102), or None if impossible."""
+        existing = self.table.get(topic)
+        if existing is not None:
+            return existing
+        template = self.table.get(default_topic)
+        if template is None or not PermName.is_inherited(template.perm):
+            return None
+        nums = max(1, min(queue_nums, template.write_queue_nums))
+        tc = TopicConfig(
+            topic,
+            nums,
+            nums,
+            template.perm & ~PermName.INHERIT,
+            template.topic_filter_type,
+            topic_sys_flag,
+        )
+        log.info("auto-created topic %s from %s with %d queues", topic, default_topic, nums)
+        self.table[topic] = tc
+        self._changed()
+        return tc
+
+    def create_in_back(self, topic: str, queue_nums: int, perm: int = 6) -> TopicConfig:
+        """Create a system-managed topic (retry, DLQ, transaction) if missing."""
+        tc = self.table.get(topic)
+        if tc is None:
+            tc = TopicConfig(topic, queue_nums, queue_nums, perm)
+            self.table[topic] = tc
+            self._changed()
+        return tc
+
+    def update(self, tc: TopicConfig) -> None:
+        self.table[tc.topic_name] = tc
+        self._changed()
+
+    def delete(self, topic: str) -> bool:
+        if self.table.pop(topic, None) is None:
+            return False
+        self._changed()
+        return True
