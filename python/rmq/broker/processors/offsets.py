@@ -51,6 +51,10 @@ class OffsetProcessors:
             header_int(f, "queueId"),
             header_long(f, "commitOffset"),
         )
+        # An explicit commit is made durable before it is acknowledged, so a consumer resumes
+        # from it after a broker crash (pull piggyback commits are persisted periodically).
+        if not request.is_oneway:
+            self.s.offsets.persist()
         return create_response(request)
 
     def search_offset_by_timestamp(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:

@@ -1,0 +1,422 @@
+"""Broker processors driven directly, without sockets: a fake request context, a real store."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import orjson
+import pytest
+from rmq.broker.clients import ConsumerManager, ProducerManager
+from rmq.broker.config import BrokerConfig, ConfigError, parse_properties_text
+from rmq.broker.consumer_offset import ConsumerOffsetManager
+from rmq.broker.long_polling import PullHoldService
+from rmq.broker.mq_lock import RebalanceLockManager
+from rmq.broker.processors.admin import AdminProcessors
+from rmq.broker.processors.client import ClientProcessors
+from rmq.broker.processors.offsets import OffsetProcessors
+from rmq.broker.processors.pull import PullProcessor
+from rmq.broker.processors.query import QueryProcessors
+from rmq.broker.processors.send import SendProcessor
+from rmq.broker.services import BrokerServices
+from rmq.broker.subscription_group import SubscriptionGroupManager
+from rmq.broker.topic_config import TopicConfigManager
+from rmq.common.codes import RequestCode, ResponseCode
+from rmq.remoting.command import RemotingCommand, create_request
+from rmq.store import AsyncStore, MessageStore, decode_records, encode_batch_body, java_string_hash
+
+
+class FakeContext:
+    _ids = 0
+
+    def __init__(self, addr: str = "127.0.0.1:50000") -> None:
+        FakeContext._ids += 1
+        self.channel_id = FakeContext._ids
+        self.remote_addr = addr
+        self.is_closed = False
+        self.last_seen = 0.0
+        self.attributes: dict[str, Any] = {}
+        self.responses: list[RemotingCommand] = []
+        self.oneways: list[RemotingCommand] = []
+
+    def send_response(self, response: RemotingCommand) -> bool:
+        self.responses.append(response)
+        return True
+
+    def send_oneway(self, request: RemotingCommand) -> None:
+        self.oneways.append(request)
+
+    async def send_request(self, request: RemotingCommand, timeout_ms: int) -> RemotingCommand:
+        raise NotImplementedError
+
+    def add_close_callback(self, cb: Any) -> None:
+        pass
+
+    def close(self) -> None:
+        self.is_closed = True
+
+
+class Broker:
+    """The processors wired to a real store in a temp dir, as the controller wires them."""
+
+    def __init__(self, root: str, **props: str) -> None:
+        cfg = BrokerConfig(broker_ip1="127.0.0.1", listen_port=10911)
+        cfg.update({"storePathRootDir": root, "mappedFileSizeCommitLog": "1048576", **props})
+        self.store = MessageStore(cfg.store_config())
+        loop = asyncio.get_running_loop()
+        self.pull_proc: PullProcessor | None = None
+        holds = PullHoldService(loop, self.store.max_offset, lambda h: self.pull_proc.resume(h))  # type: ignore[union-attr]
+        self.s = BrokerServices(
+            config=cfg,
+            store=self.store,
+            astore=AsyncStore(self.store, loop),
+            topics=TopicConfigManager(
+                cfg.config_dir,
+                cluster_name=cfg.broker_cluster_name,
+                broker_name=cfg.broker_name,
+                auto_create_topic=cfg.auto_create_topic_enable,
+                default_queue_nums=cfg.default_topic_queue_nums,
+            ),
+            groups=SubscriptionGroupManager(cfg.config_dir, True),
+            offsets=ConsumerOffsetManager(cfg.config_dir),
+            consumers=ConsumerManager(),
+            producers=ProducerManager(),
+            locks=RebalanceLockManager(),
+            holds=holds,
+        )
+        self.s.astore.dispatched.add_listener(holds.on_dispatch)
+        self.send = SendProcessor(self.s)
+        self.pull_proc = PullProcessor(self.s)
+        self.table: dict[int, Any] = {}
+        for g in (
+            OffsetProcessors(self.s),
+            ClientProcessors(self.s),
+            QueryProcessors(self.s),
+            AdminProcessors(self.s),
+        ):
+            self.table.update(g.table())
+
+    def call(self, code: int, fields: dict[str, str], body: bytes | None = None, ctx: Any = None) -> Any:
+        req = create_request(code, fields, body)
+        req.opaque = 7
+        ctx = ctx or FakeContext()
+        if code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+            return self.send(ctx, req)
+        if code == RequestCode.PULL_MESSAGE:
+            return self.pull_proc(ctx, req)  # type: ignore[misc]
+        return self.table[code](ctx, req)
+
+    def close(self) -> None:
+        self.s.astore.close()
+        self.s.holds.close()
+        self.store.shutdown()
+
+
+@pytest.fixture
+async def broker(tmp_path):
+    b = Broker(str(tmp_path))
+    yield b
+    b.close()
+
+
+def v2(topic: str, qid: int = 0, props: str = "", **extra: str) -> dict[str, str]:
+    h = {
+        "a": "PG",
+        "b": topic,
+        "c": "TBW102",
+        "d": "4",
+        "e": str(qid),
+        "f": "0",
+        "g": "1700000000000",
+        "h": "0",
+    }
+    h["i"] = props
+    h.update(extra)
+    return h
+
+
+def pull_fields(topic: str, qid: int, offset: int, sub: str = "*", sys_flag: int = 4) -> dict[str, str]:
+    return {
+        "consumerGroup": "CG",
+        "topic": topic,
+        "queueId": str(qid),
+        "queueOffset": str(offset),
+        "maxMsgNums": "32",
+        "sysFlag": str(sys_flag),
+        "commitOffset": "0",
+        "suspendTimeoutMillis": "200",
+        "subscription": sub,
+        "subVersion": "0",
+    }
+
+
+async def test_send_v2_and_v1_auto_create_and_response_headers(broker):
+    r = broker.call(RequestCode.SEND_MESSAGE_V2, v2("Auto", 1, "TAGS\x01A\x02WAIT\x01true"), b"body")
+    assert r.code == ResponseCode.SUCCESS, r.remark
+    assert r.opaque == 7 and r.is_response
+    assert set(r.ext_fields) >= {"msgId", "queueId", "queueOffset", "MSG_REGION", "TRACE_ON"}
+    assert all(isinstance(v, str) for v in r.ext_fields.values())
+    assert (r.ext_fields["queueId"], r.ext_fields["queueOffset"]) == ("1", "0")
+    assert broker.s.topics.get("Auto").write_queue_nums == 4
+    # V1 header names (C++ 0.4.4), numbers and "1"/"0" booleans, trailing separator.
+    v1 = {"producerGroup": "PG", "topic": "Auto", "defaultTopic": "TBW102", "defaultTopicQueueNums": "4"}
+    v1.update(
+        {"queueId": "1", "sysFlag": "0", "bornTimestamp": "1", "flag": "0", "properties": "TAGS\x01B\x02"}
+    )
+    v1.update({"reconsumeTimes": "0", "unitMode": "0", "batch": "0"})
+    r = broker.call(RequestCode.SEND_MESSAGE, v1, b"second")
+    assert r.code == 0 and r.ext_fields["queueOffset"] == "1"
+    rec = decode_records(broker.store.lookup(int(r.ext_fields["msgId"][16:], 16)))[0]
+    # WAIT stripped, CLUSTER added, no empty segment.
+    assert rec[13] == "TAGS\x01B\x02CLUSTER\x01DefaultCluster"
+    assert rec[7] == "127.0.0.1:50000"
+
+
+async def test_send_errors_have_rocketmq_codes(broker):
+    bad = broker.call(RequestCode.SEND_MESSAGE_V2, v2("bad topic!"), b"x")
+    assert bad.code == ResponseCode.SYSTEM_ERROR and "topic" in bad.remark.lower()
+    assert broker.call(RequestCode.SEND_MESSAGE_V2, v2("T" * 128), b"x").code == ResponseCode.MESSAGE_ILLEGAL
+    r = broker.call(RequestCode.SEND_MESSAGE_V2, v2("SCHEDULE_TOPIC_XXXX"), b"x")
+    assert r.code == ResponseCode.NO_PERMISSION
+    r = broker.call(RequestCode.SEND_MESSAGE_V2, v2("NoTemplate", c="NoSuchTemplate"), b"x")
+    assert r.code == ResponseCode.TOPIC_NOT_EXIST and "apply first" in r.remark
+    r = broker.call(RequestCode.SEND_MESSAGE_V2, v2("Auto2", 9), b"x")
+    assert r.code == ResponseCode.SYSTEM_ERROR and "queueId" in r.remark
+    big = b"x" * (4 * 1024 * 1024 + 1)
+    assert broker.call(RequestCode.SEND_MESSAGE_V2, v2("Auto2"), big).code == ResponseCode.MESSAGE_ILLEGAL
+    assert broker.call(RequestCode.SEND_MESSAGE_V2, v2("Auto2"), b"").code == ResponseCode.MESSAGE_ILLEGAL
+    with pytest.raises(ValueError, match="topic"):
+        broker.call(RequestCode.SEND_MESSAGE_V2, {"a": "PG", "e": "0"}, b"x")
+
+
+async def test_batch_flag_as_cpp_sends_it(broker):
+    body = encode_batch_body([(0, b"m1", b"TAGS\x01A"), (0, b"m2", b"")])
+    r = broker.call(RequestCode.SEND_MESSAGE_V2, v2("Batch", 0, m="1"), body)
+    assert r.code == 0
+    assert len(r.ext_fields["msgId"].split(",")) == 2
+    broker.store.wait_dispatched(broker.store.commitlog_max_offset(), 5000)
+    assert broker.store.max_offset("Batch", 0) == 2
+
+
+async def test_pull_found_filter_and_statuses(broker):
+    for i, tag in enumerate(["TagA", "TagB", "TagC", "TagA"]):
+        r = broker.call(RequestCode.SEND_MESSAGE_V2, v2("P", 0, f"TAGS\x01{tag}"), b"m%d" % i)
+        assert r.code == 0
+    broker.store.wait_dispatched(broker.store.commitlog_max_offset(), 5000)
+    r = broker.call(RequestCode.PULL_MESSAGE, pull_fields("P", 0, 0, "TagA || TagB"))
+    assert r.code == ResponseCode.SUCCESS
+    assert [x[12] for x in decode_records(r.body)] == [b"m0", b"m1", b"m3"]
+    h = r.ext_fields
+    assert (h["nextBeginOffset"], h["minOffset"], h["maxOffset"], h["suggestWhichBrokerId"]) == (
+        "4",
+        "0",
+        "4",
+        "0",
+    )
+    r = broker.call(RequestCode.PULL_MESSAGE, pull_fields("P", 0, 2, "TagZ"))
+    assert r.code == ResponseCode.PULL_RETRY_IMMEDIATELY and r.ext_fields["nextBeginOffset"] == "4"
+    r = broker.call(RequestCode.PULL_MESSAGE, pull_fields("P", 0, 4))
+    assert r.code == ResponseCode.PULL_NOT_FOUND
+    r = broker.call(RequestCode.PULL_MESSAGE, pull_fields("P", 0, 99))
+    assert r.code == ResponseCode.PULL_OFFSET_MOVED
+    r = broker.call(RequestCode.PULL_MESSAGE, pull_fields("P", 3, 5))
+    assert r.code == ResponseCode.PULL_OFFSET_MOVED and r.ext_fields["nextBeginOffset"] == "0"
+    assert (
+        broker.call(RequestCode.PULL_MESSAGE, pull_fields("Nope", 0, 0)).code == ResponseCode.TOPIC_NOT_EXIST
+    )
+    assert broker.call(RequestCode.PULL_MESSAGE, pull_fields("P", 77, 0)).code == ResponseCode.SYSTEM_ERROR
+    r = broker.call(RequestCode.PULL_MESSAGE, pull_fields("P", 0, 0, "TagA", sys_flag=0))
+    assert r.code == ResponseCode.SUBSCRIPTION_NOT_EXIST
+
+
+async def test_long_poll_answers_on_arrival_and_on_timeout(broker):
+    broker.call(RequestCode.SEND_MESSAGE_V2, v2("LP", 0), b"first")
+    broker.store.wait_dispatched(broker.store.commitlog_max_offset(), 5000)
+    ctx = FakeContext()
+    fields = pull_fields("LP", 0, 1, sys_flag=4 | 2)
+    fields["suspendTimeoutMillis"] = "10000"
+    assert broker.call(RequestCode.PULL_MESSAGE, fields, ctx=ctx) is None
+    assert len(broker.s.holds) == 1
+    broker.call(RequestCode.SEND_MESSAGE_V2, v2("LP", 0), b"second")
+    for _ in range(200):
+        if ctx.responses:
+            break
+        await asyncio.sleep(0.01)
+    assert ctx.responses and ctx.responses[0].code == ResponseCode.SUCCESS
+    assert [x[12] for x in decode_records(ctx.responses[0].body)] == [b"second"]
+    # Timeout path: nothing arrives, answered PULL_NOT_FOUND after the suspend time.
+    ctx2 = FakeContext()
+    fields = pull_fields("LP", 0, 2, sys_flag=4 | 2)
+    fields["suspendTimeoutMillis"] = "100"
+    assert broker.call(RequestCode.PULL_MESSAGE, fields, ctx=ctx2) is None
+    await asyncio.sleep(0.3)
+    assert ctx2.responses and ctx2.responses[0].code == ResponseCode.PULL_NOT_FOUND
+
+
+async def test_consumer_offsets_and_queue_offsets(broker):
+    q = {"consumerGroup": "CG", "topic": "O", "queueId": "0"}
+    assert broker.call(RequestCode.QUERY_CONSUMER_OFFSET, q).ext_fields["offset"] == "0"
+    for i in range(3):
+        broker.call(RequestCode.SEND_MESSAGE_V2, v2("O", 0), b"x%d" % i)
+    broker.store.wait_dispatched(broker.store.commitlog_max_offset(), 5000)
+    r = broker.call(RequestCode.UPDATE_CONSUMER_OFFSET, {**q, "commitOffset": "2"})
+    assert r.code == 0
+    assert broker.call(RequestCode.QUERY_CONSUMER_OFFSET, q).ext_fields["offset"] == "2"
+    saved = orjson.loads(open(broker.s.offsets.path, "rb").read())
+    assert saved["offsetTable"]["O@CG"] == {"0": 2}
+    tq = {"topic": "O", "queueId": "0"}
+    assert broker.call(RequestCode.GET_MAX_OFFSET, tq).ext_fields["offset"] == "3"
+    assert broker.call(RequestCode.GET_MIN_OFFSET, tq).ext_fields["offset"] == "0"
+    assert (
+        broker.call(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, {**tq, "timestamp": "0"}).ext_fields["offset"]
+        == "0"
+    )
+    ts = int(broker.call(RequestCode.GET_EARLIEST_MSG_STORETIME, tq).ext_fields["timestamp"])
+    assert ts > 1_700_000_000_000
+    with pytest.raises(ValueError, match="queueId"):
+        broker.call(RequestCode.GET_MAX_OFFSET, {"topic": "O"})
+
+
+async def test_heartbeat_consumer_list_notify_and_locks(broker):
+    hb = {
+        "clientID": "10.0.0.1@1",
+        "consumerDataSet": [
+            {
+                "groupName": "G1",
+                "consumeType": 1,  # C++ sends ordinals
+                "messageModel": 1,
+                "consumeFromWhere": 4,
+                "subscriptionDataSet": [
+                    {"topic": "HB", "subString": "a || b", "subVersion": "5", "codeSet": [0]}
+                ],
+            }
+        ],
+        "producerDataSet": [{"groupName": "PG"}],
+    }
+    c1 = FakeContext("10.0.0.1:1")
+    assert broker.call(RequestCode.HEART_BEAT, {}, orjson.dumps(hb), ctx=c1).code == 0
+    sub = broker.s.consumers.subscription("G1", "HB")
+    assert sub.codes == [java_string_hash("a"), java_string_hash("b")]
+    assert "%RETRY%G1" in broker.s.topics.table
+    hb2 = dict(hb, clientID="10.0.0.2@2")
+    c2 = FakeContext("10.0.0.2:2")
+    broker.call(RequestCode.HEART_BEAT, {}, orjson.dumps(hb2), ctx=c2)
+    assert any(o.code == RequestCode.NOTIFY_CONSUMER_IDS_CHANGED for o in c1.oneways)
+    r = broker.call(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "G1"})
+    assert orjson.loads(r.body) == {"consumerIdList": ["10.0.0.1@1", "10.0.0.2@2"]}
+    assert broker.call(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "G9"}).code == 1
+    mq = [{"topic": "HB", "brokerName": "broker-a", "queueId": i} for i in range(2)]
+    lock = {"consumerGroup": "G1", "clientId": "10.0.0.1@1", "mqSet": mq}
+    r = broker.call(RequestCode.LOCK_BATCH_MQ, {}, orjson.dumps(lock))
+    assert len(orjson.loads(r.body)["lockOKMQSet"]) == 2
+    other = dict(lock, clientId="10.0.0.2@2")
+    assert (
+        orjson.loads(broker.call(RequestCode.LOCK_BATCH_MQ, {}, orjson.dumps(other)).body)["lockOKMQSet"]
+        == []
+    )
+    broker.call(RequestCode.UNLOCK_BATCH_MQ, {}, orjson.dumps(lock))
+    assert (
+        len(orjson.loads(broker.call(RequestCode.LOCK_BATCH_MQ, {}, orjson.dumps(other)).body)["lockOKMQSet"])
+        == 2
+    )
+    un = {"clientID": "10.0.0.2@2", "consumerGroup": "G1", "producerGroup": ""}
+    assert broker.call(RequestCode.UNREGISTER_CLIENT, un, ctx=c2).code == 0
+    assert broker.s.consumers.get("G1").client_ids() == ["10.0.0.1@1"]
+    bad = {
+        "clientID": "x",
+        "consumerDataSet": [
+            {
+                "groupName": "G2",
+                "subscriptionDataSet": [{"topic": "T", "subString": "a", "expressionType": "SQL92"}],
+            }
+        ],
+    }
+    assert (
+        broker.call(RequestCode.HEART_BEAT, {}, orjson.dumps(bad)).code
+        == ResponseCode.SUBSCRIPTION_PARSE_FAILED
+    )
+
+
+async def test_query_and_view(broker):
+    r = broker.call(
+        RequestCode.SEND_MESSAGE_V2, v2("Q", 0, "KEYS\x01order-1 order-2\x02UNIQ_KEY\x01ABC"), b"q"
+    )
+    broker.store.wait_dispatched(broker.store.commitlog_max_offset(), 5000)
+    fields = {
+        "topic": "Q",
+        "key": "order-2",
+        "maxNum": "10",
+        "beginTimestamp": "0",
+        "endTimestamp": str(2**62),
+    }
+    q = broker.call(RequestCode.QUERY_MESSAGE, fields)
+    assert q.code == 0 and decode_records(q.body)[0][12] == b"q"
+    q = broker.call(RequestCode.QUERY_MESSAGE, {**fields, "key": "ABC", "_UNIQUE_KEY_QUERY": "true"})
+    assert q.code == 0
+    assert (
+        broker.call(RequestCode.QUERY_MESSAGE, {**fields, "key": "zzz"}).code == ResponseCode.QUERY_NOT_FOUND
+    )
+    offset = int(r.ext_fields["msgId"][16:], 16)
+    v = broker.call(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(offset)})
+    assert v.code == 0 and decode_records(v.body)[0][12] == b"q"
+    assert broker.call(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": "5"}).code == ResponseCode.SYSTEM_ERROR
+
+
+async def test_admin_topics_stats_and_config(broker):
+    create = {
+        "topic": "Admin",
+        "defaultTopic": "TBW102",
+        "readQueueNums": "3",
+        "writeQueueNums": "3",
+        "perm": "6",
+        "topicFilterType": "SINGLE_TAG",
+    }
+    assert broker.call(RequestCode.UPDATE_AND_CREATE_TOPIC, create).code == 0
+    assert broker.call(RequestCode.UPDATE_AND_CREATE_TOPIC, {**create, "topic": "TBW102"}).code == 1
+    assert broker.call(RequestCode.UPDATE_AND_CREATE_TOPIC, {**create, "readQueueNums": "0"}).code == 1
+    allcfg = orjson.loads(broker.call(RequestCode.GET_ALL_TOPIC_CONFIG, {}).body)
+    assert allcfg["topicConfigTable"]["Admin"]["readQueueNums"] == 3
+    broker.call(RequestCode.SEND_MESSAGE_V2, v2("Admin", 2), b"s")
+    broker.store.wait_dispatched(broker.store.commitlog_max_offset(), 5000)
+    stats = broker.call(RequestCode.GET_TOPIC_STATS_INFO, {"topic": "Admin"})
+    assert stats.code == 0 and b'"maxOffset":1' in stats.body and b'{"brokerName"' in stats.body
+    assert (
+        broker.call(RequestCode.GET_TOPIC_STATS_INFO, {"topic": "None"}).code == ResponseCode.TOPIC_NOT_EXIST
+    )
+    info = orjson.loads(broker.call(RequestCode.GET_BROKER_RUNTIME_INFO, {}).body)["table"]
+    assert info["brokerVersionDesc"] == "V4_9_8" and int(info["msgPutTotalTodayNow"]) >= 1
+    broker.call(
+        RequestCode.UPDATE_CONSUMER_OFFSET,
+        {"consumerGroup": "CG", "topic": "Admin", "queueId": "2", "commitOffset": "1"},
+    )
+    cs = broker.call(RequestCode.GET_CONSUME_STATS, {"consumerGroup": "CG", "topic": "Admin"})
+    assert b'"consumerOffset":1' in cs.body
+    cfg = broker.call(RequestCode.GET_BROKER_CONFIG, {})
+    assert b"brokerName=broker-a" in cfg.body
+    ok = broker.call(RequestCode.UPDATE_BROKER_CONFIG, {}, b"autoCreateTopicEnable=false\n")
+    assert ok.code == 0 and broker.s.config.auto_create_topic_enable is False
+    refused = broker.call(RequestCode.UPDATE_BROKER_CONFIG, {}, b"storePathRootDir=/etc\n")
+    assert refused.code == 1 and "storePathRootDir" in refused.remark
+    bad = broker.call(RequestCode.UPDATE_BROKER_CONFIG, {}, b"defaultTopicQueueNums=abc\n")
+    assert bad.code == 1 and "defaultTopicQueueNums" in bad.remark
+    assert broker.call(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "Admin"}).code == 0
+    assert broker.s.topics.get("Admin") is None
+
+
+def test_config_parsing():
+    props = parse_properties_text(
+        "# c\nbrokerName = b1\nbrokerClusterName:C\n\nflushDiskType=SYNC_FLUSH\nlistenPort=1\\\n0920\n"
+    )
+    cfg = BrokerConfig()
+    cfg.update(props)
+    assert (cfg.broker_name, cfg.broker_cluster_name, cfg.listen_port) == ("b1", "C", 10920)
+    assert cfg.sync_flush
+    with pytest.raises(ConfigError, match="unknown property 'bogus'"):
+        cfg.set("bogus", "1")
+    with pytest.raises(ConfigError, match="listenPort"):
+        cfg.set("listenPort", "ten")
+    with pytest.raises(ConfigError, match="brokerRole"):
+        cfg.set("brokerRole", "SLAVE")
+    cfg.set("namesrvAddr", "a:1;b")
+    with pytest.raises(ConfigError, match="namesrvAddr"):
+        cfg.validate()
