@@ -1,0 +1,74 @@
+"""rmq.client: an asyncio RocketMQ 4.x client (producer, push consumer, lite pull consumer).
+
+Asynchronous API (this package)::
+
+    from rmq.client import Message, Producer
+    async with Producer("pg", namesrv_addr="127.0.0.1:9876") as producer:
+        result = await producer.send(Message("TopicA", b"hello", tags="TagA"))
+
+Synchronous facade for scripts: :mod:`rmq.client.sync` (same class names, no ``await``).
+The client never imports the broker; it speaks the RocketMQ remoting protocol only.
+"""
+
+from rmq.client.config import ClientConfig
+from rmq.client.consumer import (
+    AllocateMessageQueueAveragely,
+    AllocateMessageQueueAveragelyByCircle,
+    AllocateMessageQueueConsistentHash,
+    AllocateMessageQueueStrategy,
+    ConsumeConcurrentlyContext,
+    ConsumeConcurrentlyStatus,
+    ConsumeOrderlyContext,
+    ConsumeOrderlyStatus,
+    PushConsumer,
+)
+from rmq.client.errors import (
+    ClientStateError,
+    MessageIllegalError,
+    MQBrokerError,
+    MQClientError,
+    NoRouteError,
+    RequestTimeoutError,
+)
+from rmq.client.heartbeat import ConsumeFromWhere, ExpressionType, MessageModel, MessageSelector
+from rmq.client.message import Message, MessageExt, MessageQueue
+from rmq.client.producer import (
+    MessageQueueSelector,
+    Producer,
+    SelectMessageQueueByHash,
+    SelectMessageQueueByRandom,
+    SendResult,
+    SendStatus,
+)
+
+__all__ = [
+    "AllocateMessageQueueAveragely",
+    "AllocateMessageQueueAveragelyByCircle",
+    "AllocateMessageQueueConsistentHash",
+    "AllocateMessageQueueStrategy",
+    "ClientConfig",
+    "ClientStateError",
+    "ConsumeConcurrentlyContext",
+    "ConsumeConcurrentlyStatus",
+    "ConsumeFromWhere",
+    "ConsumeOrderlyContext",
+    "ConsumeOrderlyStatus",
+    "ExpressionType",
+    "MQBrokerError",
+    "MQClientError",
+    "Message",
+    "MessageExt",
+    "MessageIllegalError",
+    "MessageModel",
+    "MessageQueue",
+    "MessageQueueSelector",
+    "MessageSelector",
+    "NoRouteError",
+    "Producer",
+    "PushConsumer",
+    "RequestTimeoutError",
+    "SelectMessageQueueByHash",
+    "SelectMessageQueueByRandom",
+    "SendResult",
+    "SendStatus",
+]

@@ -1,0 +1,59 @@
+"""ClientConfig: what the producers and consumers of one :class:`~rmq.client.instance.ClientInstance` share.
+
+Defaults are the Java client's (``CL/ClientConfig.java``). The name-server list comes from the argument, else
+the environment variable ``NAMESRV_ADDR`` (Java also reads it), as ``host:port;host:port``.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+
+from rmq.client.errors import MQClientError
+from rmq.client.message import local_ip
+from rmq.common.codes import LanguageCode
+
+__all__ = ["DEFAULT_INSTANCE_NAME", "ClientConfig"]
+
+DEFAULT_INSTANCE_NAME = "DEFAULT"
+
+
+def _env_namesrv() -> str:
+    return os.environ.get("NAMESRV_ADDR", "")
+
+
+@dataclass
+class ClientConfig:
+    namesrv_addr: str = field(default_factory=_env_namesrv)
+    """``host:port;host:port`` of the name servers."""
+    client_ip: str = field(default_factory=local_ip)
+    instance_name: str = DEFAULT_INSTANCE_NAME
+    """``DEFAULT`` means the process id: every client of a process then shares one instance and client id."""
+    unit_name: str | None = None
+    poll_name_server_interval_ms: int = 30_000
+    heartbeat_broker_interval_ms: int = 30_000
+    persist_consumer_offset_interval_ms: int = 5_000
+    rebalance_interval_ms: int = 20_000
+    mq_client_api_timeout_ms: int = 3_000
+    language: int = LanguageCode.PYTHON
+    """Sent in every request header. ``PYTHON`` is known to every 4.x broker."""
+
+    def client_id(self) -> str:
+        """``clientIP@instanceName[@unitName]``; instance name ``DEFAULT`` becomes the process id."""
+        instance = str(os.getpid()) if self.instance_name == DEFAULT_INSTANCE_NAME else self.instance_name
+        cid = f"{self.client_ip}@{instance}"
+        if self.unit_name:
+            cid += f"@{self.unit_name}"
+        return cid
+
+    def namesrv_list(self) -> list[str]:
+        addrs = [a.strip() for a in self.namesrv_addr.split(";") if a.strip()]
+        if not addrs:
+            raise MQClientError(
+                "No name server address, set namesrv_addr (host:port;host:port) or NAMESRV_ADDR",
+                10004,
+            )
+        return addrs
+
+    def copy(self, **changes: object) -> ClientConfig:
+        return replace(self, **changes)  # type: ignore[arg-type]
