@@ -109,8 +109,20 @@ impl CommitLog {
         max_message_size: u64,
         warm: bool,
     ) -> CommitLog {
+        Self::with_preallocation(dir, file_size, store_host, max_message_size, warm, true)
+    }
+
+    /// As [`CommitLog::new`], choosing whether the next file is created ahead of need.
+    pub fn with_preallocation(
+        dir: impl Into<PathBuf>,
+        file_size: u64,
+        store_host: SocketAddr,
+        max_message_size: u64,
+        warm: bool,
+        preallocate: bool,
+    ) -> CommitLog {
         CommitLog {
-            mfq: MappedFileQueue::new(dir, file_size, true, warm),
+            mfq: MappedFileQueue::new(dir, file_size, preallocate, warm),
             put: Mutex::new(PutState::default()),
             store_host,
             max_message_size,
