@@ -26,6 +26,8 @@ Subcommands::
         Prints {"event": "started"}, then one {"event": "msg", ...} line per delivered message
         (see message_json), until stdin closes or says "stop", N messages arrived, or S seconds pass;
         then shuts the consumer down and prints {"event": "stopped", "received": n}.
+        --fail-every K: the first delivery of each message whose property seq is a multiple of K is
+        printed as {"event": "failed", ...} and answered RECONSUME_LATER (the callback raises).
 
     pull          --namesrv A --group G --topic T [--expression '*'] [--expect N] [--timeout S]
         PullConsumer reading every queue of T from offset 0 until no new message; with --expect, repeats
@@ -47,6 +49,11 @@ import time
 from typing import Any
 
 from rocketmq.client import Message, MessageModel, Producer, PullConsumer, PushConsumer, RecvMessage
+from rocketmq.exceptions import ffi_check
+from rocketmq.ffi import _CConsumeStatus, dll
+
+CONSUME_SUCCESS = int(_CConsumeStatus.CONSUME_SUCCESS)
+RECONSUME_LATER = int(_CConsumeStatus.RECONSUME_LATER)
 
 # Properties every delivered message is asked for (the wrapper cannot list a message's properties).
 READ_PROPS = ("seq", "run", "shard", "round", "warmup", "extra", "UNIQ_KEY", "TAGS", "KEYS")
@@ -203,6 +210,22 @@ def cmd_produce(args: argparse.Namespace) -> None:
 # --- consumers ----------------------------------------------------------------------------------------------
 
 
+def subscribe(consumer: PushConsumer, topic: str, expression: str, handler: Any) -> None:
+    """Like ``PushConsumer.subscribe``, but ``handler(msg) -> bool`` decides CONSUME_SUCCESS (True) or
+    RECONSUME_LATER (False). (The wrapper's own callback re-raises the exception it means to turn into
+    RECONSUME_LATER, so ctypes returns 0 = CONSUME_SUCCESS and a failed message counts as consumed.)"""
+    ffi_check(dll.Subscribe(consumer._handle, topic.encode(), expression.encode()))
+
+    def on_message(_consumer: int, msg: int) -> int:
+        try:
+            return CONSUME_SUCCESS if handler(RecvMessage(msg)) else RECONSUME_LATER
+        except Exception as exc:
+            emit({"event": "error", "error": f"{type(exc).__name__}: {exc}"})
+            return RECONSUME_LATER
+
+    consumer._register_callback(on_message)
+
+
 def cmd_consume_push(args: argparse.Namespace) -> None:
     model = MessageModel.BROADCASTING if args.model == "broadcasting" else MessageModel.CLUSTERING
     consumer = PushConsumer(args.group, orderly=args.orderly, message_model=model)
@@ -210,14 +233,26 @@ def cmd_consume_push(args: argparse.Namespace) -> None:
     done = threading.Event()
     received = 0
     count_lock = threading.Lock()
+    failed: set[str] = set()
 
-    def on_message(msg: RecvMessage) -> None:
+    def on_message(msg: RecvMessage) -> bool:
         nonlocal received
-        emit(message_json(msg))
+        info = message_json(msg)
+        seq = info["props"].get("seq")
+        if args.fail_every and seq is not None and int(seq) % args.fail_every == 0:
+            key = f"{info['props'].get('run')}/{seq}"
+            with count_lock:
+                first = key not in failed
+                failed.add(key)
+            if first:  # first delivery: report it and ask for a redelivery
+                emit(info | {"event": "failed"})
+                return False
+        emit(info)
         with count_lock:
             received += 1
             if args.expect and received >= args.expect:
                 done.set()
+        return True
 
     def read_stdin() -> None:
         for line in sys.stdin:
@@ -225,7 +260,7 @@ def cmd_consume_push(args: argparse.Namespace) -> None:
                 break
         done.set()
 
-    consumer.subscribe(args.topic, on_message, args.expression)
+    subscribe(consumer, args.topic, args.expression, on_message)
     consumer.start()
     emit({"event": "started"})
     threading.Thread(target=read_stdin, daemon=True).start()
@@ -289,6 +324,12 @@ def main() -> None:
     p.add_argument("--model", choices=("clustering", "broadcasting"), default="clustering")
     p.add_argument("--orderly", action="store_true")
     p.add_argument("--expect", type=int, default=0)
+    p.add_argument(
+        "--fail-every",
+        type=int,
+        default=0,
+        help="fail (RECONSUME_LATER) the first delivery of messages whose property seq is a multiple",
+    )
     p.set_defaults(func=cmd_consume_push)
 
     p = sub.add_parser("pull")
