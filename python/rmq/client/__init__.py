@@ -20,6 +20,7 @@ from rmq.client.consumer import (
     ConsumeConcurrentlyStatus,
     ConsumeOrderlyContext,
     ConsumeOrderlyStatus,
+    LitePullConsumer,
     PushConsumer,
 )
 from rmq.client.errors import (
@@ -54,6 +55,7 @@ __all__ = [
     "ConsumeOrderlyContext",
     "ConsumeOrderlyStatus",
     "ExpressionType",
+    "LitePullConsumer",
     "MQBrokerError",
     "MQClientError",
     "Message",

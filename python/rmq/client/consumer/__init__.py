@@ -12,6 +12,7 @@ from rmq.client.consumer.listener import (
     ConsumeOrderlyContext,
     ConsumeOrderlyStatus,
 )
+from rmq.client.consumer.lite_pull import LitePullConsumer
 from rmq.client.consumer.offset_store import LocalFileOffsetStore, ReadOffsetType, RemoteBrokerOffsetStore
 from rmq.client.consumer.push import PushConsumer
 
@@ -24,6 +25,7 @@ __all__ = [
     "ConsumeConcurrentlyStatus",
     "ConsumeOrderlyContext",
     "ConsumeOrderlyStatus",
+    "LitePullConsumer",
     "LocalFileOffsetStore",
     "PushConsumer",
     "ReadOffsetType",

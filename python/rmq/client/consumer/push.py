@@ -306,7 +306,7 @@ class PushConsumer(ConsumerBase):
                 self.pull_threshold_for_queue = max(1, self.pull_threshold_for_topic // count)
             if self.pull_threshold_size_for_topic != -1:
                 self.pull_threshold_size_for_queue = max(1, self.pull_threshold_size_for_topic // count)
-        self.spawn(self.instance.send_heartbeat_to_all_brokers())
+        await self.instance.send_heartbeat_to_all_brokers()
 
     # --- pulling --------------------------------------------------------------------------------------
 

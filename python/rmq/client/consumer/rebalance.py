@@ -95,9 +95,7 @@ class RebalanceImpl:
             if mq_set is None:
                 log.warning("doRebalance, %s, but the topic[%s] not exist.", self.group, topic)
                 return
-            if await self.update_process_queue_table(topic, set(mq_set), is_order):
-                log.info("messageQueueChanged %s %s: %d queues", self.group, topic, len(mq_set))
-                await self.hooks.message_queue_changed(topic, mq_set, set(mq_set))
+            await self._apply(topic, mq_set, set(mq_set), is_order)
             return
         cid_all = await self.instance.find_consumer_id_list(topic, self.group)
         if mq_set is None:
@@ -115,7 +113,7 @@ class RebalanceImpl:
             log.exception("AllocateMessageQueueStrategy.allocate failed, strategy %s", self.strategy.name)
             return
         divided = set(allocated)
-        if await self.update_process_queue_table(topic, divided, is_order):
+        if await self._apply(topic, mq_set, divided, is_order):
             log.info(
                 "rebalanced %s %s: client %s of %d gets %d of %d queues",
                 self.group,
@@ -125,9 +123,27 @@ class RebalanceImpl:
                 len(divided),
                 len(mq_all),
             )
-            await self.hooks.message_queue_changed(topic, mq_set, divided)
 
-    async def update_process_queue_table(self, topic: str, mq_set: set[MessageQueue], is_order: bool) -> bool:
+    async def _apply(
+        self, topic: str, mq_all: set[MessageQueue], divided: set[MessageQueue], is_order: bool
+    ) -> bool:
+        """Reconcile, tell the consumer, then start pulling the new queues.
+
+        Java starts the pulls first and sends the heartbeat with the new subscription version from
+        ``messageQueueChanged`` afterwards, so the first pulls race the heartbeat and may get
+        SUBSCRIPTION_NOT_LATEST (25) and a 3 s back-off; starting them after the hook avoids that.
+        """
+        changed, requests = await self.update_process_queue_table(topic, divided, is_order)
+        if changed:
+            await self.hooks.message_queue_changed(topic, mq_all, divided)
+        if requests:
+            self.hooks.dispatch_pull_requests(requests)
+        return changed
+
+    async def update_process_queue_table(
+        self, topic: str, mq_set: set[MessageQueue], is_order: bool
+    ) -> tuple[bool, list[tuple[MessageQueue, ProcessQueue, int]]]:
+        """Drop the queues not in ``mq_set``, create the missing ones; ``(changed, pulls to start)``."""
         changed = False
         for mq, pq in list(self.process_queue_table.items()):
             if mq.topic != topic:
@@ -169,9 +185,7 @@ class RebalanceImpl:
             requests.append((mq, pq, next_offset))
             changed = True
             log.info("doRebalance, %s, add a new mq, %s, next offset %d", self.group, mq, next_offset)
-        if requests:
-            self.hooks.dispatch_pull_requests(requests)
-        return changed
+        return changed, requests
 
     async def truncate_message_queue_not_my_topic(self) -> None:
         for mq, pq in list(self.process_queue_table.items()):
