@@ -53,6 +53,7 @@ def start_broker(
     """Start a broker on loopback with an ephemeral port (and an embedded name server on an
     ephemeral port unless `namesrv` is given). `props` are `KEY=VALUE` broker properties."""
     args = [sys.executable, "-m", "rmq.broker", "-p", "brokerIP1=127.0.0.1", "-p", "listenPort=0"]
+    args += ["-p", "bindAddress=127.0.0.1"]
     args += ["-p", f"storePathRootDir={store_dir}"]
     for p in props:
         args += ["-p", p]

@@ -179,6 +179,8 @@ def consumer_args(namesrv: str, group: str, topic: str, expression: str = "*", *
         args += ["--model", "broadcasting"]
     if opts.get("orderly"):
         args.append("--orderly")
+    if opts.get("fail_every"):
+        args += ["--fail-every", str(opts["fail_every"])]
     return [*args, "--timeout", str(opts.get("timeout", 240))]
 
 
@@ -517,6 +519,14 @@ def test_send_batch_stores_each_message(broker: BrokerProcess, producer: CppProd
     check_batch(broker, producer, homes, topic, make_messages(topic, run, 40, big=False))
 
 
+def test_send_batch_compressed_by_client(broker: BrokerProcess, producer: CppProducer, homes: Path) -> None:
+    """A batch body of 4 KiB or more is zlib-compressed *as a whole* by this C++ client: SEND_MESSAGE with
+    batch=1 and sysFlag=1, the body a zlib stream of the §4.5 batch encoding."""
+    run = uuid.uuid4().hex[:8]
+    topic = f"CppBatchZ_{run}"
+    check_batch(broker, producer, homes, topic, make_messages(topic, run, 40, big=True))
+
+
 def test_pull_consumer_tag_expression(broker: BrokerProcess, producer: CppProducer, homes: Path) -> None:
     run = uuid.uuid4().hex[:8]
     topic = f"CppPullTags_{run}"
@@ -709,3 +719,30 @@ def test_push_restarted_consumer_resumes_from_committed_offset(
     assert_intact(between, got)
     again = main_only(second.messages(), run)
     assert not again, f"{len(again)} messages consumed before the restart were delivered again"
+
+
+def test_push_failed_messages_are_redelivered(
+    broker: BrokerProcess, producer: CppProducer, homes: Path, children: list[Driver]
+) -> None:
+    """A message whose consumption fails (RECONSUME_LATER) comes back: the C++ client sends it back with
+    CONSUMER_SEND_MSG_BACK (delay level 0 -> 3, 10 s) and it is redelivered from %RETRY%<group> with
+    reconsume_times 1 and its original topic, body, keys and properties."""
+    run = uuid.uuid4().hex[:8]
+    topic, group = f"CppRetry_{run}", f"CG_RETRY_{run}"
+    create_topic(producer, broker, topic, run)
+    [consumer] = start_consumers(children, broker, homes, 1, group, topic, fail_every=5)
+    warm_up(producer, topic, run, [consumer], all_queues)
+    sent = make_messages(topic, run, 20)
+    producer.send_ok("sync", sent)
+    ok = consumer.wait_for(lambda _: len(main_only(consumer.messages(), run)) >= len(sent), 40)
+    time.sleep(0.5)
+    got = main_only(consumer.messages(), run)
+    failed = [x for x in consumer.lines if x.get("event") == "failed" and x["props"].get("run") == run]
+    assert ok, f"got {len(got)} of {len(sent)}, failed once: {len(failed)}\n{consumer.describe()}"
+    assert sorted(int(m["props"]["seq"]) for m in failed) == [0, 5, 10, 15]
+    assert_exactly_once(sent, got)
+    assert_intact(sent, [m for m in got if int(m["props"]["seq"]) % 5])
+    for m in got:
+        if int(m["props"]["seq"]) % 5 == 0:
+            assert m["reconsume_times"] == 1, m
+            assert m["topic"] == topic and m["body"] == sent[int(m["props"]["seq"])]["body"]

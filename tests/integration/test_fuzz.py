@@ -23,6 +23,7 @@ import asyncio
 import json
 import os
 import random
+import socket
 import string
 import struct
 import sys
@@ -615,3 +616,28 @@ async def test_fuzz_frames_broker_keeps_serving(broker: BrokerProcess, tmp_path:
     rss_growth_mib = (rss_kib(broker.proc.pid) - rss_before) / 1024
     print(f"broker RSS growth: {rss_growth_mib:.0f} MiB")
     assert rss_growth_mib < 512, f"broker RSS grew by {rss_growth_mib:.0f} MiB"
+
+
+def test_header_ints_beyond_int32_are_handled(broker: BrokerProcess) -> None:
+    """``code``/``opaque``/``flag``/``version`` are Java ints. A header carrying a larger number is either
+    answered or the connection is closed -- but never through an unhandled error in the write path."""
+    host, port = broker.broker_addr.rsplit(":", 1)
+    for key in ("opaque", "code", "flag", "version"):
+        for value in (2**31, 2**63, 2**64, 2**70, -(2**70)):
+            header = json.loads(
+                json_header(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "g"}, 5)
+            )
+            header[key] = value
+            ok = json_header(RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "g"}, 6)
+            with socket.create_connection((host, int(port)), timeout=5) as sock:
+                sock.sendall(frame(json.dumps(header).encode()) + frame(ok))
+                sock.shutdown(socket.SHUT_WR)
+                data = b""
+                while chunk := sock.recv(65536):
+                    data += chunk
+            opaques = [c.opaque for c in FrameDecoder().feed(data)]
+            assert opaques in ([], [6], [header["opaque"], 6]), (key, value, opaques)
+    assert broker.proc.poll() is None
+    time.sleep(0.5)
+    log = "".join(broker.log)
+    assert "Fatal error on transport" not in log and "Traceback" not in log, log[-3000:]

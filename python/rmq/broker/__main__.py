@@ -47,9 +47,9 @@ async def serve(cfg: BrokerConfig, namesrv_port: int | None) -> None:
     ns: NameServer | None = None
     if not cfg.namesrv_list():
         ns = NameServer()
-        await ns.start("0.0.0.0", 9876 if namesrv_port is None else namesrv_port)
+        await ns.start(cfg.bind_address, 9876 if namesrv_port is None else namesrv_port)
         cfg.namesrv_addr = f"127.0.0.1:{ns.port}"
-        log.info("embedded name server listening on 0.0.0.0:%d", ns.port)
+        log.info("embedded name server listening on %s:%d", cfg.bind_address, ns.port)
     broker = BrokerController(cfg)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

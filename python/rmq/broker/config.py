@@ -60,6 +60,7 @@ _NAMES: dict[str, str] = {
     "transactionCheckMax": "transaction_check_max",
     "brokerRole": "broker_role",
     "serverMaxInFlight": "server_max_in_flight",
+    "bindAddress": "bind_address",
 }
 
 # Accepted for compatibility with existing broker.conf files; they tune Java thread pools or
@@ -151,6 +152,8 @@ class BrokerConfig:
     transaction_check_max: int = 15
     broker_role: str = "ASYNC_MASTER"
     server_max_in_flight: int = 10_000
+    bind_address: str = "0.0.0.0"
+    """Interface the broker (and an embedded name server) listens on (rmq's own property)."""
     # Store properties by their RocketMQ names (validated by the store when it opens).
     store: dict[str, str] = field(default_factory=dict)
 

@@ -19,10 +19,13 @@ from rmq.broker.processors.offsets import OffsetProcessors
 from rmq.broker.processors.pull import PullProcessor
 from rmq.broker.processors.query import QueryProcessors
 from rmq.broker.processors.send import SendProcessor
+from rmq.broker.processors.send_back import SendBackProcessor
 from rmq.broker.registration import NameServerRegistration
+from rmq.broker.schedule import DEFAULT_DELAY_LEVELS, ScheduleService, parse_delay_levels
 from rmq.broker.services import BrokerServices
 from rmq.broker.subscription_group import SubscriptionGroupManager
 from rmq.broker.topic_config import TopicConfigManager
+from rmq.broker.transaction import EndTransactionProcessor, TransactionCheckService
 from rmq.common.codes import RequestCode
 from rmq.common.service import PeriodicTask
 from rmq.remoting.channel import Channel
@@ -54,12 +57,12 @@ class BrokerController:
     def port(self) -> int:
         return self.remoting.port
 
-    async def start(self, host: str = "0.0.0.0") -> None:
+    async def start(self, host: str | None = None) -> None:
         cfg = self.config
         loop = asyncio.get_running_loop()
         # The store opens (and recovers) with the GIL released; keep the loop responsive.
         # The real port is needed for the store host, so bind first.
-        await self.remoting.start(host, cfg.listen_port)
+        await self.remoting.start(host or cfg.bind_address, cfg.listen_port)
         cfg.listen_port = self.remoting.port
         store = await loop.run_in_executor(None, lambda: MessageStore(cfg.store_config()))
         self.store = store
@@ -95,7 +98,11 @@ class BrokerController:
             holds=holds,
         )
         s.counters.boot_ms = int(time.time() * 1000)
+        s.delay_levels = parse_delay_levels(cfg.store.get("messageDelayLevel", DEFAULT_DELAY_LEVELS))
         self.services = s
+        self.schedule = ScheduleService(store, cfg.config_dir, s.delay_levels)
+        self.schedule.load()
+        self.transactions = TransactionCheckService(s)
         astore.dispatched.add_listener(holds.on_dispatch)
 
         self._registration = NameServerRegistration(cfg, topics, self.client)
@@ -108,7 +115,14 @@ class BrokerController:
         pull = PullProcessor(s)
         pull_holder.append(pull)
         self.remoting.register(RequestCode.PULL_MESSAGE, pull)
-        for group in (OffsetProcessors(s), ClientProcessors(s), QueryProcessors(s), AdminProcessors(s)):
+        for group in (
+            OffsetProcessors(s),
+            ClientProcessors(s),
+            QueryProcessors(s),
+            AdminProcessors(s),
+            SendBackProcessor(s),
+            EndTransactionProcessor(s, self.transactions),
+        ):
             for code, proc in group.table().items():
                 self.remoting.register(code, proc)
         self.remoting.add_close_listener(self._channel_closed)
@@ -121,6 +135,12 @@ class BrokerController:
                 final_tick=True,
             ),
             PeriodicTask("scan-expired-clients", 10.0, self._scan_clients),
+            PeriodicTask("schedule-delay-levels", 0.1, self.schedule.tick, initial_delay_s=0.1),
+            PeriodicTask(
+                "transaction-check",
+                cfg.transaction_check_interval / 1000,
+                self.transactions.check,
+            ),
             PeriodicTask(
                 "register-name-servers",
                 max(10_000, min(cfg.register_name_server_period, 60_000)) / 1000,
@@ -175,6 +195,7 @@ class BrokerController:
             s.holds.close()
             s.astore.close()
             s.offsets.persist()
+            self.schedule.persist()
             s.topics.persist()
             s.groups.persist()
         if self.store is not None:

@@ -36,6 +36,8 @@ class BrokerServices:
     producers: ProducerManager
     locks: RebalanceLockManager
     holds: PullHoldService
+    delay_levels: list[int] = field(default_factory=list)
+    """Delay of each level in ms (`messageDelayLevel`)."""
     counters: Counters = field(default_factory=Counters)
     register_brokers: Callable[[], None] = lambda: None
     """Re-register with the name servers now (after a topic change)."""

@@ -200,7 +200,12 @@ class Channel(asyncio.Protocol):
                 None,
                 0,
             )
-            self._write(fallback)
+            try:
+                self._write(fallback)
+            except Exception:
+                # Not even an error answer can be encoded: drop this connection only.
+                self.abort()
+                return False
         return True
 
     async def send_request(self, request: RemotingCommand, timeout_ms: int) -> RemotingCommand:

@@ -151,6 +151,10 @@ def encode(cmd: RemotingCommand) -> bytes:
 # --- decoding -----------------------------------------------------------------------------------------------
 
 
+_INT_MIN = -(2**31)
+_INT_MAX = 2**31 - 1
+
+
 def _int_field(header: dict[Any, Any], key: str, default: int) -> int:
     value = header.get(key)
     if type(value) is int:
@@ -237,6 +241,14 @@ def decode_json_header(data: bytes | bytearray | memoryview) -> RemotingCommand:
         version = _int_field(header, "version", 0)
         opaque = _int_field(header, "opaque", 0)
         flag = _int_field(header, "flag", 0)
+    # Java reads these as int: anything outside that range is a malformed frame.
+    if not (
+        _INT_MIN <= code <= _INT_MAX
+        and _INT_MIN <= version <= _INT_MAX
+        and _INT_MIN <= opaque <= _INT_MAX
+        and _INT_MIN <= flag <= _INT_MAX
+    ):
+        raise FrameError("header code/version/opaque/flag outside the 32-bit int range")
     return new_command(code, language, version, opaque, flag, remark, ext, None, _JSON)
 
 

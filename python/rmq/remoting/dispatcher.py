@@ -41,6 +41,9 @@ _SYSTEM_BUSY: Final = int(ResponseCode.SYSTEM_BUSY)
 _NOT_SUPPORTED: Final = int(ResponseCode.REQUEST_CODE_NOT_SUPPORTED)
 
 
+_BAD_INPUT = (HeaderError, ValueError, TypeError, KeyError, AttributeError, OverflowError, UnicodeError)
+
+
 def error_remark(exc: BaseException) -> str:
     if isinstance(exc, HeaderError):
         return str(exc)
@@ -121,8 +124,9 @@ class Dispatcher:
             ctx.send_response(result)
 
     def _fail(self, ctx: RequestContext, request: RemotingCommand, exc: Exception) -> None:
-        if isinstance(exc, HeaderError):
-            log.info("bad header in request code %s from %s: %s", request.code, ctx.remote_addr, exc)
+        if isinstance(exc, _BAD_INPUT):
+            # Malformed headers or bodies from the peer: answered with the reason, no traceback.
+            log.info("bad request code %s from %s: %s", request.code, ctx.remote_addr, error_remark(exc))
         else:
             log.error("processor for code %s failed (from %s)", request.code, ctx.remote_addr, exc_info=exc)
         if not request.flag & FLAG_ONEWAY:

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import logging
 import random
+import zlib
 
+from rmq.broker.records import parse_properties, properties_string
+from rmq.broker.schedule import schedule_target
 from rmq.broker.services import BrokerServices, socket_addr
 from rmq.common import codes
 from rmq.common.codes import MessageConst, MessageSysFlag, PermName, RequestCode, ResponseCode
@@ -45,24 +48,44 @@ _V2 = {
 }
 _SEP = "\x02"
 _KV = "\x01"
+_DELAY_KEY = MessageConst.DELAY_TIME_LEVEL + "\x01"
+_TRAN_KEY = MessageConst.TRANSACTION_PREPARED + "\x01"
 _MAX_PROPERTIES = 32767
 
 
-def _int(fields: dict[str, str], key: str, default: int | None = None) -> int:
+_INT_MAX = 2**31 - 1
+_LONG_MAX = 2**63 - 1
+
+
+def _int(fields: dict[str, str], key: str, default: int | None = None, limit: int = _INT_MAX) -> int:
     v = fields.get(key)
     if v is None or v == "":
         if default is None:
             raise HeaderError(f"the custom field <{key}> is null")
         return default
     try:
-        return int(v)
+        n = int(v)
     except ValueError:
         raise HeaderError(f"the custom field <{key}> is not a number: {v!r}") from None
+    if not -limit - 1 <= n <= limit:
+        raise HeaderError(f"the custom field <{key}> is out of range: {v}")
+    return n
 
 
 def _bool(fields: dict[str, str], key: str) -> bool:
     v = fields.get(key)
     return v is not None and v.strip().lower() in ("true", "1")
+
+
+def _inflate(data: bytes | memoryview, limit: int) -> bytes | None:
+    d = zlib.decompressobj()
+    try:
+        out = d.decompress(bytes(data), limit + 1)
+    except zlib.error:
+        return None
+    if len(out) > limit or not d.eof:
+        return None
+    return out
 
 
 def property_value(props: str, key: str) -> str | None:
@@ -94,6 +117,7 @@ class SendProcessor:
         self._sync_flush = cfg.sync_flush
         self._flush_timeout_s = cfg.sync_flush_timeout_ms / 1000
         self._max_body = cfg.max_message_size
+        self._max_delay_level = len(services.delay_levels)
 
     # --- entry --------------------------------------------------------------------------------------
     def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
@@ -167,7 +191,7 @@ class SendProcessor:
             raise HeaderError("the custom field <topic> is null")
         queue_id = _int(h, "queueId")
         sys_flag = _int(h, "sysFlag", 0)
-        born_ts = _int(h, "bornTimestamp", 0)
+        born_ts = _int(h, "bornTimestamp", 0, _LONG_MAX)
         flag = _int(h, "flag", 0)
         reconsume = _int(h, "reconsumeTimes", 0)
         props = h.get("properties") or ""
@@ -194,6 +218,13 @@ class SendProcessor:
                 return routed
             topic, queue_id, props = routed
 
+        response_qid = queue_id
+        if not batch and props and (_DELAY_KEY in props or _TRAN_KEY in props):
+            parked = self._park(request, topic, queue_id, sys_flag, props)
+            if isinstance(parked, RemotingCommand):
+                return parked
+            topic, queue_id, sys_flag, props = parked
+
         if tc.topic_filter_type == "MULTI_TAG":
             sys_flag |= MessageSysFlag.MULTI_TAGS_FLAG
         wait = True
@@ -205,6 +236,17 @@ class SendProcessor:
                 if not batch:
                     props = remove_property(props, MessageConst.WAIT_STORE_MSG_OK)
         born_host = socket_addr(ctx.remote_addr)
+        if batch and sys_flag & MessageSysFlag.COMPRESSED_FLAG:
+            # The C++ client zlib-compresses a whole batch body of 4 KiB or more.
+            inflated = _inflate(body, self._max_body)
+            if inflated is None:
+                return self._error(
+                    request,
+                    ResponseCode.MESSAGE_ILLEGAL,
+                    "compressed batch body is not valid zlib or too large",
+                )
+            body = inflated
+            sys_flag &= ~(MessageSysFlag.COMPRESSED_FLAG | MessageSysFlag.COMPRESSION_TYPE_MASK)
         try:
             if batch:
                 extra = props + _SEP + self._cluster_prop if props else self._cluster_prop
@@ -247,7 +289,7 @@ class SendProcessor:
             None,
             {
                 "msgId": msg_id,
-                "queueId": str(queue_id),
+                "queueId": str(response_qid),
                 "queueOffset": str(queue_offset),
                 "MSG_REGION": self._region,
                 "TRACE_ON": self._trace,
@@ -279,6 +321,36 @@ class SendProcessor:
                 ctx.send_response(response)
 
         fut.add_done_callback(done)
+
+    # --- delay levels and transactional half messages --------------------------------------------
+    def _park(
+        self, request: RemotingCommand, topic: str, queue_id: int, sys_flag: int, props: str
+    ) -> tuple[str, int, int, str] | RemotingCommand:
+        """Divert a transactional half message to RMQ_SYS_TRANS_HALF_TOPIC, or a delayed one to
+        SCHEDULE_TOPIC_XXXX, recording the real destination in its properties."""
+        pmap = parse_properties(props)
+        if pmap.get(MessageConst.TRANSACTION_PREPARED, "").lower() == "true":
+            if self.s.config.reject_transaction_message:
+                return self._error(
+                    request, ResponseCode.NO_PERMISSION, "Sending transaction message is forbidden"
+                )
+            pmap[MessageConst.REAL_TOPIC] = topic
+            pmap[MessageConst.REAL_QUEUE_ID] = str(queue_id)
+            self.s.topics.create_in_back(codes.TRANS_HALF_TOPIC, 1)
+            sys_flag = MessageSysFlag.reset_transaction_type(sys_flag, MessageSysFlag.TRANSACTION_NOT_TYPE)
+            return codes.TRANS_HALF_TOPIC, 0, sys_flag, properties_string(pmap)
+        try:
+            level = int(pmap.get(MessageConst.DELAY_TIME_LEVEL) or 0)
+        except ValueError:
+            return self._error(request, ResponseCode.MESSAGE_ILLEGAL, "DELAY must be a whole number")
+        tran = MessageSysFlag.transaction_type(sys_flag)
+        if level > 0 and tran in (
+            MessageSysFlag.TRANSACTION_NOT_TYPE,
+            MessageSysFlag.TRANSACTION_COMMIT_TYPE,
+        ):
+            topic, queue_id, _ = schedule_target(topic, queue_id, pmap, level, self._max_delay_level)
+            return topic, queue_id, sys_flag, properties_string(pmap)
+        return topic, queue_id, sys_flag, props
 
     # --- retry topics (SendMessageProcessor.handleRetryAndDLQ) -------------------------------------
     def _route_retry(
