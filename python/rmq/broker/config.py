@@ -61,6 +61,7 @@ _NAMES: dict[str, str] = {
     "brokerRole": "broker_role",
     "serverMaxInFlight": "server_max_in_flight",
     "bindAddress": "bind_address",
+    "timerMaxDelaySec": "timer_max_delay_sec",
 }
 
 # Accepted for compatibility with existing broker.conf files; they tune Java thread pools or
@@ -152,6 +153,8 @@ class BrokerConfig:
     transaction_check_max: int = 15
     broker_role: str = "ASYNC_MASTER"
     server_max_in_flight: int = 10_000
+    timer_max_delay_sec: int = 3 * 86_400
+    """Longest delay a timer message may ask for (RocketMQ 5.x's `timerMaxDelaySec`)."""
     bind_address: str = "0.0.0.0"
     """Interface the broker (and an embedded name server) listens on (rmq's own property)."""
     # Store properties by their RocketMQ names (validated by the store when it opens).

@@ -24,6 +24,7 @@ from rmq.broker.registration import NameServerRegistration
 from rmq.broker.schedule import DEFAULT_DELAY_LEVELS, ScheduleService, parse_delay_levels
 from rmq.broker.services import BrokerServices
 from rmq.broker.subscription_group import SubscriptionGroupManager
+from rmq.broker.timer import TimerService
 from rmq.broker.topic_config import TopicConfigManager
 from rmq.broker.transaction import EndTransactionProcessor, TransactionCheckService
 from rmq.common.codes import RequestCode
@@ -103,6 +104,8 @@ class BrokerController:
         self.schedule = ScheduleService(store, cfg.config_dir, s.delay_levels)
         self.schedule.load()
         self.transactions = TransactionCheckService(s)
+        self.timer = TimerService(store, cfg.config_dir)
+        self.timer.load()
         astore.dispatched.add_listener(holds.on_dispatch)
 
         self._registration = NameServerRegistration(cfg, topics, self.client)
@@ -136,6 +139,7 @@ class BrokerController:
             ),
             PeriodicTask("scan-expired-clients", 10.0, self._scan_clients),
             PeriodicTask("schedule-delay-levels", 0.1, self.schedule.tick, initial_delay_s=0.1),
+            PeriodicTask("timer-messages", 0.1, self.timer.tick, initial_delay_s=0.1),
             PeriodicTask(
                 "transaction-check",
                 cfg.transaction_check_interval / 1000,
@@ -196,6 +200,7 @@ class BrokerController:
             s.astore.close()
             s.offsets.persist()
             self.schedule.persist()
+            self.timer.persist()
             s.topics.persist()
             s.groups.persist()
         if self.store is not None:

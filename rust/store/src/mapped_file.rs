@@ -21,6 +21,10 @@ use crate::error::{IoContext, Result, StoreError};
 /// OS page size used for dirty-page accounting (RocketMQ's `OS_PAGE_SIZE`).
 pub const OS_PAGE_SIZE: usize = 4096;
 
+/// A run of zero bytes longer than any record (4 MiB body + 64 KiB of headers and properties,
+/// rounded up): past it, a segment holds no more written data.
+pub const ZERO_RUN_END: usize = 4 * 1024 * 1024 + 128 * 1024;
+
 /// Suffix of a file being created; such leftovers of a crash are removed at load.
 pub const CREATING_SUFFIX: &str = ".creating";
 
@@ -307,23 +311,26 @@ impl MappedFile {
         Ok(())
     }
 
-    /// Zero everything from `pos` to the end of the file (recovery of a torn tail whose
-    /// extent is unknown).
+    /// Zero the stale bytes from `pos` on (recovery of a torn tail whose extent is unknown).
+    ///
+    /// Written data is a contiguous prefix, so stale bytes end where a run of zeros longer than
+    /// any record begins ([`ZERO_RUN_END`]); the scan stops there instead of reading the whole
+    /// (mostly sparse) file.
     pub fn zero_tail(&self, pos: usize) -> Result<()> {
         let pos = pos.min(self.size);
         let mut p = pos;
-        const CHUNK: usize = 1 << 20;
-        let zeros = vec![0u8; CHUNK.min(self.size - pos)];
-        while p < self.size {
-            let n = CHUNK.min(self.size - p);
-            // Skip pages already zero to avoid dirtying a sparse file.
+        let mut dirty_end = pos;
+        while p < self.size && p - dirty_end <= ZERO_RUN_END {
+            let n = OS_PAGE_SIZE.min(self.size - p);
             if self.map[p..p + n].iter().any(|&b| b != 0) {
-                self.write_at(p, &zeros[..n])?;
+                dirty_end = p + n;
             }
             p += n;
         }
-        if self.size > pos {
-            self.map.flush_range(pos, self.size - pos).at(&self.path)?;
+        if dirty_end > pos {
+            let zeros = vec![0u8; dirty_end - pos];
+            self.write_at(pos, &zeros)?;
+            self.map.flush_range(pos, dirty_end - pos).at(&self.path)?;
         }
         Ok(())
     }
@@ -377,6 +384,21 @@ mod tests {
         mf.truncate_to(5).unwrap();
         assert_eq!(mf.wrote_position(), 5);
         assert_eq!(&mf.raw_from(0)[..10], b"hello\0\0\0\0\0");
+    }
+
+    #[test]
+    fn zero_tail_clears_stale_bytes_up_to_a_long_zero_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let size = 16 << 20;
+        let mf = MappedFile::create(dir.path(), 0, size).unwrap();
+        mf.write_at(1000, &[9u8; 5000]).unwrap();
+        mf.write_at(2 << 20, &[7u8; 10]).unwrap(); // stale data after a zero gap
+        mf.zero_tail(500).unwrap();
+        assert!(mf.raw_from(0).iter().all(|&b| b == 0));
+        // Bytes beyond a run of zeros longer than any record are not looked at.
+        mf.write_at(15 << 20, &[1u8; 4]).unwrap();
+        mf.zero_tail(0).unwrap();
+        assert_eq!(&mf.raw_from(15 << 20)[..4], &[1, 1, 1, 1]);
     }
 
     #[test]

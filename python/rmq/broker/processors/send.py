@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 import zlib
 
 from rmq.broker.records import parse_properties, properties_string
 from rmq.broker.schedule import schedule_target
 from rmq.broker.services import BrokerServices, socket_addr
+from rmq.broker.timer import TIMER_KEYS, TIMER_TOPIC, TimerError, park_timer, timer_deliver_ms
 from rmq.common import codes
 from rmq.common.codes import MessageConst, MessageSysFlag, PermName, RequestCode, ResponseCode
 from rmq.common.route import TopicConfig
@@ -50,6 +52,7 @@ _SEP = "\x02"
 _KV = "\x01"
 _DELAY_KEY = MessageConst.DELAY_TIME_LEVEL + "\x01"
 _TRAN_KEY = MessageConst.TRANSACTION_PREPARED + "\x01"
+_TIMER_MARK = "TIMER_"
 _MAX_PROPERTIES = 32767
 
 
@@ -219,7 +222,7 @@ class SendProcessor:
             topic, queue_id, props = routed
 
         response_qid = queue_id
-        if not batch and props and (_DELAY_KEY in props or _TRAN_KEY in props):
+        if not batch and props and (_DELAY_KEY in props or _TRAN_KEY in props or _TIMER_MARK in props):
             parked = self._park(request, topic, queue_id, sys_flag, props)
             if isinstance(parked, RemotingCommand):
                 return parked
@@ -344,10 +347,17 @@ class SendProcessor:
         except ValueError:
             return self._error(request, ResponseCode.MESSAGE_ILLEGAL, "DELAY must be a whole number")
         tran = MessageSysFlag.transaction_type(sys_flag)
-        if level > 0 and tran in (
-            MessageSysFlag.TRANSACTION_NOT_TYPE,
-            MessageSysFlag.TRANSACTION_COMMIT_TYPE,
-        ):
+        plain = tran in (MessageSysFlag.TRANSACTION_NOT_TYPE, MessageSysFlag.TRANSACTION_COMMIT_TYPE)
+        if plain and level <= 0 and any(k in pmap for k in TIMER_KEYS):
+            try:
+                at = timer_deliver_ms(pmap, int(time.time() * 1000), self.s.config.timer_max_delay_sec)
+            except TimerError as e:
+                return self._error(request, ResponseCode.MESSAGE_ILLEGAL, str(e))
+            if at is not None:
+                self.s.topics.create_in_back(TIMER_TOPIC, 1)
+                topic, queue_id = park_timer(topic, queue_id, pmap, at)
+                return topic, queue_id, sys_flag, properties_string(pmap)
+        if level > 0 and plain:
             topic, queue_id, _ = schedule_target(topic, queue_id, pmap, level, self._max_delay_level)
             return topic, queue_id, sys_flag, properties_string(pmap)
         return topic, queue_id, sys_flag, props
