@@ -8,11 +8,11 @@ import time
 
 import orjson
 import pytest
-
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.command import RemotingCommand, create_request
 from rmq.store import decode_offset_msg_id, decode_records
+
 from tests.brokerproc import start_broker
 
 PROPS = (
@@ -31,17 +31,43 @@ def parse_props(text: str) -> dict[str, str]:
     return dict(seg.split("\x01", 1) for seg in text.split("\x02") if "\x01" in seg)
 
 
-async def send(client: RemotingClient, addr: str, topic: str, body: bytes, p: str, qid: int = 0) -> RemotingCommand:
-    f = {"a": "PG", "b": topic, "c": "TBW102", "d": "4", "e": str(qid), "f": "0", "g": str(int(time.time() * 1000))}
+async def send(
+    client: RemotingClient, addr: str, topic: str, body: bytes, p: str, qid: int = 0
+) -> RemotingCommand:
+    f = {
+        "a": "PG",
+        "b": topic,
+        "c": "TBW102",
+        "d": "4",
+        "e": str(qid),
+        "f": "0",
+        "g": str(int(time.time() * 1000)),
+    }
     f.update({"h": "0", "i": p, "j": "0", "k": "false", "m": "false"})
     r = await client.invoke(addr, create_request(RequestCode.SEND_MESSAGE_V2, f, body), 5000)
     assert r.code == 0, r.remark
     return r
 
 
-async def pull(client: RemotingClient, addr: str, topic: str, qid: int, offset: int, group: str = "CG") -> list:
-    f = {"consumerGroup": group, "topic": topic, "queueId": str(qid), "queueOffset": str(offset), "maxMsgNums": "32"}
-    f.update({"sysFlag": "4", "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0"})
+async def pull(
+    client: RemotingClient, addr: str, topic: str, qid: int, offset: int, group: str = "CG"
+) -> list:
+    f = {
+        "consumerGroup": group,
+        "topic": topic,
+        "queueId": str(qid),
+        "queueOffset": str(offset),
+        "maxMsgNums": "32",
+    }
+    f.update(
+        {
+            "sysFlag": "4",
+            "commitOffset": "0",
+            "suspendTimeoutMillis": "0",
+            "subscription": "*",
+            "subVersion": "0",
+        }
+    )
     r = await client.invoke(addr, create_request(RequestCode.PULL_MESSAGE, f), 5000)
     return decode_records(r.body) if r.code == ResponseCode.SUCCESS else []
 
@@ -117,7 +143,13 @@ async def test_send_back_retries_then_dead_letters(broker):
     seen = []
     topic, qoff = "Work", 0
     for attempt in range(3):
-        back = {"offset": str(offset), "group": "CG", "delayLevel": "0", "originMsgId": "U1", "maxReconsumeTimes": "2"}
+        back = {
+            "offset": str(offset),
+            "group": "CG",
+            "delayLevel": "0",
+            "originMsgId": "U1",
+            "maxReconsumeTimes": "2",
+        }
         r = await client.invoke(b.broker_addr, create_request(RequestCode.CONSUMER_SEND_MSG_BACK, back), 5000)
         assert r.code == 0, r.remark
         if attempt < 2:
@@ -170,10 +202,14 @@ async def test_transactions_commit_rollback_and_check(broker):
 
     client.register(RequestCode.CHECK_TRANSACTION_STATE, on_check)
     hb = {"clientID": "127.0.0.1@tx", "producerDataSet": [{"groupName": "TG"}]}
-    assert (await client.invoke(addr, create_request(RequestCode.HEART_BEAT, {}, orjson.dumps(hb)), 5000)).code == 0
+    assert (
+        await client.invoke(addr, create_request(RequestCode.HEART_BEAT, {}, orjson.dumps(hb)), 5000)
+    ).code == 0
 
     async def half(name: str) -> RemotingCommand:
-        return await send(client, addr, "Tx", name.encode(), props(TRAN_MSG="true", PGROUP="TG", UNIQ_KEY=name))
+        return await send(
+            client, addr, "Tx", name.encode(), props(TRAN_MSG="true", PGROUP="TG", UNIQ_KEY=name)
+        )
 
     async def end(r: RemotingCommand, uniq: str, kind: int) -> None:
         end = {
