@@ -208,3 +208,63 @@ def test_heartbeat_body_shape() -> None:
         s["topic"] == "T" and s["subString"] == "A" and s["tagsSet"] == ["A"] and s["expressionType"] == "TAG"
     )
     assert s["classFilterMode"] is False and isinstance(s["subVersion"], int)
+
+
+# --- compute_pull_from_where -------------------------------------------------------------------------------
+
+
+class FakeStore:
+    def __init__(self, stored: int) -> None:
+        self.stored = stored
+
+    async def read_offset(self, mq: MessageQueue, kind: ReadOffsetType) -> int:
+        assert kind is ReadOffsetType.READ_FROM_STORE
+        return self.stored
+
+
+@pytest.mark.parametrize(
+    ("where", "stored", "topic", "expected"),
+    [
+        (ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET, 7, "T", 7),  # a stored offset always wins
+        (ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, 7, "T", 7),
+        (ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET, -1, "T", 100),  # max offset
+        (ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET, -1, "%RETRY%g", 0),
+        (ConsumeFromWhere.CONSUME_FROM_MIN_OFFSET, -1, "T", 100),  # deprecated: like LAST in 4.9
+        (ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, -1, "T", 0),
+        (ConsumeFromWhere.CONSUME_FROM_TIMESTAMP, -1, "T", 42),  # search by timestamp
+        (ConsumeFromWhere.CONSUME_FROM_TIMESTAMP, -1, "%RETRY%g", 100),
+    ],
+)
+async def test_compute_pull_from_where(
+    where: ConsumeFromWhere, stored: int, topic: str, expected: int
+) -> None:
+    from datetime import datetime
+
+    from rmq.client.consumer.base import ConsumerBase
+
+    searched: list[int] = []
+
+    class Probe(ConsumerBase):
+        async def max_offset(self, mq: MessageQueue) -> int:
+            return 100
+
+        async def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+            searched.append(timestamp_ms)
+            return 42
+
+    consumer = Probe(
+        "g", namesrv_addr="127.0.0.1:1", consume_from_where=where, consume_timestamp="20240102030405"
+    )
+    consumer._offset_store = FakeStore(stored)  # type: ignore[assignment]
+    assert await consumer.compute_pull_from_where(MessageQueue(topic, "b", 0)) == expected
+    if searched:
+        assert searched == [int(datetime(2024, 1, 2, 3, 4, 5).timestamp() * 1000)]
+
+
+async def test_compute_pull_from_where_refuses_to_guess_when_the_broker_is_unreachable() -> None:
+    from rmq.client.consumer.base import ConsumerBase
+
+    consumer = ConsumerBase("g", namesrv_addr="127.0.0.1:1")
+    consumer._offset_store = FakeStore(-2)  # type: ignore[assignment]
+    with pytest.raises(MQClientError):
+        await consumer.compute_pull_from_where(MessageQueue("T", "b", 0))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import zlib
 from typing import Any
 
@@ -14,8 +15,15 @@ from rmq.client.errors import (
     TopicNotExistError,
     broker_error,
 )
-from rmq.client.message import Message, MessageQueue, parse_properties
-from rmq.client.producer import Producer, SelectMessageQueueByHash, SendResult, SendStatus
+from rmq.client.message import Message, MessageExt, MessageQueue, parse_properties
+from rmq.client.producer import (
+    LocalTransactionState,
+    Producer,
+    SelectMessageQueueByHash,
+    SendResult,
+    SendStatus,
+    TransactionProducer,
+)
 from rmq.client.producer.fault import LatencyFaultTolerance, MQFaultStrategy
 from rmq.client.producer.producer import validate_message
 from rmq.client.producer.selector import java_hash_code
@@ -64,6 +72,9 @@ class FakeAPI:
         self.failures: dict[str, list[BaseException]] = {}
         self.fail_next: BaseException | None = None
 
+    async def end_transaction(self, addr: str, **kw: Any) -> None:
+        self.calls.append({"addr": addr, "end_transaction": True, **kw})
+
     async def send_message(self, addr: str, broker_name: str, **kw: Any) -> SendResult | None:
         self.calls.append({"addr": addr, "broker_name": broker_name, **kw})
         if self.fail_next is not None:
@@ -77,7 +88,7 @@ class FakeAPI:
         return SendResult(
             SendStatus.SEND_OK,
             kw["uniq_id"],
-            "OFFSETID",
+            "0A00000100002A9F0000000000001234",
             MessageQueue(kw["topic"], broker_name, kw["queue_id"]),
             7,
         )
@@ -93,9 +104,19 @@ class FakeInstance:
     def find_broker_addr_in_publish(self, name: str) -> str | None:
         return self.broker_addr_table.get(name, {}).get(0)
 
+    async def master_addr(self, mq: MessageQueue) -> str:
+        addr = self.find_broker_addr_in_publish(mq.broker_name)
+        assert addr is not None
+        return addr
 
-def make_producer(topic_route: TopicRouteData, topic: str = "T", **kw: Any) -> tuple[Producer, FakeInstance]:
-    producer = Producer("pg", namesrv_addr="127.0.0.1:1", **kw)
+    def spawn(self, coro: Any) -> asyncio.Task[Any]:
+        return asyncio.get_running_loop().create_task(coro)
+
+
+def make_producer(
+    topic_route: TopicRouteData, topic: str = "T", cls: type[Producer] = Producer, **kw: Any
+) -> tuple[Producer, FakeInstance]:
+    producer = cls("pg", namesrv_addr="127.0.0.1:1", **kw)
     instance = FakeInstance(topic_route)
     producer._instance = instance  # type: ignore[assignment]
     producer._running = True
@@ -116,7 +137,7 @@ async def test_send_header_fields_uniq_key_and_result() -> None:
     assert call["body"] == b"hello" and call["batch"] is False
     assert call["default_topic"] == "TBW102" and call["default_topic_queue_nums"] == 4
     assert call["timeout_ms"] <= 3000 and call["addr"] == "10.0.0.0:10911"
-    assert result.send_status is SendStatus.SEND_OK and result.offset_msg_id == "OFFSETID"
+    assert result.send_status is SendStatus.SEND_OK and result.offset_msg_id.endswith("1234")
 
 
 async def test_compression_at_4_kib_with_zlib_sysflag() -> None:
@@ -300,3 +321,76 @@ def test_select_one_avoids_last_broker_without_fault_tolerance() -> None:
         assert info.select_one("b").broker_name == "a"
     only_a = TopicPublishInfo([MessageQueue("T", "a", 0)])
     assert only_a.select_one("a").broker_name == "a"  # nothing else: the same broker again
+
+
+# --- transactions -------------------------------------------------------------------------------------------
+
+
+class Listener:
+    def __init__(self, answer: LocalTransactionState | Exception) -> None:
+        self.answer = answer
+        self.executed: list[tuple[Message, Any]] = []
+        self.checked: list[MessageExt] = []
+
+    def execute_local_transaction(self, msg: Message, arg: Any) -> LocalTransactionState:
+        self.executed.append((msg, arg))
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+    async def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
+        self.checked.append(msg)
+        return LocalTransactionState.COMMIT_MESSAGE
+
+
+@pytest.mark.parametrize(
+    ("answer", "code"),
+    [
+        (LocalTransactionState.COMMIT_MESSAGE, 8),
+        (LocalTransactionState.ROLLBACK_MESSAGE, 12),
+        (LocalTransactionState.UNKNOW, 0),
+        (RuntimeError("db down"), 0),
+    ],
+)
+async def test_transaction_half_message_then_end_transaction(answer: Any, code: int) -> None:
+    listener = Listener(answer)
+
+    def make(group: str, **kw: Any) -> TransactionProducer:
+        return TransactionProducer(group, listener, **kw)
+
+    producer, instance = make_producer(route(("a", 4)), cls=make)  # type: ignore[arg-type]
+    msg = Message("T", b"x", delay_time_level=3)
+    result = await producer.send_message_in_transaction(msg, arg="ctx")  # type: ignore[attr-defined]
+    send, end = instance.api.calls
+    props = parse_properties(send["properties"])
+    assert props["TRAN_MSG"] == "true" and props["PGROUP"] == "pg" and "DELAY" not in props
+    assert send["sys_flag"] & 0xC == 0x4  # TRANSACTION_PREPARED_TYPE
+    assert listener.executed[0] == (msg, "ctx") and msg.transaction_id == msg.uniq_id
+    assert end["commit_or_rollback"] == code and end["from_transaction_check"] is False
+    assert end["commit_log_offset"] == 0x1234 and end["tran_state_table_offset"] == 7
+    assert end["msg_id"] == msg.uniq_id and end["producer_group"] == "pg"
+    assert (end["remark"] is not None) == isinstance(answer, Exception)
+    expected = answer if isinstance(answer, LocalTransactionState) else LocalTransactionState.UNKNOW
+    assert result.local_transaction_state is expected
+
+
+async def test_transaction_check_answers_with_end_transaction() -> None:
+    listener = Listener(LocalTransactionState.UNKNOW)
+
+    def make(group: str, **kw: Any) -> TransactionProducer:
+        return TransactionProducer(group, listener, **kw)
+
+    producer, instance = make_producer(route(("a", 4)), cls=make)  # type: ignore[arg-type]
+    msg = MessageExt("T", b"x", properties={"UNIQ_KEY": "ABC", "PGROUP": "pg", "TRAN_MSG": "true"})
+    header = {"tranStateTableOffset": "3", "commitLogOffset": "99", "transactionId": "ABC", "msgId": "ABC"}
+    producer.check_transaction_state("10.0.0.0:10911", msg, header)
+    for _ in range(100):
+        if instance.api.calls:
+            break
+        await asyncio.sleep(0.01)
+    (end,) = instance.api.calls
+    assert listener.checked == [msg] and msg.transaction_id == "ABC"
+    assert end["addr"] == "10.0.0.0:10911" and end["commit_or_rollback"] == 8
+    assert end["from_transaction_check"] is True
+    assert (end["tran_state_table_offset"], end["commit_log_offset"]) == (3, 99)
+    assert end["msg_id"] == "ABC" and end["transaction_id"] == "ABC"

@@ -34,12 +34,16 @@ from rmq.client.errors import (
 from rmq.client.heartbeat import ConsumeFromWhere, ExpressionType, MessageModel, MessageSelector
 from rmq.client.message import Message, MessageExt, MessageQueue
 from rmq.client.producer import (
+    LocalTransactionState,
     MessageQueueSelector,
     Producer,
     SelectMessageQueueByHash,
     SelectMessageQueueByRandom,
     SendResult,
     SendStatus,
+    TransactionListener,
+    TransactionProducer,
+    TransactionSendResult,
 )
 
 __all__ = [
@@ -56,6 +60,7 @@ __all__ = [
     "ConsumeOrderlyStatus",
     "ExpressionType",
     "LitePullConsumer",
+    "LocalTransactionState",
     "MQBrokerError",
     "MQClientError",
     "Message",
@@ -73,4 +78,7 @@ __all__ = [
     "SelectMessageQueueByRandom",
     "SendResult",
     "SendStatus",
+    "TransactionListener",
+    "TransactionProducer",
+    "TransactionSendResult",
 ]

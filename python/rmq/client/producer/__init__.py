@@ -7,10 +7,17 @@ from rmq.client.producer.selector import (
     SelectMessageQueueByHash,
     SelectMessageQueueByRandom,
 )
+from rmq.client.producer.transaction import (
+    LocalTransactionState,
+    TransactionListener,
+    TransactionProducer,
+    TransactionSendResult,
+)
 from rmq.client.results import SendResult, SendStatus
 
 __all__ = [
     "LatencyFaultTolerance",
+    "LocalTransactionState",
     "MQFaultStrategy",
     "MessageQueueSelector",
     "Producer",
@@ -18,5 +25,8 @@ __all__ = [
     "SelectMessageQueueByRandom",
     "SendResult",
     "SendStatus",
+    "TransactionListener",
+    "TransactionProducer",
+    "TransactionSendResult",
     "validate_message",
 ]
