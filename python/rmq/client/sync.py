@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import concurrent.futures
+import inspect
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
@@ -106,10 +107,14 @@ class _Facade:
     _impl: Any
 
     def _run(self, awaitable: Awaitable[_T], timeout_s: float | None = None) -> _T:
+        lt = _loop()
+        if threading.current_thread() is lt.thread and inspect.iscoroutine(awaitable):
+            awaitable.close()  # refused below; never leave it un-awaited
+
         async def wrap() -> _T:
             return await awaitable
 
-        return _loop().run(wrap(), timeout_s)
+        return lt.run(wrap(), timeout_s)
 
     def __getattr__(self, name: str) -> Any:
         # Configuration attributes (``send_msg_timeout_ms``, ``pull_batch_size``, ...) read through.
