@@ -53,6 +53,7 @@ class StubBroker:
         self.requests: list[RemotingCommand] = []
         self.consumer_ids: list[str] | None = None
         self.send_code = 0
+        self.pull_answers: list[dict[str, str]] = []  # one answer per pull, then pulls are held forever
         self.events: dict[int, asyncio.Event] = {}
         for code in (
             RequestCode.HEART_BEAT,
@@ -97,6 +98,9 @@ class StubBroker:
             body = fastjson.loads(request.body or b"{}")
             return create_response(request, body=fastjson.dumps({"lockOKMQSet": body["mqSet"]}))
         if code == RequestCode.PULL_MESSAGE:
+            if self.pull_answers:
+                answer = dict(self.pull_answers.pop(0))
+                return create_response(request, int(answer.pop("code")), answer.pop("remark", None), answer)
             return None  # long polling that never ends (the client cancels at shutdown)
         if code == RequestCode.SEND_MESSAGE_V2:
             if self.send_code:
@@ -349,3 +353,39 @@ async def test_instance_is_shared_per_client_id_and_loop(namesrv: NameServer) ->
     assert get_instance(cfg(namesrv, "same")) is not a
     await get_instance(cfg(namesrv, "same")).shutdown()
     await get_instance(cfg(namesrv, "other")).shutdown()
+
+
+async def test_offset_illegal_fixes_the_offset_and_drops_the_queue(
+    namesrv: NameServer, stubs: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rmq.client.consumer import push
+
+    monkeypatch.setattr(push, "OFFSET_ILLEGAL_FIX_DELAY_MS", 50)
+    stub: StubBroker = await stubs("broker-a", {"T": 1, "%RETRY%cg": 1})
+    moved = {
+        "code": "21",
+        "nextBeginOffset": "7",
+        "minOffset": "7",
+        "maxOffset": "9",
+        "suggestWhichBrokerId": "0",
+    }
+    stub.pull_answers = [moved, moved]  # whichever queue pulls first
+    consumer = PushConsumer("cg", client_config=cfg(namesrv))
+    consumer.subscribe("T")
+    consumer.register_message_listener(lambda msgs, ctx: ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
+    await consumer.start()
+    try:
+        await until(
+            lambda: any(
+                r.ext_fields.get("commitOffset") == "7" for r in stub.seen(RequestCode.UPDATE_CONSUMER_OFFSET)
+            )
+        )
+        fixed = [
+            r for r in stub.seen(RequestCode.UPDATE_CONSUMER_OFFSET) if r.ext_fields["commitOffset"] == "7"
+        ]
+        assert fixed[0].is_oneway
+        await until(lambda: len(consumer.allocated_queues()) < 2)  # removed until the next rebalance
+        consumer.instance.rebalance_immediately()
+        await until(lambda: len(consumer.allocated_queues()) == 2)  # and then created again
+    finally:
+        await consumer.shutdown()

@@ -21,9 +21,8 @@ import struct
 import time
 import zlib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from rmq._store import decode_records, encode_batch_body, offset_msg_id
 from rmq.common.codes import MessageConst, MessageSysFlag
@@ -199,9 +198,12 @@ def uniq_id_timestamp(uniq_id: str) -> int:
 # --- MessageQueue ----------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, order=True)
-class MessageQueue:
-    """One queue of a topic on one broker; ordered by (topic, broker_name, queue_id) like Java's."""
+class MessageQueue(NamedTuple):
+    """One queue of a topic on one broker; ordered by (topic, broker_name, queue_id) like Java's.
+
+    A named tuple: hashing and comparison run in C, which matters because every consumed message looks
+    its queue up in a few dicts.
+    """
 
     topic: str
     broker_name: str
