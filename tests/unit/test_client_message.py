@@ -14,16 +14,13 @@ from rmq.client.message import (
     Message,
     MessageExt,
     MessageQueue,
-    _UniqIdGenerator,
-    create_uniq_id,
     decode_messages,
     decompress_body,
     encode_batch,
     encode_properties,
     parse_properties,
-    uniq_id_ip,
-    uniq_id_timestamp,
 )
+from rmq.client.uniq_id import _UniqIdGenerator, create_uniq_id, uniq_id_ip, uniq_id_timestamp
 from rmq.common.codes import MessageConst
 
 MAGIC = 0xDAA320A7

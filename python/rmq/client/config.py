@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass, field, replace
 
 from rmq.client.errors import MQClientError
-from rmq.client.message import local_ip
+from rmq.client.uniq_id import local_ip
 from rmq.common.codes import LanguageCode
 
 __all__ = ["DEFAULT_INSTANCE_NAME", "ClientConfig"]

@@ -30,20 +30,16 @@ from rmq.client.api import MQClientAPI
 from rmq.client.config import ClientConfig
 from rmq.client.errors import MQClientError, NoRouteError, TopicNotExistError
 from rmq.client.heartbeat import ConsumerData, HeartbeatData
-from rmq.client.message import MessageExt, MessageQueue, decode_messages
+from rmq.client.message import MessageExt, MessageQueue
+from rmq.client.processors import ClientRemotingProcessor
 from rmq.client.route import TopicPublishInfo, publish_info, subscribe_queues
-from rmq.common import fastjson
 from rmq.common.codes import (
     CLIENT_INNER_PRODUCER_GROUP,
     MASTER_ID,
-    RMQ_VERSION_DESC,
-    MessageConst,
-    RequestCode,
-    ResponseCode,
 )
 from rmq.common.route import TopicRouteData
 from rmq.common.service import PeriodicTask
-from rmq.remoting import RemotingClient, RemotingCommand, RemotingError, RequestContext, create_response
+from rmq.remoting import RemotingClient, RemotingError
 
 __all__ = ["ClientInstance", "ConsumerMember", "ProducerMember", "get_instance"]
 
@@ -141,12 +137,7 @@ class ClientInstance:
         self._rebalance = PeriodicTask(
             "client-rebalance", config.rebalance_interval_ms / 1000, self.rebalance_all
         )
-        r = self.remoting
-        r.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_consumer_ids_changed)
-        r.register(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction_state)
-        r.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self._on_get_consumer_running_info)
-        r.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset_consumer_offset)
-        r.register(RequestCode.GET_CONSUMER_STATUS_FROM_CLIENT, self._on_get_consumer_status)
+        ClientRemotingProcessor(self).register(self.remoting)
 
     # --- membership and lifecycle -----------------------------------------------------------------------
 
@@ -433,71 +424,3 @@ class ClientInstance:
 
     def rebalance_immediately(self) -> None:
         self._rebalance.wakeup()
-
-    # --- broker -> client requests ----------------------------------------------------------------------
-
-    def _on_consumer_ids_changed(self, ctx: RequestContext, request: RemotingCommand) -> None:
-        log.info(
-            "NOTIFY_CONSUMER_IDS_CHANGED from %s for group %s",
-            ctx.remote_addr,
-            request.ext_fields.get("consumerGroup"),
-        )
-        self.rebalance_immediately()
-
-    def _on_check_transaction_state(self, ctx: RequestContext, request: RemotingCommand) -> None:
-        messages = decode_messages(request.body or b"")
-        if not messages:
-            log.warning("CHECK_TRANSACTION_STATE from %s without a message", ctx.remote_addr)
-            return
-        msg = messages[0]
-        group = msg.get_property(MessageConst.PRODUCER_GROUP)
-        producer = self.producers.get(group or "")
-        if producer is None:
-            log.debug("CHECK_TRANSACTION_STATE for unknown producer group %s", group)
-            return
-        producer.check_transaction_state(ctx.remote_addr, msg, request.ext_fields)
-
-    def _on_get_consumer_running_info(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        group = request.ext_fields.get("consumerGroup", "")
-        consumer = self.consumers.get(group)
-        if consumer is None:
-            return create_response(
-                request,
-                int(ResponseCode.SYSTEM_ERROR),
-                f"The Consumer Group <{group}> not exist in this consumer",
-            )
-        info = consumer.running_info()
-        props = info.setdefault("properties", {})
-        props.setdefault("PROP_NAMESERVER_ADDR", self.config.namesrv_addr)
-        props.setdefault("PROP_CLIENT_VERSION", RMQ_VERSION_DESC)
-        return create_response(request, body=fastjson.dumps_with_object_keys(info))
-
-    def _on_reset_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> None:
-        group = request.ext_fields.get("group", "")
-        topic = request.ext_fields.get("topic", "")
-        consumer = self.consumers.get(group)
-        if consumer is None or not request.body:
-            return
-        table = (fastjson.loads(request.body) or {}).get("offsetTable") or {}
-        offsets: dict[MessageQueue, int] = {}
-        if isinstance(table, list):  # ResetOffsetBodyForC
-            for item in table:
-                offsets[MessageQueue.from_dict(item)] = int(item["offset"])
-        else:
-            for key, value in table.items():
-                mapping = key.as_dict() if isinstance(key, fastjson.ObjectKey) else fastjson.loads(key)
-                offsets[MessageQueue.from_dict(mapping)] = int(value)
-        consumer.reset_offset(topic, offsets)
-
-    def _on_get_consumer_status(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        group = request.ext_fields.get("group", "")
-        topic = request.ext_fields.get("topic", "")
-        consumer = self.consumers.get(group)
-        table = consumer.consume_status(topic) if consumer is not None else {}
-        body = {
-            "messageQueueTable": {
-                fastjson.ObjectKey.from_mapping(mq.to_dict()): off for mq, off in table.items()
-            },
-            "consumerTable": {},
-        }
-        return create_response(request, body=fastjson.dumps_with_object_keys(body))

@@ -3,8 +3,7 @@
 * Properties travel as one string (REMOTING.md §4.3): ``name U+0001 value`` entries joined by U+0002;
   :func:`encode_properties` / :func:`parse_properties` follow ``MessageDecoder`` exactly (empty names and
   values are dropped on parse, ``None`` values are skipped on encode).
-* ``UNIQ_KEY`` (§5.2) comes from :func:`create_uniq_id`: ip + pid + a per-process random word, then the
-  milliseconds since the start of the month and a 16-bit counter, as 32 (IPv4) uppercase hex characters.
+* ``UNIQ_KEY`` (§5.2) comes from :func:`rmq.client.uniq_id.create_uniq_id`.
 * A pull body is decoded by one native call (:func:`rmq._store.decode_records`); :func:`decode_messages` only
   wraps each record tuple in a :class:`MessageExt`. Properties of a consumed message are parsed lazily, the
   first time they are read.
@@ -12,16 +11,9 @@
 
 from __future__ import annotations
 
-import ipaddress
 import logging
-import os
-import random
-import socket
-import struct
-import time
 import zlib
 from collections.abc import Iterable, Mapping
-from datetime import datetime
 from typing import Any, Final, NamedTuple
 
 from rmq._store import decode_records, encode_batch_body, offset_msg_id
@@ -31,15 +23,11 @@ __all__ = [
     "Message",
     "MessageExt",
     "MessageQueue",
-    "create_uniq_id",
     "decode_messages",
     "decompress_body",
     "encode_batch",
     "encode_properties",
-    "local_ip",
     "parse_properties",
-    "uniq_id_ip",
-    "uniq_id_timestamp",
 ]
 
 log = logging.getLogger(__name__)
@@ -97,102 +85,6 @@ def _find_property(text: str, name: str) -> str | None:
             value = text[begin:] if end < 0 else text[begin:end]
             return value or None
         start = idx + 1
-
-
-# --- ids -------------------------------------------------------------------------------------------------
-
-
-def local_ip() -> str:
-    """A non-loopback IPv4 address of this host if there is one (the client id and UNIQ_KEY use it)."""
-    try:
-        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-            s.connect(("8.8.8.8", 80))  # UDP: no packet is sent, only the route is looked up
-            ip = str(s.getsockname()[0])
-            if ip and not ip.startswith("0."):
-                return ip
-    except OSError:
-        pass
-    try:
-        ip = socket.gethostbyname(socket.gethostname())
-        if ip:
-            return ip
-    except OSError:
-        pass
-    return "127.0.0.1"
-
-
-class _UniqIdGenerator:
-    """``MessageClientIDSetter``: fixed hex prefix (ip, pid, random word) + time-in-month + counter."""
-
-    def __init__(self, ip: str | None = None, pid: int | None = None) -> None:
-        try:
-            ip_bytes = ipaddress.ip_address(ip or local_ip()).packed
-        except ValueError:
-            ip_bytes = struct.pack(">I", int(time.time() * 1000) & 0xFFFFFFFF)  # Java's createFakeIP
-        pid = os.getpid() if pid is None else pid
-        fixed = ip_bytes + struct.pack(">hi", _to_short(pid), random.getrandbits(31))
-        self.prefix = fixed.hex().upper()
-        self._counter = 0
-        self._start_ms = 0
-        self._next_start_ms = 0
-
-    def _set_start_time(self, now_ms: int) -> None:
-        now = datetime.fromtimestamp(now_ms / 1000.0)
-        start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-        nxt = (
-            start.replace(year=start.year + 1, month=1)
-            if start.month == 12
-            else start.replace(month=start.month + 1)
-        )
-        self._start_ms = int(start.timestamp() * 1000)
-        self._next_start_ms = int(nxt.timestamp() * 1000)
-
-    def __call__(self) -> str:
-        now = int(time.time() * 1000)
-        if now >= self._next_start_ms:
-            self._set_start_time(now)
-        diff = now - self._start_ms
-        if -1_000_000 < diff < 0:  # clock stepped back (NTP)
-            diff = 0
-        counter = self._counter
-        self._counter = (counter + 1) & 0xFFFF
-        return f"{self.prefix}{diff & 0xFFFFFFFF:08X}{counter:04X}"
-
-
-def _to_short(value: int) -> int:
-    value &= 0xFFFF
-    return value - 0x10000 if value & 0x8000 else value
-
-
-_uniq_id = _UniqIdGenerator()
-
-
-def create_uniq_id() -> str:
-    """A new ``UNIQ_KEY`` (32 uppercase hex characters on an IPv4 host)."""
-    return _uniq_id()
-
-
-def uniq_id_ip(uniq_id: str) -> str:
-    """The client IP encoded in a ``UNIQ_KEY`` (``MessageClientIDSetter.getIPStrFromID``)."""
-    ip_hex = uniq_id[: len(uniq_id) - 24]  # the fixed tail is pid 4 + word 8 + time 8 + counter 4 hex chars
-    return str(ipaddress.ip_address(bytes.fromhex(ip_hex)))
-
-
-def uniq_id_timestamp(uniq_id: str) -> int:
-    """When a ``UNIQ_KEY`` was created (ms), assuming this or last month (``getNearlyTimeFromID``)."""
-    diff = int(uniq_id[-12:-4], 16)
-    now = datetime.now()
-    start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-    start_ms = int(start.timestamp() * 1000)
-    now_ms = int(now.timestamp() * 1000)
-    if start_ms + diff > now_ms + 1000:  # created last month
-        prev = (
-            start.replace(year=start.year - 1, month=12)
-            if start.month == 1
-            else start.replace(month=start.month - 1)
-        )
-        start_ms = int(prev.timestamp() * 1000)
-    return start_ms + diff
 
 
 # --- MessageQueue ----------------------------------------------------------------------------------------

@@ -90,6 +90,7 @@ class ConsumerBase:
         self._offset_store: OffsetStore | None = None
         self._rebalance: RebalanceImpl | None = None
         self._running = False
+        self._stopping = False
         self._background: set[asyncio.Task[Any]] = set()
 
     # --- state --------------------------------------------------------------------------------------------

@@ -185,8 +185,11 @@ class LitePullConsumer(ConsumerBase):
             raise
 
     async def shutdown(self) -> None:
-        if not self._running:
+        if not self._running or self._stopping:
             return
+        self._stopping = True
+        async with self.rebalance.mutex:  # let a running rebalance finish; no new one starts
+            pass
         tasks = [s.task for s in self._assigned.values() if s.task is not None and not s.task.done()]
         for t in tasks:
             t.cancel()
@@ -197,6 +200,7 @@ class LitePullConsumer(ConsumerBase):
             self._commit_to_store()
         await self.persist_consumer_offset(oneway=False)
         self._running = False
+        self._stopping = False
         instance = self._instance
         assert instance is not None
         await instance.unregister_consumer(self.group)
@@ -308,7 +312,7 @@ class LitePullConsumer(ConsumerBase):
         return set(self._assigned)
 
     async def do_rebalance(self) -> None:
-        if self._running and self._mode == "subscribe":
+        if self._running and not self._stopping and self._mode == "subscribe":
             await self.rebalance.do_rebalance(False)
 
     def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
@@ -327,6 +331,8 @@ class LitePullConsumer(ConsumerBase):
         return True
 
     def dispatch_pull_requests(self, requests: list[tuple[MessageQueue, ProcessQueue, int]]) -> None:
+        if self._stopping:
+            return
         for mq, pq, offset in requests:
             self._drop(mq)
             self._assigned[mq] = _QueueState(pq, pull_offset=offset)
@@ -364,7 +370,9 @@ class LitePullConsumer(ConsumerBase):
         return sub if sub is not None else build_subscription(topic, "*")
 
     async def _pull_loop(self, mq: MessageQueue, state: _QueueState) -> None:
-        while self._running and not state.pq.dropped and self._assigned.get(mq) is state:
+        while (
+            self._running and not self._stopping and not state.pq.dropped and self._assigned.get(mq) is state
+        ):
             delay_ms = await self._pull_once(mq, state)
             if delay_ms > 0:
                 await asyncio.sleep(delay_ms / 1000)

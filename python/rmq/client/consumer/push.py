@@ -185,8 +185,11 @@ class PushConsumer(ConsumerBase):
         )
 
     async def shutdown(self) -> None:
-        if not self._running:
+        if not self._running or self._stopping:
             return
+        self._stopping = True
+        async with self.rebalance.mutex:  # let a running rebalance finish; no new one starts
+            pass
         for task in list(self._pull_tasks.values()):
             task.cancel()
         if self._pull_tasks:
@@ -197,6 +200,7 @@ class PushConsumer(ConsumerBase):
         await self._cancel_background()
         await self.persist_consumer_offset(oneway=False)
         self._running = False
+        self._stopping = False
         instance = self._instance
         assert instance is not None
         await instance.unregister_consumer(self.group)
@@ -223,7 +227,7 @@ class PushConsumer(ConsumerBase):
     # --- ConsumerMember -------------------------------------------------------------------------------
 
     async def do_rebalance(self) -> None:
-        if not self.paused and self._running:
+        if not self.paused and self._running and not self._stopping:
             await self.rebalance.do_rebalance(self._orderly)
 
     def running_info(self) -> dict[str, Any]:
@@ -287,6 +291,8 @@ class PushConsumer(ConsumerBase):
         await self.rebalance.unlock(mq, oneway=True)
 
     def dispatch_pull_requests(self, requests: list[tuple[MessageQueue, ProcessQueue, int]]) -> None:
+        if self._stopping:
+            return
         loop = asyncio.get_running_loop()
         for mq, pq, offset in requests:
             old = self._pull_tasks.get(mq)
@@ -313,7 +319,7 @@ class PushConsumer(ConsumerBase):
     async def _pull_loop(self, request: _PullRequest) -> None:
         pq = request.pq
         try:
-            while self._running and not pq.dropped:
+            while self._running and not self._stopping and not pq.dropped:
                 delay_ms = await self._pull_once(request)
                 if delay_ms > 0:
                     await asyncio.sleep(delay_ms / 1000)

@@ -68,12 +68,13 @@ class RebalanceImpl:
         self.process_queue_table: dict[MessageQueue, ProcessQueue] = {}
         self.topic_subscribe_info: dict[str, set[MessageQueue]] = {}
         self.subscription_inner: dict[str, SubscriptionData] = {}
-        self._lock = asyncio.Lock()
+        self.mutex = asyncio.Lock()
+        """Held by a rebalance; consumers take it at shutdown so none runs while they stop."""
 
     # --- rebalance --------------------------------------------------------------------------------------
 
     async def do_rebalance(self, is_order: bool) -> None:
-        async with self._lock:
+        async with self.mutex:
             for topic in list(self.subscription_inner):
                 try:
                     await self.rebalance_by_topic(topic, is_order)

@@ -43,7 +43,6 @@ from rmq.client.message import (
     Message,
     MessageExt,
     MessageQueue,
-    create_uniq_id,
     encode_batch,
     encode_properties,
 )
@@ -51,6 +50,7 @@ from rmq.client.producer.fault import MQFaultStrategy
 from rmq.client.producer.selector import MessageQueueSelector
 from rmq.client.results import SendResult, SendStatus
 from rmq.client.route import TopicPublishInfo
+from rmq.client.uniq_id import create_uniq_id
 from rmq.common.codes import AUTO_CREATE_TOPIC_KEY_TOPIC, MessageConst, MessageSysFlag, ResponseCode
 from rmq.common.topic import check_group, check_topic, is_not_allowed_send_topic, is_retry_topic
 from rmq.remoting import RemotingConnectError, RemotingError, RemotingTimeoutError
