@@ -350,11 +350,14 @@ class MessageExt(Message):
 
     @property
     def offset_msg_id(self) -> str:
+        """Store host + commitlog offset as hex (§5.1); ``""`` for a message that was never stored."""
+        if not self.store_host:
+            return ""
         return offset_msg_id(self.store_host, self.commit_log_offset)
 
     @property
     def msg_id(self) -> str:
-        return self.get_property(_UNIQ_KEY) or offset_msg_id(self.store_host, self.commit_log_offset)
+        return self.get_property(_UNIQ_KEY) or self.offset_msg_id
 
     @property
     def transaction_id(self) -> str | None:

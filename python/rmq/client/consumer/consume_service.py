@@ -78,6 +78,7 @@ class ConsumeService:
         self.stopped = True
         while not self._queue.empty():
             self._queue.get_nowait()
+            self._queue.task_done()
         for _ in self._workers:
             self._queue.put_nowait(None)
         if self._workers:
@@ -101,16 +102,23 @@ class ConsumeService:
         self.consumer.spawn(later())
 
     async def _worker(self) -> None:
+        queue = self._queue
         while True:
-            item = await self._queue.get()
-            if item is None or self.stopped:
-                return
+            item = await queue.get()
             try:
+                if item is None or self.stopped:
+                    return
                 await self.run(item)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("consume request of %s failed", self.consumer.group)
+            finally:
+                queue.task_done()
+
+    async def join(self) -> None:
+        """Wait until every submitted consume request has been handled (tests, draining)."""
+        await self._queue.join()
 
     async def run(self, item: Any) -> None:
         raise NotImplementedError
