@@ -541,3 +541,23 @@ async def test_lite_pull_subscribe_with_auto_commit(broker: BrokerProcess, produ
         assert committed == expected
     finally:
         await consumer.shutdown()
+
+
+async def test_delay_level_holds_the_message_back(broker: BrokerProcess, producer: Producer) -> None:
+    topic = unique("T")
+    collector = Collector()
+    await producer.send(Message(topic, b"create"))
+    consumer = await push_consumer(broker, unique("cg"), topic, collector)
+    try:
+        await collector.wait_for(1)
+        sent = time.time()
+        result = await producer.send(Message(topic, b"delayed", delay_time_level=1))  # level 1 = 1 s
+        assert result.ok
+        got = await collector.wait_for(2, timeout=30)
+        elapsed = time.time() - sent
+    finally:
+        await consumer.shutdown()
+    delayed = got[1]
+    assert delayed.body == b"delayed" and delayed.topic == topic
+    assert elapsed >= 0.9
+    assert delayed.get_property(MessageConst.REAL_TOPIC) == topic  # the broker parked it (§7.5)
