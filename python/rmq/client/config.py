@@ -57,3 +57,15 @@ class ClientConfig:
 
     def copy(self, **changes: object) -> ClientConfig:
         return replace(self, **changes)  # type: ignore[arg-type]
+
+    @classmethod
+    def resolve(
+        cls, config: ClientConfig | None, namesrv_addr: str | None, instance_name: str | None
+    ) -> ClientConfig:
+        """A private copy of ``config`` (or the defaults) with the two common options applied."""
+        resolved = config.copy() if config is not None else cls()
+        if namesrv_addr is not None:
+            resolved.namesrv_addr = namesrv_addr
+        if instance_name is not None:
+            resolved.instance_name = instance_name
+        return resolved

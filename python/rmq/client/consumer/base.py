@@ -69,13 +69,8 @@ class ConsumerBase:
         offset_store_dir: str | Path | None = None,
         unit_mode: bool = False,
     ) -> None:
-        config = client_config.copy() if client_config is not None else ClientConfig()
-        if namesrv_addr is not None:
-            config.namesrv_addr = namesrv_addr
-        if instance_name is not None:
-            config.instance_name = instance_name
         self.group = group
-        self.client_config = config
+        self.client_config = ClientConfig.resolve(client_config, namesrv_addr, instance_name)
         self.message_model = message_model
         self.consume_from_where = consume_from_where
         self.consume_timestamp = consume_timestamp or _half_an_hour_ago()

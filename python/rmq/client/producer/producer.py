@@ -26,6 +26,7 @@ import logging
 import time
 import zlib
 from collections.abc import Callable, Iterable, Sequence
+from enum import Enum
 from typing import Any, Final
 
 from rmq.client.config import ClientConfig
@@ -75,6 +76,14 @@ _UNIQ_KEY: Final = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 _COMPRESSED_ZLIB: Final = MessageSysFlag.COMPRESSED_FLAG | MessageSysFlag.COMPRESSION_ZLIB
 
 SendCallback = Callable[[SendResult], object]
+
+
+class CommunicationMode(Enum):
+    SYNC = "sync"
+    ASYNC = "async"
+    ONEWAY = "oneway"
+
+
 ExceptionCallback = Callable[[BaseException], object]
 
 
@@ -129,13 +138,8 @@ class Producer:
         create_topic_key: str = AUTO_CREATE_TOPIC_KEY_TOPIC,
         retry_response_codes: Iterable[int] = DEFAULT_RETRY_RESPONSE_CODES,
     ) -> None:
-        config = client_config.copy() if client_config is not None else ClientConfig()
-        if namesrv_addr is not None:
-            config.namesrv_addr = namesrv_addr
-        if instance_name is not None:
-            config.instance_name = instance_name
         self.group = group
-        self.client_config = config
+        self.client_config = ClientConfig.resolve(client_config, namesrv_addr, instance_name)
         self.send_msg_timeout_ms = send_msg_timeout_ms
         self.compress_msg_body_over_howmuch = compress_msg_body_over_howmuch
         self.compress_level = compress_level
@@ -251,7 +255,7 @@ class Producer:
         ``msg`` may be a list of messages of one topic: they go as one batch. With ``mq`` the message goes to
         that queue, with ``selector`` to ``selector(queues, msg, arg)``; neither is retried.
         """
-        result = await self._send(msg, mq, selector, arg, timeout_ms, "sync")
+        result = await self._send(msg, mq, selector, arg, timeout_ms, CommunicationMode.SYNC)
         assert result is not None
         return result
 
@@ -271,7 +275,7 @@ class Producer:
         Many sends may be outstanding; they share one connection per broker.
         """
         task: asyncio.Task[Any] = asyncio.get_running_loop().create_task(
-            self._send(msg, mq, selector, arg, timeout_ms, "async")
+            self._send(msg, mq, selector, arg, timeout_ms, CommunicationMode.ASYNC)
         )
         if callback is not None or on_exception is not None:
 
@@ -302,7 +306,7 @@ class Producer:
         arg: Any = None,
     ) -> None:
         """Send without waiting for (or getting) an answer."""
-        await self._send(msg, mq, selector, arg, None, "oneway")
+        await self._send(msg, mq, selector, arg, None, CommunicationMode.ONEWAY)
 
     async def _send(
         self,
@@ -311,7 +315,7 @@ class Producer:
         selector: MessageQueueSelector | None,
         arg: Any,
         timeout_ms: int | None,
-        mode: str,
+        mode: CommunicationMode,
     ) -> SendResult | None:
         begin = _now_ms()
         self.instance  # noqa: B018 -- raises ClientStateError unless running
@@ -358,13 +362,15 @@ class Producer:
                 m.properties[_UNIQ_KEY] = create_uniq_id()
         return _Batch(messages, encode_batch(messages), first.wait_store_msg_ok)
 
-    async def _send_default(self, msg: Message, mode: str, timeout: int, begin: int) -> SendResult | None:
+    async def _send_default(
+        self, msg: Message, mode: CommunicationMode, timeout: int, begin: int
+    ) -> SendResult | None:
         info = await self.find_publish_info(msg.topic)
         if not info.ok():
             raise NoRouteError(f"No route info of this topic: {msg.topic}")
-        if mode == "sync":
+        if mode is CommunicationMode.SYNC:
             times_total = 1 + self.retry_times_when_send_failed
-        elif mode == "async":
+        elif mode is CommunicationMode.ASYNC:
             times_total = 1 + self.retry_times_when_send_async_failed
         else:
             times_total = 1
@@ -386,7 +392,7 @@ class Producer:
                 strategy.update_fault_item(mq.broker_name, _now_ms() - start, True)
                 exception = exc
                 if isinstance(exc, MQBrokerError):
-                    if mode == "async" or exc.code not in self.retry_response_codes:
+                    if mode is CommunicationMode.ASYNC or exc.code not in self.retry_response_codes:
                         raise
                 continue
             strategy.update_fault_item(mq.broker_name, _now_ms() - start, False)
@@ -415,7 +421,7 @@ class Producer:
         raise MQClientError(info_text, code) from exception
 
     async def _send_kernel(
-        self, msg: Message, mq: MessageQueue, mode: str, timeout: int
+        self, msg: Message, mq: MessageQueue, mode: CommunicationMode, timeout: int
     ) -> SendResult | None:
         instance = self.instance
         addr = instance.find_broker_addr_in_publish(mq.broker_name)
@@ -466,5 +472,5 @@ class Producer:
             default_topic=self.create_topic_key,
             default_topic_queue_nums=self.default_topic_queue_nums,
             timeout_ms=max(timeout, 1),
-            oneway=mode == "oneway",
+            oneway=mode is CommunicationMode.ONEWAY,
         )
