@@ -170,3 +170,35 @@ def test_sql92_subscription(broker: BrokerProcess) -> None:
     finally:
         consumer.shutdown()
     assert sorted(int(m.body) for m in received) == [6, 7, 8, 9]
+
+
+def test_sync_transaction_producer(broker: BrokerProcess) -> None:
+    from rmq.client import LocalTransactionState
+    from rmq.client.sync import TransactionProducer
+
+    class Listener:
+        def execute_local_transaction(self, msg: Message, arg: Any) -> LocalTransactionState:
+            return LocalTransactionState.COMMIT_MESSAGE if arg else LocalTransactionState.ROLLBACK_MESSAGE
+
+        def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
+            return LocalTransactionState.ROLLBACK_MESSAGE
+
+    topic = name("T")
+    with TransactionProducer(name("txg"), Listener(), namesrv_addr=broker.namesrv_addr) as producer:
+        kept = producer.send_message_in_transaction(Message(topic, b"kept"), True)
+        dropped = producer.send_message_in_transaction(Message(topic, b"dropped"), False)
+    assert kept.local_transaction_state is LocalTransactionState.COMMIT_MESSAGE
+    assert dropped.local_transaction_state is LocalTransactionState.ROLLBACK_MESSAGE
+    consumer = LitePullConsumer(
+        name("lg"),
+        namesrv_addr=broker.namesrv_addr,
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    )
+    consumer.subscribe(topic)
+    with consumer:
+        got: list[bytes] = []
+        deadline = time.monotonic() + 10
+        while not got and time.monotonic() < deadline:
+            got += [m.body for m in consumer.poll(500)]
+        got += [m.body for m in consumer.poll(500)]
+    assert got == [b"kept"]

@@ -43,7 +43,7 @@ class FakeConsumer:
     def reset_retry_topic(self, msgs: list[MessageExt]) -> None:
         pass
 
-    def max_reconsume_times(self, orderly: bool) -> int:
+    def reconsume_limit(self, orderly: bool) -> int:
         return 2 if orderly else 16
 
     async def send_message_back(self, msg: MessageExt, delay_level: int, broker_name: str | None) -> None:

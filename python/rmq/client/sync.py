@@ -48,10 +48,12 @@ from rmq.client.message import Message, MessageExt, MessageQueue
 from rmq.client.producer.producer import ExceptionCallback, SendCallback
 from rmq.client.producer.producer import Producer as AsyncProducer
 from rmq.client.producer.selector import MessageQueueSelector
+from rmq.client.producer.transaction import TransactionListener, TransactionSendResult
+from rmq.client.producer.transaction import TransactionProducer as AsyncTransactionProducer
 from rmq.client.results import SendResult
 from rmq.remoting.loop import best_loop_factory
 
-__all__ = ["LitePullConsumer", "Producer", "PushConsumer", "shutdown_all"]
+__all__ = ["LitePullConsumer", "Producer", "PushConsumer", "TransactionProducer", "shutdown_all"]
 
 _T = TypeVar("_T")
 
@@ -191,6 +193,17 @@ class Producer(_Facade):
 
     def fetch_publish_message_queues(self, topic: str) -> list[MessageQueue]:
         return self._run(self._impl.fetch_publish_message_queues(topic))
+
+
+class TransactionProducer(Producer):
+    """Blocking :class:`rmq.client.TransactionProducer`; the listener's plain methods run in threads."""
+
+    def __init__(self, group: str, listener: TransactionListener, **kwargs: Any) -> None:
+        self._impl = _loop().run(_build(lambda: AsyncTransactionProducer(group, listener, **kwargs)))
+
+    def send_message_in_transaction(self, msg: Message, arg: Any = None) -> TransactionSendResult:
+        impl: AsyncTransactionProducer = self._impl  # type: ignore[assignment]
+        return self._run(impl.send_message_in_transaction(msg, arg))
 
 
 class PushConsumer(_Facade):

@@ -155,7 +155,7 @@ class ConsumeOrderlyService(ConsumeService):
     async def _check_reconsume_times(self, msgs: list[MessageExt]) -> bool:
         """``True``: retry locally later; ``False``: every message went to the retry topic (move on)."""
         suspend = False
-        max_times = self.consumer.max_reconsume_times(orderly=True)
+        max_times = self.consumer.reconsume_limit(orderly=True)
         for msg in msgs:
             if msg.reconsume_times >= max_times:
                 msg.put_property(MessageConst.RECONSUME_TIME, str(msg.reconsume_times))

@@ -98,7 +98,8 @@ class PushConsumer(ConsumerBase):
         self.pull_threshold_for_topic = pull_threshold_for_topic
         self.pull_threshold_size_for_topic = pull_threshold_size_for_topic
         self.consume_concurrently_max_span = consume_concurrently_max_span
-        self._max_reconsume_times = max_reconsume_times
+        self.max_reconsume_times = max_reconsume_times
+        """-1: 16 for concurrent listeners, unlimited (Integer.MAX_VALUE) for orderly ones."""
         self.suspend_current_queue_time_ms = suspend_current_queue_time_ms
         self.post_subscription_when_pull = post_subscription_when_pull
         self.await_termination_ms = await_termination_ms
@@ -140,10 +141,11 @@ class PushConsumer(ConsumerBase):
     def consume_orderly(self) -> bool:
         return self._orderly
 
-    def max_reconsume_times(self, orderly: bool = False) -> int:
-        if self._max_reconsume_times == -1:
+    def reconsume_limit(self, orderly: bool = False) -> int:
+        """How often a message is delivered again before it goes to the DLQ (``getMaxReconsumeTimes``)."""
+        if self.max_reconsume_times == -1:
             return 2**31 - 1 if orderly else 16
-        return self._max_reconsume_times
+        return self.max_reconsume_times
 
     def _check_config(self) -> None:
         if self._listener is None:
@@ -440,7 +442,7 @@ class PushConsumer(ConsumerBase):
             if addr is None:
                 raise NoRouteError(f"The broker[{broker_name}] not exist", 10003)
             await instance.api.consumer_send_msg_back(
-                addr, msg, self.group, delay_level, self.max_reconsume_times(), 5000
+                addr, msg, self.group, delay_level, self.reconsume_limit(), 5000
             )
         except (RemotingError, MQClientError) as exc:
             log.warning(
@@ -457,7 +459,7 @@ class PushConsumer(ConsumerBase):
         props.setdefault(MessageConst.ORIGIN_MESSAGE_ID, msg.msg_id)
         props[MessageConst.RETRY_TOPIC] = msg.topic
         props[MessageConst.RECONSUME_TIME] = str(reconsume_times)
-        props[MessageConst.MAX_RECONSUME_TIMES] = str(self.max_reconsume_times(self._orderly))
+        props[MessageConst.MAX_RECONSUME_TIMES] = str(self.reconsume_limit(self._orderly))
         props.pop(MessageConst.TRANSACTION_PREPARED, None)
         props[MessageConst.DELAY_TIME_LEVEL] = str(3 + msg.reconsume_times)
         new = Message(retry_topic(self.group), msg.body, flag=msg.flag, properties=props)

@@ -274,6 +274,7 @@ class Producer:
 
         Many sends may be outstanding; they share one connection per broker.
         """
+        self.instance  # noqa: B018 -- a stopped producer raises here, not in the future
         task: asyncio.Task[Any] = asyncio.get_running_loop().create_task(
             self._send(msg, mq, selector, arg, timeout_ms, CommunicationMode.ASYNC)
         )
