@@ -20,6 +20,11 @@ use crate::config::FlushDiskType;
 use crate::error::{Result, StoreError};
 use crate::service::{Notifier, Service, Signal};
 
+/// How long the group-commit thread waits for more requests before flushing, per step...
+const GATHER_STEP: Duration = Duration::from_micros(40);
+/// ...and at most in all.
+const GATHER_MAX: Duration = Duration::from_micros(800);
+
 /// The durable-offset watermark: everything below `flushed()` is on disk.
 pub struct FlushWatermark {
     flushed: AtomicI64,
@@ -130,8 +135,20 @@ impl FlushService {
                 let mut failures = 0u32;
                 loop {
                     let seen = ctx.signal().generation();
-                    let want = w.requested.load(Ordering::Acquire);
+                    let mut want = w.requested.load(Ordering::Acquire);
                     if want > w.flushed() {
+                        // Gather: while more writers keep asking, give them a moment so one
+                        // flush covers them all (up to GATHER_MAX); a lone writer waits one step.
+                        let started = std::time::Instant::now();
+                        while started.elapsed() < GATHER_MAX && !ctx.stopped() {
+                            let g = ctx.signal().generation();
+                            ctx.wait(g, GATHER_STEP);
+                            let now = w.requested.load(Ordering::Acquire);
+                            if now == want {
+                                break;
+                            }
+                            want = now;
+                        }
                         let ts = log.last_store_timestamp();
                         match log.flush(0) {
                             Ok(off) => {
