@@ -25,6 +25,7 @@ from rmq.client.consumer.offset_store import (
     ReadOffsetType,
     RemoteBrokerOffsetStore,
 )
+from rmq.client.consumer.process_queue import ProcessQueue
 from rmq.client.consumer.rebalance import RebalanceImpl
 from rmq.client.errors import ClientStateError, MQClientError
 from rmq.client.heartbeat import (
@@ -159,10 +160,10 @@ class ConsumerBase:
             store = RemoteBrokerOffsetStore(instance, self.group)
         store.load()
         self._offset_store = store
-        rebalance = RebalanceImpl(instance, self.group, self.message_model, self.allocate_strategy, self)  # type: ignore[arg-type]
+        rebalance = RebalanceImpl(instance, self.group, self.message_model, self.allocate_strategy, self)
         rebalance.subscription_inner = self.subscriptions
         self._rebalance = rebalance
-        instance.register_consumer(self)  # type: ignore[arg-type]
+        instance.register_consumer(self)
         self._instance = instance
         return instance
 
@@ -243,6 +244,25 @@ class ConsumerBase:
             "statusTable": {},
             "jstack": "",
         }
+
+    # --- what each consumer kind decides (ConsumerMember / RebalanceHooks) --------------------------------
+
+    async def do_rebalance(self) -> None:
+        raise NotImplementedError
+
+    def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        raise NotImplementedError
+
+    async def remove_unnecessary_message_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
+        raise NotImplementedError
+
+    def dispatch_pull_requests(self, requests: list[tuple[MessageQueue, ProcessQueue, int]]) -> None:
+        raise NotImplementedError
+
+    async def message_queue_changed(
+        self, topic: str, mq_all: set[MessageQueue], mq_divided: set[MessageQueue]
+    ) -> None:
+        raise NotImplementedError
 
     # --- RebalanceHooks (shared part) ---------------------------------------------------------------------
 

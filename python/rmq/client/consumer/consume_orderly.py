@@ -15,9 +15,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
-from rmq.client.consumer.consume_service import ConsumeService
+from rmq.client.consumer.consume_service import ConsumerInternals, ConsumeService
 from rmq.client.consumer.listener import ConsumeOrderlyContext, is_success
 from rmq.client.consumer.process_queue import ProcessQueue
 from rmq.client.errors import MQClientError
@@ -42,8 +44,8 @@ class _Request:
 
 
 class ConsumeOrderlyService(ConsumeService):
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, consumer: ConsumerInternals, listener: Callable[..., Any], thread_max: int) -> None:
+        super().__init__(consumer, listener, thread_max)
         self._mq_locks: dict[MessageQueue, asyncio.Lock] = {}
         self._lock_task: PeriodicTask | None = None
 

@@ -167,13 +167,18 @@ class Producer:
 
     @property
     def instance(self) -> ClientInstance:
-        if self._instance is None or not self._running:
-            raise ClientStateError(f"The producer {self.group} is not running; call start() first")
+        self.make_sure_state_ok()
+        assert self._instance is not None
         return self._instance
 
     @property
     def client_id(self) -> str:
         return self.instance.client_id
+
+    def make_sure_state_ok(self) -> None:
+        """Raise :class:`ClientStateError` unless the producer is running."""
+        if self._instance is None or not self._running:
+            raise ClientStateError(f"The producer {self.group} is not running; call start() first")
 
     async def start(self) -> None:
         if self._running:
@@ -274,7 +279,7 @@ class Producer:
 
         Many sends may be outstanding; they share one connection per broker.
         """
-        self.instance  # noqa: B018 -- a stopped producer raises here, not in the future
+        self.make_sure_state_ok()  # a stopped producer raises here, not in the returned future
         task: asyncio.Task[Any] = asyncio.get_running_loop().create_task(
             self._send(msg, mq, selector, arg, timeout_ms, CommunicationMode.ASYNC)
         )
@@ -319,7 +324,7 @@ class Producer:
         mode: CommunicationMode,
     ) -> SendResult | None:
         begin = _now_ms()
-        self.instance  # noqa: B018 -- raises ClientStateError unless running
+        self.make_sure_state_ok()
         timeout = self.send_msg_timeout_ms if timeout_ms is None else timeout_ms
         message = self.batch(msg) if not isinstance(msg, Message) else msg
         validate_message(message, self.max_message_size)
