@@ -43,7 +43,11 @@ def name(prefix: str) -> str:
 def test_sync_producer_and_push_consumer(broker: BrokerProcess) -> None:
     topic = name("T")
     with Producer(name("pg"), namesrv_addr=broker.namesrv_addr) as producer:
-        assert producer.send_msg_timeout_ms == 3000  # configuration reads through
+        assert producer.send_msg_timeout_ms == 3000  # configuration reads and writes go through
+        producer.send_msg_timeout_ms = 5000
+        assert producer.impl.send_msg_timeout_ms == 5000
+        with pytest.raises(AttributeError, match="coroutine"):
+            producer.find_publish_info  # noqa: B018
         first = producer.send(Message(topic, b"sync"))
         assert first.ok
         called: list[SendResult] = []

@@ -122,7 +122,16 @@ class _Facade:
         # Configuration attributes (``send_msg_timeout_ms``, ``pull_batch_size``, ...) read through.
         if name.startswith("_"):
             raise AttributeError(name)
-        return getattr(self._impl, name)
+        value = getattr(self._impl, name)
+        if inspect.iscoroutinefunction(value):
+            raise AttributeError(f"{name} is a coroutine of the asyncio object; the facade does not wrap it")
+        return value
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name.startswith("_"):
+            object.__setattr__(self, name, value)
+        else:
+            setattr(self._impl, name, value)  # configuration writes go to the wrapped object
 
     def start(self) -> None:
         self._run(self._impl.start())
