@@ -4,6 +4,8 @@
 //! values, release the GIL for the store work, convert the result back, and map a
 //! `StoreError` to its exception class in [`to_py_err`].
 
+mod filter;
+
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -501,6 +503,7 @@ fn encode_batch_body<'py>(
 fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<MessageStore>()?;
+    filter::register(m)?;
     m.add_function(wrap_pyfunction!(decode_records, m)?)?;
     m.add_function(wrap_pyfunction!(java_string_hash, m)?)?;
     m.add_function(wrap_pyfunction!(offset_msg_id, m)?)?;
