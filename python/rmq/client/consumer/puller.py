@@ -27,12 +27,9 @@ class Puller:
         self.instance = instance
         self.group = group
         self.pull_from_which_node: dict[MessageQueue, int] = {}
-        self.connect_broker_by_user = False
-        self.default_broker_id = MASTER_ID
 
     def recalculate_pull_from_which_node(self, mq: MessageQueue) -> int:
-        if self.connect_broker_by_user:
-            return self.default_broker_id
+        """The broker id the last pull response suggested for ``mq`` (the master at first)."""
         return self.pull_from_which_node.get(mq, MASTER_ID)
 
     async def pull(
