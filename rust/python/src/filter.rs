@@ -80,10 +80,10 @@ impl<'py> Properties<'py> {
                 let mut values = Vec::with_capacity(filter.property_names().len());
                 for name in filter.property_names() {
                     let v: Option<String> = d.get_item(name)?.map(|v| v.extract()).transpose()?;
-                    values.push(v);
+                    values.push((name.as_str(), v));
                 }
-                let mut it = values.iter();
-                Ok(filter.matches(|_| it.next().and_then(|v| v.as_deref())))
+                let lookup = |k: &str| values.iter().find(|(n, _)| *n == k)?.1.as_deref();
+                Ok(filter.matches(lookup))
             }
         }
     }
