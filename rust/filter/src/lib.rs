@@ -13,9 +13,18 @@
 //! assert!(Sql92Filter::compile("a >").is_err());
 //! ```
 //!
-//! Semantics are RocketMQ 4.9.8's (`filter/expression/*`), checked against it case by case in
-//! `tests/grammar.rs`. The grammar is in [`parser`](crate::parser) (private; see its docs in
-//! the source); 4.9.x has no `CONTAINS`/`STARTSWITH`/`ENDSWITH` (those came with 5.x).
+//! Semantics are RocketMQ 4.9.8's (`filter/expression/*`): `tests/oracle.rs` replays answers
+//! recorded from RocketMQ's own Java filter, and `oracle/` holds the differential harness that
+//! recorded them. The grammar and its precedence are documented in `src/parser.rs`; 4.9.x has
+//! no `CONTAINS`/`STARTSWITH`/`ENDSWITH` (those came with 5.x) and neither has this crate.
+//!
+//! | module | concept |
+//! | --- | --- |
+//! | `lexer`, `parser`, `ast` | tokens, grammar and compile-time checks, the expression tree |
+//! | `value`, `eval` | Java's conversions and comparisons, three-valued evaluation |
+//! | `properties` | reading `k\x01v\x02` property strings without a map |
+//! | `murmur3`, `bloom` | RocketMQ's bloom filter: group positions, bitmaps |
+//! | `filter_set` | the filters of one topic: a message's bitmap in one call |
 //!
 //! Deliberate differences, each where RocketMQ's behaviour is an accident:
 //! - tokens after a complete expression are an error (RocketMQ ignores them: `a > 1 b`);
