@@ -331,10 +331,8 @@ async def test_heartbeat_consumer_list_notify_and_locks(broker):
             }
         ],
     }
-    assert (
-        broker.call(RequestCode.HEART_BEAT, {}, orjson.dumps(bad)).code
-        == ResponseCode.SUBSCRIPTION_PARSE_FAILED
-    )
+    r = broker.call(RequestCode.HEART_BEAT, {}, orjson.dumps(bad))
+    assert r.code == ResponseCode.SYSTEM_ERROR and "SQL92" in r.remark  # enablePropertyFilter is off
 
 
 async def test_query_and_view(broker):
@@ -420,3 +418,49 @@ def test_config_parsing():
     cfg.set("namesrvAddr", "a:1;b")
     with pytest.raises(ConfigError, match="namesrvAddr"):
         cfg.validate()
+
+
+async def test_sql92_subscription_filters_exactly(tmp_path):
+    b = Broker(str(tmp_path), enablePropertyFilter="true")
+    try:
+        expected = []
+        for i in range(40):
+            a, bval = i % 10, "xy"[i % 2]
+            r = b.call(RequestCode.SEND_MESSAGE_V2, v2("S", 0, f"a\x01{a}\x02b\x01{bval}"), b"m%d" % i)
+            assert r.code == 0
+            if a > 5 and bval == "x":
+                expected.append(b"m%d" % i)
+        sub = {"topic": "S", "subString": "a > 5 AND b = 'x'", "expressionType": "SQL92", "subVersion": 1}
+        hb = {"clientID": "c1", "consumerDataSet": [{"groupName": "SG", "subscriptionDataSet": [sub]}]}
+        assert b.call(RequestCode.HEART_BEAT, {}, orjson.dumps(hb)).code == 0
+        # Messages after registration get bloom bits at dispatch; older ones are evaluated.
+        for i in range(40, 80):
+            a, bval = i % 10, "xy"[i % 2]
+            b.call(RequestCode.SEND_MESSAGE_V2, v2("S", 0, f"a\x01{a}\x02b\x01{bval}"), b"m%d" % i)
+            if a > 5 and bval == "x":
+                expected.append(b"m%d" % i)
+        b.store.wait_dispatched(b.store.commitlog_max_offset(), 5000)
+        got, offset = [], 0
+        while True:
+            f = pull_fields("S", 0, offset, sys_flag=0)
+            f["consumerGroup"] = "SG"
+            r = b.call(RequestCode.PULL_MESSAGE, f)
+            if r.code != ResponseCode.SUCCESS:
+                break
+            got += [x[12] for x in decode_records(r.body)]
+            offset = int(r.ext_fields["nextBeginOffset"])
+        assert got == expected and len(expected) == 16
+        # The same through the expression posted with the pull.
+        f = pull_fields("S", 0, 0, "a > 5 AND b = 'x'", sys_flag=4)
+        f.update(consumerGroup="SG", expressionType="SQL92", maxMsgNums="100")
+        assert [x[12] for x in decode_records(b.call(RequestCode.PULL_MESSAGE, f).body)] == expected
+        f.update(subscription="a >>> 5")
+        r = b.call(RequestCode.PULL_MESSAGE, f)
+        assert r.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED and "malformed" in r.remark
+        check = {"clientId": "c1", "group": "SG", "subscriptionData": dict(sub, subString="b = ")}
+        assert (
+            b.call(RequestCode.CHECK_CLIENT_CONFIG, {}, orjson.dumps(check)).code
+            == ResponseCode.SUBSCRIPTION_PARSE_FAILED
+        )
+    finally:
+        b.close()

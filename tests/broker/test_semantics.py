@@ -139,7 +139,7 @@ async def test_timer_messages_in_any_order(broker):
 async def test_send_back_retries_then_dead_letters(broker):
     b, client = broker
     await send(client, b.broker_addr, "Work", b"job", props(UNIQ_KEY="U1", KEYS="k"))
-    offset = (await pull(client, b.broker_addr, "Work", 0, 0))[0][3]
+    offset = (await wait_for(client, b.broker_addr, "Work", 0, 0, 5))[0][0][3]
     seen = []
     topic, qoff = "Work", 0
     for attempt in range(3):
@@ -226,6 +226,8 @@ async def test_transactions_commit_rollback_and_check(broker):
     await half("check-commit")
     await half("check-rollback")
     decisions.update({"check-commit": 8, "check-rollback": 12})
+    halves, _ = await wait_for(client, addr, "RMQ_SYS_TRANS_HALF_TOPIC", 0, 3, 5)
+    assert len(halves) == 1, "the four half messages are stored (in the half topic)"
     assert await pull(client, addr, "Tx", 0, 0) == [], "half messages are invisible"
     await end(committed, "commit-me", 8)
     await end(rolled, "roll-me", 12)

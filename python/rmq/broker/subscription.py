@@ -3,11 +3,19 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from rmq._store import java_string_hash
+from rmq.filter import FilterSyntaxError, Sql92Filter, compile_sql92
 
-__all__ = ["SUB_ALL", "SubscriptionData", "parse_subscription"]
+__all__ = [
+    "SUB_ALL",
+    "SqlNotEnabledError",
+    "SubscriptionData",
+    "SubscriptionParseError",
+    "parse_subscription",
+]
 
 SUB_ALL = "*"
 EXPRESSION_TAG = "TAG"
@@ -16,6 +24,15 @@ EXPRESSION_SQL92 = "SQL92"
 
 class SubscriptionParseError(ValueError):
     """A subscription expression that cannot be used."""
+
+
+class SqlNotEnabledError(SubscriptionParseError):
+    """An SQL92 subscription on a broker without `enablePropertyFilter`."""
+
+
+@lru_cache(maxsize=1024)
+def _compile(expression: str) -> Sql92Filter:
+    return compile_sql92(expression)
 
 
 @dataclass
@@ -28,6 +45,8 @@ class SubscriptionData:
     sub_version: int = 0
     expression_type: str = EXPRESSION_TAG
     extra: dict[str, Any] = field(default_factory=dict)
+    sql: Sql92Filter | None = None
+    """The compiled expression of an SQL92 subscription."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -42,14 +61,26 @@ class SubscriptionData:
 
 
 def parse_subscription(
-    topic: str, sub_string: str | None, expression_type: str | None = None, sub_version: int = 0
+    topic: str,
+    sub_string: str | None,
+    expression_type: str | None = None,
+    sub_version: int = 0,
+    *,
+    sql_enabled: bool = False,
 ) -> SubscriptionData:
     """Build a SubscriptionData from an expression (RocketMQ's FilterAPI.build). Tag codes are
-    computed here, never taken from the client (the C++ client sends wrong ones)."""
+    computed here, never taken from the client (the C++ client sends wrong ones). SQL92
+    expressions are compiled when the broker has `enablePropertyFilter`."""
     etype = (expression_type or EXPRESSION_TAG).strip().upper() or EXPRESSION_TAG
     text = (sub_string or "").strip()
     if etype == EXPRESSION_SQL92:
-        raise SubscriptionParseError("SQL92 filtering is not enabled on this broker")
+        if not sql_enabled:
+            raise SqlNotEnabledError("The broker does not support consumer to filter message by SQL92")
+        try:
+            sql = _compile(text)
+        except FilterSyntaxError as e:
+            raise SubscriptionParseError(f"SQL92 expression {text!r} is malformed: {e}") from None
+        return SubscriptionData(topic, text, frozenset(), None, sub_version, etype, sql=sql)
     if etype != EXPRESSION_TAG:
         raise SubscriptionParseError(f"unknown expression type {expression_type!r}")
     if not text or text == SUB_ALL:

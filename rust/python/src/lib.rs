@@ -16,7 +16,7 @@ use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use rmq_store::commitlog::AppendResult;
 use rmq_store::message::{self, MessageRef};
-use rmq_store::{GetRequest, StoreConfig, StoreError, TagFilter};
+use rmq_store::{GetRequest, SqlFilter, StoreConfig, StoreError, TagFilter};
 
 create_exception!(
     _store,
@@ -236,7 +236,8 @@ impl MessageStore {
     /// Read up to `max_msgs` messages of a queue from `offset`. Returns `(status,
     /// next_begin_offset, min_offset, max_offset, records, count)`: `records` is the stored
     /// records back to back, exactly as a pull response body carries them.
-    #[pyo3(signature = (topic, queue_id, offset, max_msgs = 32, tag_codes = None, max_bytes = 0))]
+    #[pyo3(signature = (topic, queue_id, offset, max_msgs = 32, tag_codes = None, max_bytes = 0,
+        sql_filter = None, filter_key = None))]
     #[allow(clippy::too_many_arguments)]
     fn get_message<'py>(
         &self,
@@ -247,8 +248,13 @@ impl MessageStore {
         max_msgs: u32,
         tag_codes: Option<Vec<i32>>,
         max_bytes: u64,
+        sql_filter: Option<PyRef<'py, filter::PySql92Filter>>,
+        filter_key: Option<&str>,
     ) -> (&'static str, i64, i64, i64, Bound<'py, PyBytes>, u32) {
         let filter = tag_codes.map(|codes| TagFilter { codes });
+        let sql_owned = sql_filter.map(|f| f.inner().clone());
+        let key = filter_key.unwrap_or("");
+        let sql = sql_owned.as_deref().map(|f| SqlFilter { filter: f, key });
         let store = &self.inner;
         let r = py.detach(|| {
             store.get_message(&GetRequest {
@@ -258,6 +264,7 @@ impl MessageStore {
                 max_msgs,
                 max_bytes,
                 filter: filter.as_ref(),
+                sql,
             })
         });
         (
@@ -268,6 +275,17 @@ impl MessageStore {
             PyBytes::new(py, &r.buffer),
             r.message_count,
         )
+    }
+
+    /// Register SQL92 subscription `key` (RocketMQ's `group#topic`) of `topic`: the dispatcher
+    /// keeps bloom bits for it, so pulls with that key skip most non-matching messages.
+    fn register_filter(&self, topic: &str, key: &str, filter: PyRef<'_, filter::PySql92Filter>) {
+        self.inner
+            .register_filter(topic, key, filter.inner().clone());
+    }
+
+    fn unregister_filter(&self, topic: &str, key: &str) {
+        self.inner.unregister_filter(topic, key);
     }
 
     /// The record at a CommitLog offset, or None.

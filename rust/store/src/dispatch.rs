@@ -145,6 +145,7 @@ pub fn dispatch_request<'a>(rec: &Record<'a>, delay_levels: &[u64]) -> DispatchR
 /// The consumers of dispatch requests.
 pub struct Dispatchers {
     pub queues: Arc<QueueTable>,
+    pub filters: Arc<crate::filter_bitmap::FilterBitmaps>,
     pub index: Option<Arc<IndexService>>,
     pub delay_levels: Vec<u64>,
 }
@@ -161,6 +162,10 @@ impl Dispatchers {
                 req.tags_code,
                 req.queue_offset,
             )?;
+            if self.filters.has_topic(req.topic) {
+                self.filters
+                    .on_dispatch(req.topic, req.queue_id, req.queue_offset, rec.properties);
+            }
         }
         if let Some(index) = &self.index {
             if tran != sysflag::TRANSACTION_ROLLBACK_TYPE

@@ -16,6 +16,7 @@ pub mod checkpoint;
 pub mod commitlog;
 pub mod consume_queue;
 pub mod dispatch;
+pub mod filter_bitmap;
 pub mod flush;
 pub mod index;
 pub mod read;
@@ -23,5 +24,5 @@ pub mod retention;
 pub mod service;
 pub mod store;
 
-pub use read::{GetMessageStatus, GetRequest, GetResult, TagFilter};
+pub use read::{GetMessageStatus, GetRequest, GetResult, SqlFilter, TagFilter};
 pub use store::MessageStore;

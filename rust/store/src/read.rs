@@ -43,6 +43,19 @@ impl TagFilter {
     }
 }
 
+/// An SQL92 subscription to apply while reading: `key` (`group#topic`) names its bloom bits.
+#[derive(Clone, Copy)]
+pub struct SqlFilter<'a> {
+    pub filter: &'a rmq_filter::Sql92Filter,
+    pub key: &'a str,
+}
+
+impl std::fmt::Debug for SqlFilter<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SqlFilter({:?}, {})", self.filter.expression(), self.key)
+    }
+}
+
 /// What to read.
 #[derive(Debug, Clone)]
 pub struct GetRequest<'a> {
@@ -53,6 +66,8 @@ pub struct GetRequest<'a> {
     /// Byte limit (0 = the store's `maxTransferBytesOnMessageInMemory`).
     pub max_bytes: u64,
     pub filter: Option<&'a TagFilter>,
+    /// An SQL92 filter, evaluated on the record's properties (after the bloom check).
+    pub sql: Option<SqlFilter<'a>>,
 }
 
 /// What came back: the raw records back to back, exactly as a pull response carries them.

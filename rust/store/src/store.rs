@@ -18,10 +18,11 @@ use crate::commitlog::{AppendResult, CommitLog};
 use crate::config::{parse_delay_levels, StoreConfig};
 use crate::dispatch::{self, DispatchProgress, Dispatchers, QueueTable};
 use crate::error::{IoContext, Result, StoreError};
+use crate::filter_bitmap::FilterBitmaps;
 use crate::flush::{FlushService, FlushSettings, FlushWatermark};
 use crate::index::IndexService;
 use crate::message::{self, property, MessageRef};
-use crate::read::{GetMessageStatus, GetRequest, GetResult};
+use crate::read::{GetMessageStatus, GetRequest, GetResult, SqlFilter};
 use crate::retention;
 use crate::service::{Service, Signal};
 
@@ -64,6 +65,7 @@ pub struct MessageStore {
     root: PathBuf,
     commitlog: Arc<CommitLog>,
     queues: Arc<QueueTable>,
+    filters: Arc<FilterBitmaps>,
     index: Option<Arc<IndexService>>,
     checkpoint: Arc<StoreCheckpoint>,
     flush: Mutex<Option<FlushService>>,
@@ -199,8 +201,10 @@ impl MessageStore {
 
         let progress =
             DispatchProgress::new(reput_from).map_err(|e| StoreError::io("eventfd", e))?;
+        let filters = Arc::new(FilterBitmaps::default());
         let dispatchers = Arc::new(Dispatchers {
             queues: queues.clone(),
+            filters: filters.clone(),
             index: index.clone(),
             delay_levels,
         });
@@ -250,6 +254,7 @@ impl MessageStore {
             root,
             commitlog,
             queues,
+            filters,
             index,
             checkpoint,
             flush: Mutex::new(Some(flush)),
@@ -442,12 +447,21 @@ impl MessageStore {
                         continue;
                     }
                 }
+                if let Some(sql) = &req.sql {
+                    if !self
+                        .filters
+                        .may_match(req.topic, sql.key, req.queue_id, next - 1, cl_off)
+                    {
+                        continue;
+                    }
+                }
                 match self.commitlog.slice(cl_off, size as usize) {
-                    Some(s) => {
+                    Some(s) if !sql_rejects(&req.sql, s.bytes()) => {
                         res.buffer.extend_from_slice(s.bytes());
                         res.queue_offsets.push(next - 1);
                         res.message_count += 1;
                     }
+                    Some(_) => {}
                     None => status = GetMessageStatus::MessageWasRemoving,
                 }
                 if scanned >= max_scan_units {
@@ -467,6 +481,17 @@ impl MessageStore {
         res.status = status;
         res.next_begin_offset = next;
         res
+    }
+
+    /// Register the SQL92 subscription `key` (`group#topic`) of `topic`: from now on the
+    /// dispatcher keeps bloom bits for it so pulls skip most non-matching messages.
+    pub fn register_filter(&self, topic: &str, key: &str, filter: Arc<rmq_filter::Sql92Filter>) {
+        self.filters
+            .register(topic, key, filter, self.progress.dispatched());
+    }
+
+    pub fn unregister_filter(&self, topic: &str, key: &str) {
+        self.filters.unregister(topic, key);
     }
 
     /// The record at a CommitLog offset.
@@ -587,6 +612,7 @@ impl MessageStore {
 
     /// Remove a topic's ConsumeQueues (its records stay in the CommitLog until retention).
     pub fn delete_topic(&self, topic: &str) -> Result<()> {
+        self.filters.remove_topic(topic);
         for q in self.queues.remove_topic(topic) {
             q.destroy()?;
         }
@@ -662,6 +688,17 @@ impl MessageStore {
 
     pub fn is_shut_down(&self) -> bool {
         self.shut_down.load(Ordering::Acquire)
+    }
+}
+
+/// Whether an SQL92 filter rejects the record (a record that cannot be decoded is rejected).
+fn sql_rejects(sql: &Option<SqlFilter<'_>>, record: &[u8]) -> bool {
+    match sql {
+        None => false,
+        Some(f) => match message::decode(record, false) {
+            Ok(rec) => !f.filter.matches_properties(rec.properties),
+            Err(_) => true,
+        },
     }
 }
 

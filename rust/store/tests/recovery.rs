@@ -63,6 +63,7 @@ fn read_all(store: &MessageStore, topic: &str, qid: i32) -> Vec<Vec<u8>> {
             max_msgs: 32,
             max_bytes: 0,
             filter: None,
+            sql: None,
         });
         if r.status != GetMessageStatus::Found {
             break;
@@ -252,6 +253,7 @@ fn retention_deletes_old_files_and_queue_heads() {
         max_msgs: 32,
         max_bytes: 0,
         filter: None,
+        sql: None,
     });
     assert_eq!(r.status, GetMessageStatus::OffsetTooSmall);
     assert_eq!(r.next_begin_offset, qmin);

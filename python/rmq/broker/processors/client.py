@@ -8,7 +8,12 @@ from typing import Any
 
 from rmq.broker.clients import ClientChannel
 from rmq.broker.services import BrokerServices
-from rmq.broker.subscription import SubscriptionData, SubscriptionParseError, parse_subscription
+from rmq.broker.subscription import (
+    SqlNotEnabledError,
+    SubscriptionData,
+    SubscriptionParseError,
+    parse_subscription,
+)
 from rmq.common import codes, fastjson
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand, create_response
@@ -101,9 +106,14 @@ class ClientProcessors:
                         sd.get("subString"),
                         sd.get("expressionType"),
                         int(sd.get("subVersion") or 0),
+                        sql_enabled=s.config.enable_property_filter,
                     )
+                except SqlNotEnabledError as e:
+                    return create_response(request, ResponseCode.SYSTEM_ERROR, str(e))
                 except SubscriptionParseError as e:
                     return create_response(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(e))
+                if sub.sql is not None:
+                    s.store.register_filter(topic, f"{group}#{topic}", sub.sql)
                 subs.append(sub)
             if model == "CLUSTERING" and gcfg.retry_queue_nums > 0:
                 s.topics.create_in_back(codes.RETRY_GROUP_TOPIC_PREFIX + group, gcfg.retry_queue_nums)
@@ -162,7 +172,14 @@ class ClientProcessors:
         body = self._body(request)
         sd = body.get("subscriptionData") or {}
         try:
-            parse_subscription(str(sd.get("topic") or ""), sd.get("subString"), sd.get("expressionType"))
+            parse_subscription(
+                str(sd.get("topic") or ""),
+                sd.get("subString"),
+                sd.get("expressionType"),
+                sql_enabled=self.s.config.enable_property_filter,
+            )
+        except SqlNotEnabledError as e:
+            return create_response(request, ResponseCode.SYSTEM_ERROR, str(e))
         except SubscriptionParseError as e:
             return create_response(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(e))
         return create_response(request)

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 from rmq.broker.long_polling import HeldPull
 from rmq.broker.services import BrokerServices
-from rmq.broker.subscription import SubscriptionData, SubscriptionParseError, parse_subscription
+from rmq.broker.subscription import (
+    SqlNotEnabledError,
+    SubscriptionData,
+    SubscriptionParseError,
+    parse_subscription,
+)
 from rmq.common.codes import PermName, PullSysFlag, ResponseCode
 from rmq.remoting.command import RemotingCommand, create_response
 from rmq.remoting.context import RequestContext
@@ -43,8 +48,14 @@ class PullProcessor:
         if sys_flag & PullSysFlag.SUBSCRIPTION:
             try:
                 return parse_subscription(
-                    topic, f.get("subscription"), f.get("expressionType"), header_long(f, "subVersion", 0)
+                    topic,
+                    f.get("subscription"),
+                    f.get("expressionType"),
+                    header_long(f, "subVersion", 0),
+                    sql_enabled=self.s.config.enable_property_filter,
                 )
+            except SqlNotEnabledError as e:
+                return create_response(request, ResponseCode.SYSTEM_ERROR, str(e))
             except SubscriptionParseError as e:
                 return create_response(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(e))
         sub = self.s.consumers.subscription(group, topic)
@@ -53,6 +64,12 @@ class PullProcessor:
                 request,
                 ResponseCode.SUBSCRIPTION_NOT_EXIST,
                 f"the consumer's subscription not exist, group: {group}",
+            )
+        if sub.sql is not None and not self.s.config.enable_property_filter:
+            return create_response(
+                request,
+                ResponseCode.SYSTEM_ERROR,
+                "The broker does not support consumer to filter message by SQL92",
             )
         if sub.sub_version < header_long(f, "subVersion", 0):
             return create_response(
@@ -109,9 +126,14 @@ class PullProcessor:
         if isinstance(sub, RemotingCommand):
             return sub
 
-        status, next_offset, min_off, max_off, body, count = s.store.get_message(
-            topic, queue_id, offset, max(1, min(max_msgs, 1024)), sub.codes
-        )
+        if sub.sql is None:
+            status, next_offset, min_off, max_off, body, count = s.store.get_message(
+                topic, queue_id, offset, max(1, min(max_msgs, 1024)), sub.codes
+            )
+        else:
+            status, next_offset, min_off, max_off, body, count = s.store.get_message(
+                topic, queue_id, offset, max(1, min(max_msgs, 1024)), None, 0, sub.sql, f"{group}#{topic}"
+            )
         if status == _FOUND:
             code = ResponseCode.SUCCESS
             s.counters.get_messages += count
