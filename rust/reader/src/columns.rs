@@ -1,0 +1,637 @@
+//! The row schema and its columns in Arrow's memory layout, built one record at a time.
+//!
+//! Buffers are what `pyarrow.Array.from_buffers` takes (little-endian, LSB-first bitmaps):
+//!
+//! | kind | buffers |
+//! |---|---|
+//! | `Int32`, `Int64`, `Timestamp` (µs since the epoch, UTC) | validity (always none), values |
+//! | `Bool` | validity (none), bits |
+//! | `Utf8`, `Binary` | validity (none when no row is null), i32 offsets, data |
+//! | `Utf8Map` | validity, i32 entry offsets, key offsets, key data, value offsets, value data |
+//!
+//! Property rules are Java's (`MessageDecoder.string2messageProperties`): segments without a
+//! name or a value are dropped and a later duplicate wins; map keys are unique.
+
+use std::io::Write;
+use std::net::SocketAddr;
+
+use rmq_store::message::{offset_msg_id, properties_iter, Record};
+
+use crate::filter::Class;
+
+/// The Arrow type family of a column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Utf8,
+    Binary,
+    Int32,
+    Int64,
+    /// Microseconds since the epoch (UTC) as i64.
+    Timestamp,
+    Bool,
+    /// `map<string, string>`.
+    Utf8Map,
+}
+
+/// One column of the row schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Column {
+    Topic,
+    QueueId,
+    QueueOffset,
+    CommitlogOffset,
+    StoreSize,
+    Sysflag,
+    Flag,
+    BornTimestamp,
+    StoreTimestamp,
+    BornHost,
+    StoreHost,
+    ReconsumeTimes,
+    PreparedTransactionOffset,
+    Tags,
+    Keys,
+    UniqKey,
+    MsgId,
+    OffsetMsgId,
+    Properties,
+    Body,
+    IsTransactionPrepared,
+    IsSystemTopic,
+    Visible,
+}
+
+/// Name, type and nullability of a column.
+#[derive(Debug, Clone, Copy)]
+pub struct ColumnDef {
+    pub column: Column,
+    pub name: &'static str,
+    pub kind: Kind,
+    pub nullable: bool,
+}
+
+const fn def(column: Column, name: &'static str, kind: Kind, nullable: bool) -> ColumnDef {
+    ColumnDef {
+        column,
+        name,
+        kind,
+        nullable,
+    }
+}
+
+/// The row schema, in order.
+pub const COLUMNS: &[ColumnDef] = &[
+    def(Column::Topic, "topic", Kind::Utf8, false),
+    def(Column::QueueId, "queue_id", Kind::Int32, false),
+    def(Column::QueueOffset, "queue_offset", Kind::Int64, false),
+    def(
+        Column::CommitlogOffset,
+        "commitlog_offset",
+        Kind::Int64,
+        false,
+    ),
+    def(Column::StoreSize, "store_size", Kind::Int32, false),
+    def(Column::Sysflag, "sysflag", Kind::Int32, false),
+    def(Column::Flag, "flag", Kind::Int32, false),
+    def(
+        Column::BornTimestamp,
+        "born_timestamp",
+        Kind::Timestamp,
+        false,
+    ),
+    def(
+        Column::StoreTimestamp,
+        "store_timestamp",
+        Kind::Timestamp,
+        false,
+    ),
+    def(Column::BornHost, "born_host", Kind::Utf8, false),
+    def(Column::StoreHost, "store_host", Kind::Utf8, false),
+    def(
+        Column::ReconsumeTimes,
+        "reconsume_times",
+        Kind::Int32,
+        false,
+    ),
+    def(
+        Column::PreparedTransactionOffset,
+        "prepared_transaction_offset",
+        Kind::Int64,
+        false,
+    ),
+    def(Column::Tags, "tags", Kind::Utf8, true),
+    def(Column::Keys, "keys", Kind::Utf8, true),
+    def(Column::UniqKey, "uniq_key", Kind::Utf8, true),
+    def(Column::MsgId, "msg_id", Kind::Utf8, false),
+    def(Column::OffsetMsgId, "offset_msg_id", Kind::Utf8, false),
+    def(Column::Properties, "properties", Kind::Utf8Map, false),
+    def(Column::Body, "body", Kind::Binary, false),
+    def(
+        Column::IsTransactionPrepared,
+        "is_transaction_prepared",
+        Kind::Bool,
+        false,
+    ),
+    def(Column::IsSystemTopic, "is_system_topic", Kind::Bool, false),
+    def(Column::Visible, "visible", Kind::Bool, false),
+];
+
+impl Column {
+    pub fn def(self) -> &'static ColumnDef {
+        &COLUMNS[self as usize]
+    }
+    pub fn by_name(name: &str) -> Option<Column> {
+        COLUMNS.iter().find(|d| d.name == name).map(|d| d.column)
+    }
+}
+
+/// A set of columns, in schema order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ColumnSet(u32);
+
+impl ColumnSet {
+    pub const ALL: ColumnSet = ColumnSet((1 << COLUMNS.len() as u32) - 1);
+    pub const NONE: ColumnSet = ColumnSet(0);
+    pub fn with(self, c: Column) -> ColumnSet {
+        ColumnSet(self.0 | 1 << c as u32)
+    }
+    pub fn contains(self, c: Column) -> bool {
+        self.0 & (1 << c as u32) != 0
+    }
+    pub fn iter(self) -> impl Iterator<Item = Column> {
+        COLUMNS
+            .iter()
+            .map(|d| d.column)
+            .filter(move |&c| self.contains(c))
+    }
+    /// The set of the named columns; the first unknown name is returned as the error.
+    pub fn from_names<'a>(names: impl IntoIterator<Item = &'a str>) -> Result<ColumnSet, String> {
+        names.into_iter().try_fold(ColumnSet::NONE, |s, n| {
+            Column::by_name(n).map(|c| s.with(c)).ok_or(n.to_string())
+        })
+    }
+    fn needs_properties(self) -> bool {
+        [
+            Column::Tags,
+            Column::Keys,
+            Column::UniqKey,
+            Column::MsgId,
+            Column::Properties,
+        ]
+        .into_iter()
+        .any(|c| self.contains(c))
+    }
+}
+
+/// A bitmap, LSB first.
+#[derive(Debug, Default, Clone)]
+pub struct Bits {
+    bytes: Vec<u8>,
+    len: usize,
+}
+
+impl Bits {
+    fn with_ones(n: usize) -> Bits {
+        let mut b = Bits::default();
+        for _ in 0..n {
+            b.push(true);
+        }
+        b
+    }
+    #[inline]
+    pub fn push(&mut self, v: bool) {
+        if self.len.is_multiple_of(8) {
+            self.bytes.push(0);
+        }
+        if v {
+            *self.bytes.last_mut().unwrap() |= 1 << (self.len % 8);
+        }
+        self.len += 1;
+    }
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.bytes
+    }
+}
+
+/// A variable-width (string or binary) column.
+#[derive(Debug, Clone)]
+pub struct Var {
+    offsets: Vec<u8>,
+    data: Vec<u8>,
+    validity: Option<Bits>,
+    len: usize,
+}
+
+impl Var {
+    fn new(rows: usize, bytes: usize) -> Var {
+        let mut offsets = Vec::with_capacity((rows + 1) * 4);
+        offsets.extend_from_slice(&0i32.to_le_bytes());
+        Var {
+            offsets,
+            data: Vec::with_capacity(bytes),
+            validity: None,
+            len: 0,
+        }
+    }
+    #[inline]
+    fn end(&mut self) {
+        self.offsets
+            .extend_from_slice(&(self.data.len() as i32).to_le_bytes());
+        if let Some(v) = &mut self.validity {
+            v.push(true);
+        }
+        self.len += 1;
+    }
+    #[inline]
+    pub fn push(&mut self, v: &[u8]) {
+        self.data.extend_from_slice(v);
+        self.end();
+    }
+    pub fn push_null(&mut self) {
+        let v = self
+            .validity
+            .get_or_insert_with(|| Bits::with_ones(self.len));
+        v.push(false);
+        self.offsets
+            .extend_from_slice(&(self.data.len() as i32).to_le_bytes());
+        self.len += 1;
+    }
+    #[inline]
+    fn push_opt(&mut self, v: Option<&str>) {
+        match v {
+            Some(s) => self.push(s.as_bytes()),
+            None => self.push_null(),
+        }
+    }
+    fn bytes(&self) -> usize {
+        self.data.len()
+    }
+    fn finish(self) -> Vec<Option<Vec<u8>>> {
+        vec![
+            self.validity.map(Bits::into_bytes),
+            Some(self.offsets),
+            Some(self.data),
+        ]
+    }
+}
+
+/// A `map<string, string>` column.
+#[derive(Debug, Clone)]
+pub struct Map {
+    offsets: Vec<u8>,
+    keys: Var,
+    values: Var,
+    entries: i32,
+}
+
+impl Map {
+    fn new(rows: usize) -> Map {
+        let mut offsets = Vec::with_capacity((rows + 1) * 4);
+        offsets.extend_from_slice(&0i32.to_le_bytes());
+        Map {
+            offsets,
+            keys: Var::new(rows * 4, rows * 32),
+            values: Var::new(rows * 4, rows * 64),
+            entries: 0,
+        }
+    }
+    /// Append one row from `(name, value)` pairs in property order (later duplicates win).
+    fn push_pairs(&mut self, pairs: &[(&str, &str)]) {
+        for (i, (k, v)) in pairs.iter().enumerate() {
+            if pairs[i + 1..].iter().any(|(k2, _)| k2 == k) {
+                continue;
+            }
+            self.keys.push(k.as_bytes());
+            self.values.push(v.as_bytes());
+            self.entries += 1;
+        }
+        self.offsets.extend_from_slice(&self.entries.to_le_bytes());
+    }
+    /// `[validity, entry offsets, key offsets, key data, value offsets, value data]`
+    /// (keys and values are never null).
+    fn finish(self) -> Vec<Option<Vec<u8>>> {
+        let mut out = vec![None, Some(self.offsets)];
+        out.extend(self.keys.finish().into_iter().skip(1));
+        out.extend(self.values.finish().into_iter().skip(1));
+        out
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Builder {
+    Fixed(Vec<u8>),
+    Bool(Bits),
+    Var(Var),
+    Map(Map),
+}
+
+/// One finished column: its identity and its Arrow buffers (see the module doc).
+#[derive(Debug)]
+pub struct ColumnBuffers {
+    pub column: Column,
+    pub buffers: Vec<Option<Vec<u8>>>,
+}
+
+/// Columns being built. Rows are appended with [`Columns::push`] (or [`Columns::push_null`]
+/// for a row that could not be decoded, which makes the row validity bitmap appear).
+#[derive(Debug, Clone)]
+pub struct Columns {
+    set: ColumnSet,
+    builders: Vec<(Column, Builder)>,
+    rows: usize,
+    row_validity: Option<Bits>,
+    bytes: usize,
+}
+
+const HEX: &[u8; 16] = b"0123456789ABCDEF";
+
+fn push_hex(out: &mut Vec<u8>, bytes: &[u8]) {
+    for b in bytes {
+        out.push(HEX[(b >> 4) as usize]);
+        out.push(HEX[(b & 15) as usize]);
+    }
+}
+
+fn push_host(out: &mut Vec<u8>, a: &SocketAddr) {
+    match a {
+        SocketAddr::V4(v4) => {
+            let o = v4.ip().octets();
+            let _ = write!(out, "{}.{}.{}.{}:{}", o[0], o[1], o[2], o[3], v4.port());
+        }
+        SocketAddr::V6(_) => {
+            let _ = write!(out, "{a}");
+        }
+    }
+}
+
+impl Columns {
+    /// Empty columns for `set`, sized for about `rows` rows of `body_bytes` body bytes.
+    pub fn new(set: ColumnSet, rows: usize, body_bytes: usize) -> Columns {
+        let builders = set
+            .iter()
+            .map(|c| {
+                let d = c.def();
+                let b = match d.kind {
+                    Kind::Int32 => Builder::Fixed(Vec::with_capacity(rows * 4)),
+                    Kind::Int64 | Kind::Timestamp => Builder::Fixed(Vec::with_capacity(rows * 8)),
+                    Kind::Bool => Builder::Bool(Bits::default()),
+                    Kind::Binary => Builder::Var(Var::new(rows, body_bytes)),
+                    Kind::Utf8 => Builder::Var(Var::new(rows, rows * 24)),
+                    Kind::Utf8Map => Builder::Map(Map::new(rows)),
+                };
+                (c, b)
+            })
+            .collect();
+        Columns {
+            set,
+            builders,
+            rows: 0,
+            row_validity: None,
+            bytes: 0,
+        }
+    }
+
+    pub fn set(&self) -> ColumnSet {
+        self.set
+    }
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    /// Bytes held by the variable-width columns (to bound a batch).
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Append the row of `rec`, stored at CommitLog offset `offset`.
+    pub fn push(&mut self, offset: i64, rec: &Record<'_>, class: Class) {
+        let mut pairs: Vec<(&str, &str)> = Vec::new();
+        if self.set.needs_properties() {
+            pairs.extend(properties_iter(rec.properties));
+        }
+        let last = |name: &str| pairs.iter().rev().find(|(k, _)| *k == name).map(|p| p.1);
+        let uniq = last(rmq_store::message::property::UNIQ_KEY);
+        let mut bytes = 0usize;
+        for (c, b) in &mut self.builders {
+            match b {
+                Builder::Fixed(v) => match c {
+                    Column::QueueId => v.extend_from_slice(&rec.queue_id.to_le_bytes()),
+                    Column::QueueOffset => v.extend_from_slice(&rec.queue_offset.to_le_bytes()),
+                    Column::CommitlogOffset => v.extend_from_slice(&offset.to_le_bytes()),
+                    Column::StoreSize => v.extend_from_slice(&rec.total_size.to_le_bytes()),
+                    Column::Sysflag => v.extend_from_slice(&rec.sys_flag.to_le_bytes()),
+                    Column::Flag => v.extend_from_slice(&rec.flag.to_le_bytes()),
+                    Column::BornTimestamp => {
+                        v.extend_from_slice(&rec.born_timestamp.saturating_mul(1000).to_le_bytes())
+                    }
+                    Column::StoreTimestamp => {
+                        v.extend_from_slice(&rec.store_timestamp.saturating_mul(1000).to_le_bytes())
+                    }
+                    Column::ReconsumeTimes => {
+                        v.extend_from_slice(&rec.reconsume_times.to_le_bytes())
+                    }
+                    Column::PreparedTransactionOffset => {
+                        v.extend_from_slice(&rec.prepared_transaction_offset.to_le_bytes())
+                    }
+                    _ => unreachable!("{c:?} is not fixed-width"),
+                },
+                Builder::Bool(bits) => bits.push(match c {
+                    Column::IsTransactionPrepared => class.prepared,
+                    Column::IsSystemTopic => class.system_topic,
+                    Column::Visible => class.visible,
+                    _ => unreachable!("{c:?} is not boolean"),
+                }),
+                Builder::Var(v) => {
+                    match c {
+                        Column::Topic => v.push(rec.topic.as_bytes()),
+                        Column::Body => v.push(rec.body),
+                        Column::Tags => v.push_opt(last(rmq_store::message::property::TAGS)),
+                        Column::Keys => v.push_opt(last(rmq_store::message::property::KEYS)),
+                        Column::UniqKey => v.push_opt(uniq),
+                        Column::MsgId => match uniq {
+                            Some(u) => v.push(u.as_bytes()),
+                            None => {
+                                push_hex(&mut v.data, &offset_msg_id(&rec.store_host, offset));
+                                v.end();
+                            }
+                        },
+                        Column::OffsetMsgId => {
+                            push_hex(&mut v.data, &offset_msg_id(&rec.store_host, offset));
+                            v.end();
+                        }
+                        Column::BornHost => {
+                            push_host(&mut v.data, &rec.born_host);
+                            v.end();
+                        }
+                        Column::StoreHost => {
+                            push_host(&mut v.data, &rec.store_host);
+                            v.end();
+                        }
+                        _ => unreachable!("{c:?} is not variable-width"),
+                    }
+                    bytes += v.bytes();
+                }
+                Builder::Map(m) => {
+                    m.push_pairs(&pairs);
+                    bytes += m.keys.bytes() + m.values.bytes();
+                }
+            }
+        }
+        if let Some(v) = &mut self.row_validity {
+            v.push(true);
+        }
+        self.rows += 1;
+        self.bytes = bytes;
+    }
+
+    /// Append a null row: every column gets a zero, empty or null value and the row is
+    /// marked null in the row validity bitmap.
+    pub fn push_null(&mut self) {
+        for (c, b) in &mut self.builders {
+            let d = c.def();
+            match b {
+                Builder::Fixed(v) => {
+                    let width = if d.kind == Kind::Int32 { 4 } else { 8 };
+                    v.extend(std::iter::repeat_n(0u8, width));
+                }
+                Builder::Bool(bits) => bits.push(false),
+                Builder::Var(v) if d.nullable => v.push_null(),
+                Builder::Var(v) => v.push(b""),
+                Builder::Map(m) => m.push_pairs(&[]),
+            }
+        }
+        let rows = self.rows;
+        self.row_validity
+            .get_or_insert_with(|| Bits::with_ones(rows))
+            .push(false);
+        self.rows += 1;
+    }
+
+    /// Append the row of a record with no CommitLog position of its own (a record decoded
+    /// from a caller's buffer): its PHYSICALOFFSET field stands for the offset.
+    pub fn push_detached(&mut self, rec: &Record<'_>) {
+        self.push(rec.physical_offset, rec, crate::filter::classify(rec));
+    }
+
+    /// The buffers of every column (in schema order) and the row validity bitmap (`None`
+    /// when every row is valid).
+    pub fn finish(self) -> (usize, Vec<ColumnBuffers>, Option<Vec<u8>>) {
+        let cols = self
+            .builders
+            .into_iter()
+            .map(|(column, b)| ColumnBuffers {
+                column,
+                buffers: match b {
+                    Builder::Fixed(v) => vec![None, Some(v)],
+                    Builder::Bool(bits) => vec![None, Some(bits.into_bytes())],
+                    Builder::Var(v) => v.finish(),
+                    Builder::Map(m) => m.finish(),
+                },
+            })
+            .collect();
+        (self.rows, cols, self.row_validity.map(Bits::into_bytes))
+    }
+}
+
+/// Build a `map<string, string>` column from property strings (`None` = a null row).
+pub fn properties_column<'a>(rows: impl Iterator<Item = Option<&'a str>>) -> Vec<Option<Vec<u8>>> {
+    let mut m = Map::new(0);
+    let mut validity: Option<Bits> = None;
+    for (n, r) in rows.enumerate() {
+        match r {
+            Some(p) => {
+                m.push_pairs(&properties_iter(p).collect::<Vec<_>>());
+                if let Some(v) = &mut validity {
+                    v.push(true);
+                }
+            }
+            None => {
+                m.push_pairs(&[]);
+                validity
+                    .get_or_insert_with(|| Bits::with_ones(n))
+                    .push(false);
+            }
+        }
+    }
+    let mut out = m.finish();
+    out[0] = validity.map(Bits::into_bytes);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmq_store::message::decode;
+
+    fn i32s(b: &[u8]) -> Vec<i32> {
+        b.chunks(4)
+            .map(|c| i32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn schema_names_are_unique_and_ordered() {
+        for (i, d) in COLUMNS.iter().enumerate() {
+            assert_eq!(d.column as usize, i);
+            assert_eq!(Column::by_name(d.name), Some(d.column));
+        }
+        assert_eq!(ColumnSet::ALL.iter().count(), COLUMNS.len());
+        assert_eq!(ColumnSet::from_names(["x"]), Err("x".to_string()));
+    }
+
+    #[test]
+    fn rows_in_arrow_layout() {
+        let props = "TAGS\u{1}a\u{2}K\u{1}1\u{2}K\u{1}2\u{2}\u{1}bad";
+        let b = crate::testutil::record_bytes("T", 3, 9, 4096, b"hello", props, 1_700_000_000_123);
+        let r = decode(&b, true).unwrap();
+        let set = ColumnSet::from_names([
+            "topic",
+            "store_timestamp",
+            "tags",
+            "keys",
+            "msg_id",
+            "properties",
+            "visible",
+            "store_host",
+        ])
+        .unwrap();
+        let mut cols = Columns::new(set, 2, 16);
+        cols.push(4096, &r, crate::filter::classify(&r));
+        cols.push_null();
+        let (rows, out, validity) = cols.finish();
+        assert_eq!(rows, 2);
+        assert_eq!(validity, Some(vec![0b01]));
+        let get = |c: Column| &out.iter().find(|x| x.column == c).unwrap().buffers;
+        let topic = get(Column::Topic);
+        assert_eq!(topic[0], None);
+        assert_eq!(i32s(topic[1].as_ref().unwrap()), [0, 1, 1]);
+        assert_eq!(topic[2].as_deref(), Some(&b"T"[..]));
+        let ts = get(Column::StoreTimestamp)[1].as_ref().unwrap();
+        assert_eq!(
+            i64::from_le_bytes(ts[..8].try_into().unwrap()),
+            1_700_000_000_123_000
+        );
+        let keys = get(Column::Keys);
+        assert_eq!(keys[0].as_deref(), Some(&[0b00u8][..]));
+        let msg_id = get(Column::MsgId)[2].as_ref().unwrap();
+        assert_eq!(&msg_id[..], b"0A00000100002A9F0000000000001000");
+        assert_eq!(
+            get(Column::StoreHost)[2].as_deref(),
+            Some(&b"10.0.0.1:10911"[..])
+        );
+        let map = get(Column::Properties);
+        assert_eq!(i32s(map[1].as_ref().unwrap()), [0, 2, 2]);
+        assert_eq!(map[3].as_deref(), Some(&b"TAGSK"[..]));
+        assert_eq!(map[5].as_deref(), Some(&b"a2"[..]));
+        assert_eq!(get(Column::Visible)[1].as_deref(), Some(&[0b01u8][..]));
+    }
+
+    #[test]
+    fn properties_column_rules() {
+        let out = properties_column([Some("A\u{1}1\u{2}A\u{1}2\u{2}B\u{1}x"), None].into_iter());
+        assert_eq!(out[0].as_deref(), Some(&[0b01u8][..]));
+        assert_eq!(i32s(out[1].as_ref().unwrap()), [0, 2, 2]);
+        assert_eq!(out[3].as_deref(), Some(&b"AB"[..]));
+        assert_eq!(out[5].as_deref(), Some(&b"2x"[..]));
+    }
+}
