@@ -15,16 +15,17 @@ with Producer("quickstart_sync_pg", namesrv_addr=NAMESRV) as producer:
     msgs = [Message("QuickstartSync", b"hello %d" % i, tags="TagA", keys=f"order-{i}") for i in range(3)]
     pending = {producer.send(m).msg_id for m in msgs}
 print("sent", len(pending))
-done = threading.Event()
+lock, done = threading.Lock(), threading.Event()
 
 
-def on_messages(msgs, context):  # runs in the consumer's thread pool
-    for m in msgs:
-        if m.msg_id in pending:
-            pending.discard(m.msg_id)
-            print("received", m.body.decode(), m.tags, m.keys)
-    if not pending:
-        done.set()
+def on_messages(msgs, context):  # runs in the consumer's thread pool, several at a time
+    with lock:
+        for m in msgs:
+            if m.msg_id in pending:
+                pending.discard(m.msg_id)
+                print("received", m.body.decode(), m.tags, m.keys)
+        if not pending:
+            done.set()
     return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
 
