@@ -109,6 +109,7 @@ class MessageStore:
 
 def decode_records(buffer: bytes, check_crc: bool = False) -> list[RecordTuple]: ...
 def java_string_hash(s: str) -> int: ...
+def check_store_config(config: dict[str, str]) -> None: ...
 def offset_msg_id(store_host: str, offset: int) -> str: ...
 def decode_offset_msg_id(msg_id: str) -> tuple[str, int]: ...
 def encode_batch_body(items: list[tuple[int, bytes, bytes]]) -> bytes: ...
@@ -153,3 +154,76 @@ def compile_sql92(expression: str) -> Sql92Filter: ...
 def bloom_shape(max_error_rate: int = 20, expected: int = 32) -> tuple[int, int]: ...
 def bloom_bits(key: str, m: int, k: int) -> list[int]: ...
 def bloom_may_match(bits: list[int], m: int, bitmap: bytes) -> bool: ...
+
+# Read-only columnar reads of a store directory (rust/python/src/reader.rs over rmq-reader),
+# used by rmq.spark. Buffers are Arrow layouts; see rust/reader/src/columns.rs.
+
+from typing import Any  # noqa: E402
+
+_Buffers = list[list[bytes | None]]
+_Compressed = list[tuple[int, int]]
+# (rows, buffers per column, compressed (row, sysflag) pairs, next, done, records_seen, bytes_seen)
+_ReadBatch = tuple[int, _Buffers, _Compressed, int, bool, int, int]
+
+@final
+class ReadFilter:
+    def __new__(
+        cls,
+        *,
+        topics: list[str] | None = None,
+        queue_ids: list[int] | None = None,
+        queue_offset: tuple[int, int] | None = None,
+        commitlog_offset: tuple[int, int] | None = None,
+        store_time: tuple[int, int] | None = None,
+        born_time: tuple[int, int] | None = None,
+        tags: list[str] | None = None,
+        system_topic: bool | None = None,
+        prepared: bool | None = None,
+        visible: bool | None = None,
+    ) -> ReadFilter: ...
+    def is_unsatisfiable(self) -> bool: ...
+
+@final
+class StoreReader:
+    def __new__(cls, root: str, commitlog_dir: str | None = None, check_crc: bool = True) -> StoreReader: ...
+    def committed_end(self, hint: int | None = None) -> int: ...
+    def min_offset(self) -> int: ...
+    def is_live(self) -> bool: ...
+    def queues(self) -> list[tuple[str, int]]: ...
+    def plan(
+        self, filter: ReadFilter, committed_end: int, slice_size: int, mode: str
+    ) -> tuple[str, list[Any], int, int, int]: ...
+    def scan(
+        self,
+        split: tuple[int, int, bool],
+        start: int,
+        filter: ReadFilter,
+        columns: list[str],
+        max_rows: int = 8192,
+        max_bytes: int = 67108864,
+    ) -> _ReadBatch: ...
+    def read_queue(
+        self,
+        split: tuple[str, int, int, int],
+        start: int,
+        committed_end: int,
+        filter: ReadFilter,
+        columns: list[str],
+        max_rows: int = 8192,
+        max_bytes: int = 67108864,
+    ) -> _ReadBatch: ...
+    def advance(self, start: int, end: int, n: int, filter: ReadFilter) -> tuple[int, int]: ...
+
+def reader_columns() -> list[tuple[str, str, bool]]: ...
+def decode_record_buffers(
+    validity: bytes | None,
+    offsets: bytes,
+    data: bytes,
+    offset: int,
+    length: int,
+    columns: list[str],
+    check_crc: bool = False,
+) -> tuple[int, _Buffers, bytes | None, _Compressed]: ...
+def properties_map_buffers(
+    validity: bytes | None, offsets: bytes, data: bytes, offset: int, length: int
+) -> list[bytes | None]: ...

@@ -418,6 +418,31 @@ def test_config_parsing():
     cfg.set("namesrvAddr", "a:1;b")
     with pytest.raises(ConfigError, match="namesrvAddr"):
         cfg.validate()
+    cfg.set("namesrvAddr", "a:1")
+    cfg.set("mappedFileSizeConsumeQueue", "30")
+    with pytest.raises(ConfigError, match="mappedFileSizeConsumeQueue"):
+        cfg.validate()
+
+
+def test_cli_reports_bad_properties(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    for args, expected in (
+        (["-p", "bogus=1"], "unknown property 'bogus'"),
+        (["-p", "maxMessageSize=big"], "maxMessageSize"),
+        (["-p", "listenPort"], "KEY=VALUE"),
+        (["-c", str(tmp_path / "missing.conf")], "cannot read"),
+    ):
+        r = subprocess.run(
+            [sys.executable, "-m", "rmq.broker", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=dict(os.environ, HOME=str(tmp_path)),
+        )
+        assert r.returncode == 2 and expected in r.stderr, (args, r.stderr)
 
 
 async def test_sql92_subscription_filters_exactly(tmp_path):

@@ -12,7 +12,7 @@ import socket
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from rmq._store import MessageStore
+from rmq._store import MessageStore, StoreConfigError, check_store_config
 
 __all__ = ["RUNTIME_UPDATABLE", "BrokerConfig", "ConfigError", "parse_properties_text"]
 
@@ -243,6 +243,10 @@ class BrokerConfig:
                 raise ConfigError(f"namesrvAddr: {addr!r} is not host:port")
         if self.default_topic_queue_nums < 1:
             raise ConfigError("defaultTopicQueueNums must be at least 1")
+        try:
+            check_store_config(self.store_config())
+        except StoreConfigError as e:
+            raise ConfigError(str(e)) from None
 
     def properties(self) -> dict[str, str]:
         """Every property as RocketMQ names it (for GET_BROKER_CONFIG)."""

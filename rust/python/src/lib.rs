@@ -5,6 +5,7 @@
 //! `StoreError` to its exception class in [`to_py_err`].
 
 mod filter;
+mod reader;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -485,6 +486,18 @@ fn decode_records<'py>(
     Ok(list)
 }
 
+/// Check store properties (RocketMQ names) without opening anything; raises StoreConfigError.
+#[pyfunction]
+fn check_store_config(config: &Bound<'_, PyDict>) -> PyResult<()> {
+    let mut cfg = StoreConfig::default();
+    for (k, v) in config.iter() {
+        let key: String = k.extract()?;
+        let val: String = v.str()?.extract()?;
+        cfg.set(&key, &val).map_err(to_py_err)?;
+    }
+    cfg.validate().map_err(to_py_err)
+}
+
 /// Java's `String.hashCode` (the ConsumeQueue tag code of a tag).
 #[pyfunction]
 fn java_string_hash(s: &str) -> i32 {
@@ -522,8 +535,10 @@ fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<MessageStore>()?;
     filter::register(m)?;
+    reader::register(m)?;
     m.add_function(wrap_pyfunction!(decode_records, m)?)?;
     m.add_function(wrap_pyfunction!(java_string_hash, m)?)?;
+    m.add_function(wrap_pyfunction!(check_store_config, m)?)?;
     m.add_function(wrap_pyfunction!(offset_msg_id, m)?)?;
     m.add_function(wrap_pyfunction!(decode_offset_msg_id, m)?)?;
     m.add_function(wrap_pyfunction!(encode_batch_body, m)?)?;
