@@ -15,7 +15,7 @@
 use std::io::Write;
 use std::net::SocketAddr;
 
-use rmq_store::message::{offset_msg_id, properties_iter, Record};
+use rmq_store::message::{offset_msg_id, properties_iter, sysflag, Record};
 
 use crate::filter::Class;
 
@@ -342,6 +342,18 @@ pub struct Columns {
     rows: usize,
     row_validity: Option<Bits>,
     bytes: usize,
+    compressed: Vec<(u32, i32)>,
+}
+
+/// Finished columns: rows, each column's buffers (schema order), the row validity bitmap
+/// (`None` when every row is valid) and the `(row, sysflag)` of rows whose body is stored
+/// compressed (sysflag COMPRESSED; only when the body column was built).
+#[derive(Debug)]
+pub struct Finished {
+    pub rows: usize,
+    pub columns: Vec<ColumnBuffers>,
+    pub row_validity: Option<Vec<u8>>,
+    pub compressed: Vec<(u32, i32)>,
 }
 
 const HEX: &[u8; 16] = b"0123456789ABCDEF";
@@ -389,6 +401,7 @@ impl Columns {
             rows: 0,
             row_validity: None,
             bytes: 0,
+            compressed: Vec::new(),
         }
     }
 
@@ -477,6 +490,9 @@ impl Columns {
                 }
             }
         }
+        if rec.sys_flag & sysflag::COMPRESSED != 0 && self.set.contains(Column::Body) {
+            self.compressed.push((self.rows as u32, rec.sys_flag));
+        }
         if let Some(v) = &mut self.row_validity {
             v.push(true);
         }
@@ -513,10 +529,9 @@ impl Columns {
         self.push(rec.physical_offset, rec, crate::filter::classify(rec));
     }
 
-    /// The buffers of every column (in schema order) and the row validity bitmap (`None`
-    /// when every row is valid).
-    pub fn finish(self) -> (usize, Vec<ColumnBuffers>, Option<Vec<u8>>) {
-        let cols = self
+    /// The buffers of every column, in schema order.
+    pub fn finish(self) -> Finished {
+        let columns = self
             .builders
             .into_iter()
             .map(|(column, b)| ColumnBuffers {
@@ -529,7 +544,12 @@ impl Columns {
                 },
             })
             .collect();
-        (self.rows, cols, self.row_validity.map(Bits::into_bytes))
+        Finished {
+            rows: self.rows,
+            columns,
+            row_validity: self.row_validity.map(Bits::into_bytes),
+            compressed: self.compressed,
+        }
     }
 }
 
@@ -598,7 +618,8 @@ mod tests {
         let mut cols = Columns::new(set, 2, 16);
         cols.push(4096, &r, crate::filter::classify(&r));
         cols.push_null();
-        let (rows, out, validity) = cols.finish();
+        let f = cols.finish();
+        let (rows, out, validity) = (f.rows, f.columns, f.row_validity);
         assert_eq!(rows, 2);
         assert_eq!(validity, Some(vec![0b01]));
         let get = |c: Column| &out.iter().find(|x| x.column == c).unwrap().buffers;

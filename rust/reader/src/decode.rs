@@ -252,7 +252,8 @@ mod tests {
     use crate::testutil::{record_bytes, write_store};
 
     fn topics_of(b: &Batch) -> Vec<String> {
-        let (rows, cols, _) = b.columns.clone().finish();
+        let f = b.columns.clone().finish();
+        let (rows, cols) = (f.rows, f.columns);
         let t = cols.iter().find(|c| c.column == Column::Topic).unwrap();
         let off = t.buffers[1].as_ref().unwrap();
         let data = t.buffers[2].as_ref().unwrap();
@@ -357,7 +358,7 @@ mod tests {
             ColumnSet::ALL,
             true,
         );
-        let (rows, _, validity) = cols.finish();
-        assert_eq!((rows, validity), (3, Some(vec![0b001])));
+        let f = cols.finish();
+        assert_eq!((f.rows, f.row_validity), (3, Some(vec![0b001])));
     }
 }

@@ -41,7 +41,7 @@ pub mod queue;
 pub mod segment;
 pub mod store;
 
-pub use columns::{Column, ColumnSet, Columns, Kind, COLUMNS};
+pub use columns::{Column, ColumnSet, Columns, Finished, Kind, COLUMNS};
 pub use decode::{Batch, DecodeOptions};
 pub use filter::RecordFilter;
 pub use plan::{QueuePlan, QueueSplit, ScanSplit};

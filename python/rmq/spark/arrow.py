@@ -1,0 +1,152 @@
+"""Arrow arrays and record batches from the Rust reader's column buffers (pyarrow only).
+
+The reader (``rmq._store.StoreReader``) decodes a run of stored records into buffers laid out as
+Arrow lays out its arrays (values, i32 offsets, LSB-first validity bitmaps); here they are wrapped
+with ``pyarrow.Array.from_buffers`` without another copy. Column names, types and nullability come
+from ``rmq._store.reader_columns()``, the one definition of the row schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from rmq import _store
+
+__all__ = [
+    "COLUMNS",
+    "COLUMN_NAMES",
+    "Column",
+    "arrow_schema",
+    "arrow_type",
+    "binary_buffers",
+    "inflate",
+    "to_array",
+    "to_record_batch",
+    "to_struct_array",
+]
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column of the row schema: name, Spark SQL type name and nullability."""
+
+    name: str
+    type: str
+    nullable: bool
+
+
+COLUMNS: tuple[Column, ...] = tuple(Column(*c) for c in _store.reader_columns())
+COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in COLUMNS)
+_BY_NAME = {c.name: c for c in COLUMNS}
+
+_ARROW_TYPES: dict[str, pa.DataType] = {
+    "string": pa.string(),
+    "binary": pa.binary(),
+    "int": pa.int32(),
+    "bigint": pa.int64(),
+    "timestamp": pa.timestamp("us", tz="UTC"),
+    "boolean": pa.bool_(),
+    "map<string,string>": pa.map_(pa.string(), pa.string()),
+}
+
+
+def arrow_type(type_name: str) -> pa.DataType:
+    """The Arrow type of a column type name (as Spark's Arrow conversion maps it, UTC timestamps)."""
+    return _ARROW_TYPES[type_name]
+
+
+def arrow_schema(columns: Sequence[str] = COLUMN_NAMES, nullable: Sequence[bool] | None = None) -> pa.Schema:
+    """The Arrow schema of `columns`; `nullable` overrides the fields' nullability (Spark's schema)."""
+    flags = nullable if nullable is not None else [_BY_NAME[c].nullable for c in columns]
+    return pa.schema(
+        [pa.field(c, arrow_type(_BY_NAME[c].type), n) for c, n in zip(columns, flags, strict=True)]
+    )
+
+
+def _buf(b: bytes | None) -> pa.Buffer | None:
+    return None if b is None else pa.py_buffer(b)
+
+
+def _entries(offsets: bytes) -> int:
+    return int.from_bytes(offsets[-4:], "little", signed=True) if offsets else 0
+
+
+def to_array(type_name: str, rows: int, buffers: Sequence[bytes | None]) -> pa.Array:
+    """Wrap one column's buffers (layout per type: see ``rust/reader/src/columns.rs``)."""
+    t = arrow_type(type_name)
+    if type_name in ("string", "binary"):
+        return pa.Array.from_buffers(t, rows, [_buf(b) for b in buffers], null_count=-1)
+    if type_name == "map<string,string>":
+        validity, offsets, key_off, key_data, val_off, val_data = buffers
+        n = _entries(offsets or b"")
+        keys = pa.Array.from_buffers(pa.string(), n, [None, _buf(key_off), _buf(key_data)], null_count=0)
+        values = pa.Array.from_buffers(pa.string(), n, [None, _buf(val_off), _buf(val_data)], null_count=0)
+        entries = pa.StructArray.from_arrays([keys, values], fields=[t.key_field, t.item_field])  # type: ignore[attr-defined]
+        return pa.Array.from_buffers(
+            t, rows, [_buf(validity), _buf(offsets)], null_count=-1, children=[entries]
+        )
+    return pa.Array.from_buffers(t, rows, [_buf(b) for b in buffers], null_count=0)
+
+
+def inflate(body: pa.Array, compressed: Sequence[tuple[int, int]]) -> pa.Array:
+    """`body` with the bodies of the `(row, sysflag)` rows decompressed (zlib, or LZ4/ZSTD when those
+    packages are installed; a body that cannot be inflated stays as stored)."""
+    from rmq.client.message import decompress_body
+
+    values = body.to_pylist()
+    for row, sys_flag in compressed:
+        if values[row] is not None:
+            values[row] = decompress_body(values[row], sys_flag)
+    return pa.array(values, pa.binary())
+
+
+def to_record_batch(
+    schema: pa.Schema,
+    types: Sequence[str],
+    rows: int,
+    buffers: Sequence[Sequence[bytes | None]],
+    compressed: Sequence[tuple[int, int]] = (),
+) -> pa.RecordBatch:
+    """A record batch of `schema` from the reader's buffers (one list per column, schema order);
+    bodies of the `compressed` `(row, sysflag)` rows are inflated."""
+    arrays = [to_array(t, rows, b) for t, b in zip(types, buffers, strict=True)]
+    if compressed and "body" in schema.names:
+        i = schema.get_field_index("body")
+        arrays[i] = inflate(arrays[i], compressed)
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def to_struct_array(
+    struct_type: pa.StructType,
+    types: Sequence[str],
+    rows: int,
+    buffers: Sequence[Sequence[bytes | None]],
+    validity: bytes | None,
+    compressed: Sequence[tuple[int, int]] = (),
+) -> pa.StructArray:
+    """A struct array (one child per column) with the reader's row validity; bodies of the
+    `compressed` `(row, sysflag)` rows are inflated."""
+    children = [to_array(t, rows, b) for t, b in zip(types, buffers, strict=True)]
+    if compressed and struct_type.get_field_index("body") >= 0:
+        i = struct_type.get_field_index("body")
+        children[i] = inflate(children[i], compressed)
+    return pa.Array.from_buffers(struct_type, rows, [_buf(validity)], null_count=-1, children=children)  # type: ignore[return-value]
+
+
+def binary_buffers(arr: pa.Array) -> tuple[bytes | None, bytes, bytes, int, int]:
+    """`(validity, offsets, data, offset, length)` of a string or binary array (large types are cast)."""
+    if pa.types.is_large_binary(arr.type):
+        arr = arr.cast(pa.binary())
+    elif pa.types.is_large_string(arr.type):
+        arr = arr.cast(pa.string())
+    validity, offsets, data = arr.buffers()
+    return (
+        None if validity is None or arr.null_count == 0 else validity.to_pybytes(),
+        offsets.to_pybytes() if offsets is not None else b"\0\0\0\0",
+        data.to_pybytes() if data is not None else b"",
+        arr.offset,
+        len(arr),
+    )

@@ -1,0 +1,161 @@
+"""The ``rocketmq`` PySpark data source: one row per stored message, decoded in Rust as Arrow batches.
+
+Planning (on the driver) finds the committed end of the CommitLog and cuts the read into partitions:
+slices of CommitLog files cut on record boundaries, or ConsumeQueue ranges when the predicates name
+topics and that reads less. Each partition opens its own read-only view of the files in the worker
+that runs it (workers are forked processes: nothing opened on the driver crosses into them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
+from pyspark.sql.types import StructType
+
+from rmq import _store
+from rmq.spark.arrow import to_record_batch
+from rmq.spark.options import ReadSpec, parse_options
+from rmq.spark.pushdown import push_filters
+from rmq.spark.schema import ReadColumns, spark_schema
+
+__all__ = [
+    "READ_STATS",
+    "QueuePartition",
+    "RocketMQDataSource",
+    "RocketMQReader",
+    "ScanPartition",
+    "plan_partitions",
+    "read_partition",
+]
+
+
+class ScanPartition(InputPartition):
+    """Records starting in ``[start, end)`` of one CommitLog file."""
+
+    def __init__(self, start: int, end: int, end_is_boundary: bool) -> None:
+        super().__init__((start, end, end_is_boundary))
+        self.start = start
+        self.end = end
+        self.end_is_boundary = end_is_boundary
+
+
+class QueuePartition(InputPartition):
+    """The records a ConsumeQueue lists at logical offsets ``[start, end)``, below ``committed_end``."""
+
+    def __init__(self, topic: str, queue_id: int, start: int, end: int, committed_end: int) -> None:
+        super().__init__((topic, queue_id, start, end, committed_end))
+        self.topic = topic
+        self.queue_id = queue_id
+        self.start = start
+        self.end = end
+        self.committed_end = committed_end
+
+
+Partition = ScanPartition | QueuePartition
+
+READ_STATS: dict[str, int] = {"partitions": 0, "records_seen": 0, "bytes_seen": 0, "rows": 0}
+"""Counters of this process's partition reads (records examined vs rows produced); for tests and tuning."""
+
+
+def plan_partitions(spec: ReadSpec, committed_end: int | None = None) -> tuple[str, list[Partition]]:
+    """Plan a read of everything committed now (or below `committed_end`): `(kind, partitions)`."""
+    reader = spec.open()
+    end = reader.committed_end() if committed_end is None else committed_end
+    kind, splits, _scan_bytes, _rows, _bytes = reader.plan(
+        spec.filter.build(), end, spec.slice_size, spec.pushdown
+    )
+    if kind == "queue":
+        return kind, [QueuePartition(t, q, s, e, end) for t, q, s, e in splits]
+    return kind, [ScanPartition(s, e, b) for s, e, b in splits]
+
+
+def read_partition(spec: ReadSpec, columns: ReadColumns, part: Partition) -> Iterator[pa.RecordBatch]:
+    """Decode one partition into record batches of `columns.arrow`."""
+    try:
+        reader = spec.open()
+    except _store.StoreNotFoundError:
+        if spec.fail_on_data_loss:
+            raise
+        return
+    filt = spec.filter.build()
+    names = columns.decode_order
+    pos = part.start
+    READ_STATS["partitions"] += 1
+    while True:
+        try:
+            if isinstance(part, ScanPartition):
+                split = (part.start, part.end, part.end_is_boundary)
+                res = reader.scan(split, pos, filt, names, spec.batch_rows, spec.batch_bytes)
+            else:
+                qsplit = (part.topic, part.queue_id, part.start, part.end)
+                res = reader.read_queue(
+                    qsplit, pos, part.committed_end, filt, names, spec.batch_rows, spec.batch_bytes
+                )
+        except _store.StoreNotFoundError as e:
+            if spec.fail_on_data_loss:
+                raise _store.StoreNotFoundError(
+                    f"{e} (retention deleted data this read needs; option failOnDataLoss=false skips it)"
+                ) from e
+            return
+        rows, buffers, compressed, nxt, done, seen, nbytes = res
+        READ_STATS["records_seen"] += seen
+        READ_STATS["bytes_seen"] += nbytes
+        READ_STATS["rows"] += rows
+        if rows:
+            ordered = [buffers[i] for i in columns.permutation]
+            inflate = compressed if spec.decompress else ()
+            yield to_record_batch(columns.arrow, columns.types, rows, ordered, inflate)
+        if done:
+            return
+        pos = nxt
+
+
+class RocketMQReader(DataSourceReader):
+    """Batch reader: plans partitions on the driver, decodes them in the workers."""
+
+    def __init__(self, spec: ReadSpec, schema: StructType) -> None:
+        self.spec = spec
+        self.columns = ReadColumns(schema)
+
+    def partitions(self) -> list[InputPartition]:
+        _kind, parts = plan_partitions(self.spec)
+        return list(parts)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
+        assert isinstance(partition, (ScanPartition, QueuePartition))
+        return read_partition(self.spec, self.columns, partition)
+
+
+class RocketMQPushdownReader(RocketMQReader):
+    """The batch reader with Spark filter pushdown (needs ``spark.sql.python.filterPushdown.enabled``,
+    which ``rmq.spark.register`` sets)."""
+
+    def pushFilters(self, filters: list[Filter]) -> Iterator[Filter]:  # type: ignore[override]
+        spec, rest = push_filters(self.spec.filter, filters)
+        self.spec = replace(self.spec, filter=spec)
+        yield from rest
+
+
+class RocketMQDataSource(DataSource):
+    """``spark.read.format("rocketmq").load("/path/to/store")``: see ``rmq.spark.options`` for the
+    options and ``rmq.spark.schema.spark_schema`` for the columns."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "rocketmq"
+
+    def schema(self) -> StructType:
+        return spark_schema()
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        spec = parse_options(self.options)
+        cls = RocketMQPushdownReader if spec.push_filters else RocketMQReader
+        return cls(spec, schema)
+
+    def streamReader(self, schema: StructType):  # type: ignore[no-untyped-def]
+        from rmq.spark.stream import RocketMQStreamReader
+
+        return RocketMQStreamReader(parse_options(self.options), schema)
