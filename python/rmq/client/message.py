@@ -4,6 +4,8 @@
   :func:`encode_properties` / :func:`parse_properties` follow ``MessageDecoder`` exactly (empty names and
   values are dropped on parse, ``None`` values are skipped on encode).
 * ``UNIQ_KEY`` (§5.2) comes from :func:`rmq.client.uniq_id.create_uniq_id`.
+* Delivery at an arbitrary time uses the RocketMQ 5.x timer properties ``TIMER_DELIVER_MS`` (epoch ms),
+  ``TIMER_DELAY_MS`` and ``TIMER_DELAY_SEC`` (:attr:`Message.deliver_time_ms` and friends).
 * A pull body is decoded by one native call (:func:`rmq._store.decode_records`); :func:`decode_messages` only
   wraps each record tuple in a :class:`MessageExt`. Properties of a consumed message are parsed lazily, the
   first time they are read.
@@ -20,6 +22,10 @@ from rmq._store import decode_records, encode_batch_body, offset_msg_id
 from rmq.common.codes import MessageConst, MessageSysFlag
 
 __all__ = [
+    "TIMER_DELAY_MS",
+    "TIMER_DELAY_SEC",
+    "TIMER_DELIVER_MS",
+    "TIMER_PROPERTIES",
     "Message",
     "MessageExt",
     "MessageQueue",
@@ -41,11 +47,19 @@ _WAIT: Final = MessageConst.WAIT_STORE_MSG_OK
 _DELAY: Final = MessageConst.DELAY_TIME_LEVEL
 _UNIQ_KEY: Final = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
 
+TIMER_DELIVER_MS: Final = "TIMER_DELIVER_MS"
+"""Deliver at this epoch time (ms): RocketMQ 5.x timer messages, also served by rmq's broker."""
+TIMER_DELAY_MS: Final = "TIMER_DELAY_MS"
+"""Deliver this many ms after the broker stored the message."""
+TIMER_DELAY_SEC: Final = "TIMER_DELAY_SEC"
+"""Deliver this many seconds after the broker stored the message."""
+TIMER_PROPERTIES: Final = (TIMER_DELIVER_MS, TIMER_DELAY_MS, TIMER_DELAY_SEC)
+
 RESERVED_PROPERTIES: Final[frozenset[str]] = frozenset(
     value
     for name, value in vars(MessageConst).items()
     if name.isupper() and isinstance(value, str) and not name.endswith("SEPARATOR")
-)
+) | frozenset((*TIMER_PROPERTIES, "TIMER_OUT_MS"))
 """Property names a user may not set with :meth:`Message.put_user_property` (Java's ``STRING_HASH_SET``)."""
 
 
@@ -120,7 +134,9 @@ class Message:
     """A message to send: topic, body, user flag and properties (tags, keys, delay level, user properties).
 
     ``Message("T", b"body", tags="TagA", keys=["k1", "k2"])`` -- like Java, a new message carries
-    ``WAIT=true`` (wait for the store to confirm).
+    ``WAIT=true`` (wait for the store to confirm). ``delay_time_level`` picks one of the broker's
+    ``messageDelayLevel`` delays; ``deliver_time_ms`` (epoch ms) / ``delay_time_ms`` ask for delivery at
+    an arbitrary time (timer messages, see :attr:`deliver_time_ms`).
     """
 
     __slots__ = ("_properties", "_transaction_id", "body", "flag", "topic")
@@ -136,6 +152,8 @@ class Message:
         delay_time_level: int = 0,
         wait_store_msg_ok: bool = True,
         properties: Mapping[str, str] | None = None,
+        deliver_time_ms: int | None = None,
+        delay_time_ms: int | None = None,
     ) -> None:
         self.topic = topic
         self.body = body
@@ -150,6 +168,10 @@ class Message:
         props[_WAIT] = "true" if wait_store_msg_ok else "false"
         if delay_time_level > 0:
             props[_DELAY] = str(delay_time_level)
+        if deliver_time_ms is not None:
+            self.deliver_time_ms = deliver_time_ms
+        elif delay_time_ms is not None:
+            self.delay_time_ms = delay_time_ms
 
     # properties ----------------------------------------------------------------------------------------
 
@@ -225,6 +247,60 @@ class Message:
             self.properties[_DELAY] = str(level)
         else:
             self.properties.pop(_DELAY, None)
+
+    # arbitrary-time delivery (timer messages) ------------------------------------------------------------
+
+    def _timer(self, name: str) -> int | None:
+        value = self.get_property(name)
+        try:
+            return int(value) if value else None
+        except ValueError:
+            return None
+
+    def _set_timer(self, name: str, value: int | None) -> None:
+        props = self.properties
+        for other in TIMER_PROPERTIES:
+            props.pop(other, None)
+        if value is None:
+            return
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be a non-negative whole number, not {value!r}")
+        props[name] = str(value)
+
+    @property
+    def deliver_time_ms(self) -> int | None:
+        """Epoch time (ms) at which the broker delivers the message (``TIMER_DELIVER_MS``; Java 5.x
+        ``setDeliverTimeMs``). Setting any of the three timer properties clears the other two; ``None``
+        clears them all. The broker refuses (code 13) a time more than ``timerMaxDelaySec`` away; a delay
+        level, when also set, takes precedence. Not allowed in batches."""
+        return self._timer(TIMER_DELIVER_MS)
+
+    @deliver_time_ms.setter
+    def deliver_time_ms(self, epoch_ms: int | None) -> None:
+        self._set_timer(TIMER_DELIVER_MS, epoch_ms)
+
+    @property
+    def delay_time_ms(self) -> int | None:
+        """Deliver this many ms after the broker stores the message (``TIMER_DELAY_MS``)."""
+        return self._timer(TIMER_DELAY_MS)
+
+    @delay_time_ms.setter
+    def delay_time_ms(self, ms: int | None) -> None:
+        self._set_timer(TIMER_DELAY_MS, ms)
+
+    @property
+    def delay_time_sec(self) -> int | None:
+        """Deliver this many seconds after the broker stores the message (``TIMER_DELAY_SEC``)."""
+        return self._timer(TIMER_DELAY_SEC)
+
+    @delay_time_sec.setter
+    def delay_time_sec(self, seconds: int | None) -> None:
+        self._set_timer(TIMER_DELAY_SEC, seconds)
+
+    @property
+    def is_timer_message(self) -> bool:
+        props = self.properties
+        return any(name in props for name in TIMER_PROPERTIES)
 
     @property
     def wait_store_msg_ok(self) -> bool:

@@ -357,6 +357,8 @@ class Producer:
         for m in messages:
             if m.delay_time_level > 0:
                 raise MessageIllegalError("TimeDelayLevel is not supported for batching")
+            if m.is_timer_message:
+                raise MessageIllegalError("Timer messages are not supported for batching")
             if is_retry_topic(m.topic):
                 raise MessageIllegalError("Retry Group is not supported for batching")
             if m.topic != first.topic:
