@@ -6,6 +6,7 @@ Asynchronous API (this package)::
     async with Producer("pg", namesrv_addr="127.0.0.1:9876") as producer:
         result = await producer.send(Message("TopicA", b"hello", tags="TagA"))
 
+Producers and consumers also look stored messages up (by offset id, key, unique key: :mod:`rmq.client.admin`).
 Synchronous facade for scripts: :mod:`rmq.client.sync` (same class names, no ``await``).
 The client never imports the broker; it speaks the RocketMQ remoting protocol only.
 """
@@ -28,6 +29,7 @@ from rmq.client.errors import (
     MessageIllegalError,
     MQBrokerError,
     MQClientError,
+    NoMessageError,
     NoRouteError,
     RequestTimeoutError,
 )
@@ -45,6 +47,7 @@ from rmq.client.producer import (
     TransactionProducer,
     TransactionSendResult,
 )
+from rmq.client.results import QueryResult
 
 __all__ = [
     "AllocateMessageQueueAveragely",
@@ -70,9 +73,11 @@ __all__ = [
     "MessageQueue",
     "MessageQueueSelector",
     "MessageSelector",
+    "NoMessageError",
     "NoRouteError",
     "Producer",
     "PushConsumer",
+    "QueryResult",
     "RequestTimeoutError",
     "SelectMessageQueueByHash",
     "SelectMessageQueueByRandom",

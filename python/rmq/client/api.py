@@ -15,9 +15,21 @@ from typing import Any, Final
 from rmq.client.errors import broker_error
 from rmq.client.heartbeat import ExpressionType, HeartbeatData, SubscriptionData
 from rmq.client.message import MessageExt, MessageQueue, decode_messages
-from rmq.client.results import PullResult, PullStatus, SendResult, pull_status_of, send_status_of
+from rmq.client.results import (
+    PullResult,
+    PullStatus,
+    QueryResult,
+    SendResult,
+    pull_status_of,
+    send_status_of,
+)
 from rmq.common import fastjson
-from rmq.common.codes import AUTO_CREATE_TOPIC_KEY_TOPIC, RequestCode, ResponseCode
+from rmq.common.codes import (
+    AUTO_CREATE_TOPIC_KEY_TOPIC,
+    UNIQUE_MSG_QUERY_FLAG,
+    RequestCode,
+    ResponseCode,
+)
 from rmq.common.route import TopicConfig, TopicRouteData
 from rmq.remoting import (
     RemotingClient,
@@ -420,11 +432,47 @@ class MQClientAPI:
         request = self.request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
         _check(await self.invoke(addr, request, timeout_ms), addr)
 
-    async def view_message(self, addr: str, commit_log_offset: int, timeout_ms: int = 3000) -> MessageExt:
-        """VIEW_MESSAGE_BY_ID (33) by commitlog offset."""
+    # --- message lookup (MQAdmin) ----------------------------------------------------------------------
+
+    async def view_message(
+        self, addr: str, commit_log_offset: int, timeout_ms: int = 3000, broker_name: str | None = None
+    ) -> MessageExt:
+        """VIEW_MESSAGE_BY_ID (33) by commitlog offset; the broker answers 1 if there is no record there."""
         request = self.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(commit_log_offset)})
         response = _check(await self.invoke(addr, request, timeout_ms), addr)
-        messages = decode_messages(response.body or b"")
+        messages = decode_messages(response.body or b"", broker_name)
         if not messages:
             raise broker_error(int(ResponseCode.SYSTEM_ERROR), "empty VIEW_MESSAGE_BY_ID body", addr)
         return messages[0]
+
+    async def query_message(
+        self,
+        addr: str,
+        *,
+        topic: str,
+        key: str,
+        max_num: int,
+        begin_timestamp: int,
+        end_timestamp: int,
+        unique_key: bool = False,
+        timeout_ms: int = 9000,
+        broker_name: str | None = None,
+    ) -> QueryResult:
+        """QUERY_MESSAGE (12) on one broker: the records its index holds for ``key`` (a ``KEYS`` entry, or
+        the ``UNIQ_KEY`` with ``unique_key``) stored between the timestamps. The broker matches index
+        hashes only: callers filter the records. Nothing found (22) gives an empty result."""
+        fields = {
+            "topic": topic,
+            "key": key,
+            "maxNum": str(max_num),
+            "beginTimestamp": str(begin_timestamp),
+            "endTimestamp": str(end_timestamp),
+            UNIQUE_MSG_QUERY_FLAG: bool_text(unique_key),
+        }
+        response = await self.invoke(addr, self.request(RequestCode.QUERY_MESSAGE, fields), timeout_ms)
+        ext = response.ext_fields
+        last_update = header_long(ext, "indexLastUpdateTimestamp", 0)
+        if response.code == ResponseCode.QUERY_NOT_FOUND:
+            return QueryResult(last_update, [])
+        _check(response, addr)
+        return QueryResult(last_update, decode_messages(response.body or b"", broker_name))

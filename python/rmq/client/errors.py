@@ -5,6 +5,7 @@
     MQClientError                  client-side failure (``response_code``: a ResponseCode or ClientErrorCode)
     ├── MQBrokerError              the broker / name server answered a non-success ``code`` + ``remark``
     │   ├── SystemError_ (1), SystemBusyError (2), RequestCodeNotSupportedError (3), ...
+    │   ├── NoMessageError (208)   also raised by the client when a message lookup finds nothing
     │   └── one subclass per response code, see :data:`BROKER_ERRORS`
     ├── MessageIllegalError        the message failed validation before the wire (also ValueError)
     ├── NoRouteError               no route for a topic, or the broker of a queue is unknown
@@ -36,6 +37,7 @@ __all__ = [
     "MQClientError",
     "MessageIllegalBrokerError",
     "MessageIllegalError",
+    "NoMessageError",
     "NoPermissionError",
     "NoRouteError",
     "OffsetNotFoundError",
@@ -219,6 +221,11 @@ class SubscriptionGroupNotExistError(MQBrokerError):
 @register_broker_error(ResponseCode.CONSUMER_NOT_ONLINE)
 class ConsumerNotOnlineError(MQBrokerError):
     """206."""
+
+
+@register_broker_error(ResponseCode.NO_MESSAGE)
+class NoMessageError(MQBrokerError):
+    """208: a message lookup (view by id, query by key or unique key) found nothing."""
 
 
 @register_broker_error(ResponseCode.FLOW_CONTROL)

@@ -1,5 +1,6 @@
-"""Typed outcomes: SendStatus / SendResult (``CL/producer/SendResult.java``, REMOTING.md §3.1) and
-PullStatus / PullResult (``CL/consumer/PullResult.java``, §3.2, §7.3)."""
+"""Typed outcomes: SendStatus / SendResult (``CL/producer/SendResult.java``, REMOTING.md §3.1),
+PullStatus / PullResult (``CL/consumer/PullResult.java``, §3.2, §7.3) and QueryResult
+(``CL/QueryResult.java``, §3.4)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,15 @@ from enum import Enum
 from rmq.client.message import MessageExt, MessageQueue, decode_messages
 from rmq.common.codes import ResponseCode
 
-__all__ = ["PullResult", "PullStatus", "SendResult", "SendStatus", "pull_status_of", "send_status_of"]
+__all__ = [
+    "PullResult",
+    "PullStatus",
+    "QueryResult",
+    "SendResult",
+    "SendStatus",
+    "pull_status_of",
+    "send_status_of",
+]
 
 
 class SendStatus(Enum):
@@ -88,3 +97,12 @@ class PullResult:
         if self.status is not PullStatus.FOUND or not self.body:
             return []
         return decode_messages(self.body, broker_name, self.min_offset, self.max_offset)
+
+
+@dataclass(slots=True)
+class QueryResult:
+    """Messages found by QUERY_MESSAGE; ``index_last_update_timestamp`` is the newest index update time
+    (ms) of the brokers that answered."""
+
+    index_last_update_timestamp: int
+    messages: list[MessageExt]

@@ -41,6 +41,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import Any, TypeVar
 
+from rmq.client.admin import LONG_MAX
 from rmq.client.consumer.lite_pull import LitePullConsumer as AsyncLitePullConsumer
 from rmq.client.consumer.push import PushConsumer as AsyncPushConsumer
 from rmq.client.heartbeat import MessageSelector
@@ -50,7 +51,7 @@ from rmq.client.producer.producer import Producer as AsyncProducer
 from rmq.client.producer.selector import MessageQueueSelector
 from rmq.client.producer.transaction import TransactionListener, TransactionSendResult
 from rmq.client.producer.transaction import TransactionProducer as AsyncTransactionProducer
-from rmq.client.results import SendResult
+from rmq.client.results import QueryResult, SendResult
 from rmq.remoting.loop import best_loop_factory
 
 __all__ = ["LitePullConsumer", "Producer", "PushConsumer", "TransactionProducer", "shutdown_all"]
@@ -149,7 +150,32 @@ class _Facade:
         self.shutdown()
 
 
-class Producer(_Facade):
+class _Lookup(_Facade):
+    """The message lookups of :mod:`rmq.client.admin`, blocking."""
+
+    def view_message(self, msg_id: str, *, topic: str | None = None) -> MessageExt:
+        return self._run(self._impl.view_message(msg_id, topic=topic))
+
+    def query_message(
+        self, topic: str, key: str, max_num: int = 32, begin_ms: int = 0, end_ms: int = LONG_MAX
+    ) -> QueryResult:
+        return self._run(self._impl.query_message(topic, key, max_num, begin_ms, end_ms))
+
+    def query_message_by_unique_key(
+        self,
+        topic: str,
+        uniq_key: str,
+        max_num: int = 32,
+        begin_ms: int | None = None,
+        end_ms: int = LONG_MAX,
+    ) -> QueryResult:
+        return self._run(self._impl.query_message_by_unique_key(topic, uniq_key, max_num, begin_ms, end_ms))
+
+    def view_message_by_unique_key(self, topic: str, uniq_key: str) -> MessageExt:
+        return self._run(self._impl.view_message_by_unique_key(topic, uniq_key))
+
+
+class Producer(_Lookup):
     """Blocking :class:`rmq.client.Producer`; same constructor arguments."""
 
     def __init__(self, group: str, **kwargs: Any) -> None:
@@ -215,7 +241,7 @@ class TransactionProducer(Producer):
         return self._run(impl.send_message_in_transaction(msg, arg))
 
 
-class PushConsumer(_Facade):
+class PushConsumer(_Lookup):
     """Blocking :class:`rmq.client.PushConsumer`; same constructor arguments and listeners."""
 
     def __init__(self, group: str, **kwargs: Any) -> None:
@@ -244,7 +270,7 @@ class PushConsumer(_Facade):
         self._run(_call(self._impl.resume))
 
 
-class LitePullConsumer(_Facade):
+class LitePullConsumer(_Lookup):
     """Blocking :class:`rmq.client.LitePullConsumer`; ``poll`` blocks up to its timeout."""
 
     def __init__(self, group: str, **kwargs: Any) -> None:

@@ -17,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from rmq.client.admin import MessageQueryMixin
 from rmq.client.config import ClientConfig
 from rmq.client.consumer.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
 from rmq.client.consumer.offset_store import (
@@ -53,7 +54,7 @@ def _half_an_hour_ago() -> str:
     return datetime.fromtimestamp(time.time() - 1800).strftime("%Y%m%d%H%M%S")
 
 
-class ConsumerBase:
+class ConsumerBase(MessageQueryMixin):
     consume_type: ConsumeType = ConsumeType.CONSUME_PASSIVELY
 
     def __init__(

@@ -17,6 +17,9 @@ times, each time on a queue of another broker when there is one, within one ``se
 budget; broker errors outside ``retry_response_codes`` are raised at once. ``send_async`` retries
 transport failures ``retry_times_when_send_async_failed`` times. Sends to a chosen queue or through a
 selector are not retried.
+
+Running producers also look messages up: ``view_message``, ``query_message``,
+``query_message_by_unique_key``, ``view_message_by_unique_key`` (:mod:`rmq.client.admin`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 from enum import Enum
 from typing import Any, Final
 
+from rmq.client.admin import MessageQueryMixin
 from rmq.client.config import ClientConfig
 from rmq.client.errors import (
     ClientErrorCode,
@@ -118,7 +122,7 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
-class Producer:
+class Producer(MessageQueryMixin):
     def __init__(
         self,
         group: str,
