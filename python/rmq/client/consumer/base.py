@@ -28,7 +28,7 @@ from rmq.client.consumer.offset_store import (
 )
 from rmq.client.consumer.process_queue import ProcessQueue
 from rmq.client.consumer.rebalance import RebalanceImpl
-from rmq.client.errors import ClientStateError, MQClientError
+from rmq.client.errors import ClientStateError, MQBrokerError, MQClientError, broker_error
 from rmq.client.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
@@ -41,6 +41,7 @@ from rmq.client.heartbeat import (
 )
 from rmq.client.instance import ClientInstance, get_instance
 from rmq.client.message import MessageQueue
+from rmq.common.codes import ResponseCode
 from rmq.common.topic import check_group, check_topic, is_retry_topic
 
 __all__ = ["ConsumerBase"]
@@ -177,7 +178,10 @@ class ConsumerBase(MessageQueryMixin):
         instance.rebalance_immediately()
 
     async def _check_client_in_broker(self) -> None:
-        """CHECK_CLIENT_CONFIG for each non-TAG subscription, on one broker of its topic."""
+        """CHECK_CLIENT_CONFIG for each non-TAG subscription, on one broker of its topic.
+
+        A malformed expression raises :class:`SubscriptionParseFailedError` (23) with the broker's reason;
+        any other refusal (e.g. ``enablePropertyFilter=false``) Java's generic :class:`MQClientError`."""
         instance = self.instance
         for sub in list(self.subscriptions.values()):
             if sub.expression_type == ExpressionType.TAG:
@@ -189,7 +193,13 @@ class ConsumerBase(MessageQueryMixin):
                 await instance.api.check_client_config(
                     addr, self.group, instance.client_id, sub, instance.timeout_ms
                 )
-            except MQClientError as exc:
+            except MQBrokerError as exc:
+                if exc.code == ResponseCode.SUBSCRIPTION_PARSE_FAILED:  # a malformed expression
+                    raise broker_error(
+                        exc.code,
+                        f"{sub.expression_type} subscription of topic {sub.topic} rejected: {exc.remark}",
+                        exc.addr,
+                    ) from exc
                 raise MQClientError(
                     f"Check client in broker error, maybe because you use {sub.expression_type} to filter "
                     "message, "
