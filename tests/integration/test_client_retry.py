@@ -11,7 +11,6 @@ topic by themselves; broadcasting consumers drop failed messages.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Iterator
 from itertools import pairwise
 from pathlib import Path
@@ -136,9 +135,7 @@ async def test_broadcasting_does_not_retry(broker: BrokerProcess, producer: Prod
         await collector.wait_for(1, 20)
         await producer.send(Message(topic, b"dropped"))
         await collector.wait_for(2, 20)
-        start_at = time.monotonic()
         await asyncio.sleep(RETRY_DELAYS_S[1] + 1.5)  # a retry would be back by now
-        assert time.monotonic() - start_at >= 2.5
     finally:
         await consumer.shutdown()
     assert [m.body for m in collector.msgs] == [b"warm", b"dropped"]
