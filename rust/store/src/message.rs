@@ -494,7 +494,11 @@ pub fn decode_offset_msg_id(id: &str) -> Result<(SocketAddr, i64)> {
     };
     let port = i32::from_be_bytes(bytes[ip_len..ip_len + 4].try_into().unwrap());
     let off = i64::from_be_bytes(bytes[ip_len + 4..ip_len + 12].try_into().unwrap());
-    Ok((SocketAddr::new(ip, port as u16), off))
+    let port = u16::try_from(port).map_err(|_| bad())?;
+    if off < 0 {
+        return Err(bad());
+    }
+    Ok((SocketAddr::new(ip, port), off))
 }
 
 /// One message of a batch body (§4.5), with its final property string.
@@ -723,6 +727,8 @@ mod tests {
             (host, 0x1234)
         );
         assert!(decode_offset_msg_id("zz").is_err());
+        // A client UNIQ_KEY has the same shape but no valid port field.
+        assert!(decode_offset_msg_id("7F0000010F2A18B4AAC27A2C11D70000").is_err());
         let h6: SocketAddr = "[::1]:9".parse().unwrap();
         assert_eq!(
             decode_offset_msg_id(&offset_msg_id_hex(&h6, 77)).unwrap(),
