@@ -1,0 +1,982 @@
+"""End-to-end broker benchmark: produce and consume 1 KiB messages through ``python -m rmq.broker`` on
+loopback, beside the loopback request/response ceiling measured in the same run.
+
+Usage (from the repository root, with the package built, e.g. ``maturin develop -r``)::
+
+    python benches/broker_bench.py                  # full run (~5 min), rewrites the broker section of
+                                                    # benches/RESULTS.md
+    python benches/broker_bench.py --quick          # 2 s windows, no 1-producer C++ row
+    python benches/broker_bench.py --no-write       # print only
+    python benches/broker_bench.py --wait-quiet 60  # on a shared machine: wait for other CPU use to stop
+    python benches/broker_bench.py --only raw-64 --flush SYNC_FLUSH --profile-broker /tmp/prof
+
+What runs (every process is a child of this script, bound to 127.0.0.1, killed on exit):
+
+* ``benches/echo_server.py``, the ceiling: a minimal uvloop ``asyncio.Protocol`` server answering each
+  request frame with a response of the size the broker's answer has (send: ~200-byte header; pull: 32
+  pre-encoded 1 KiB records; route lookups, so the C++ client can use it as name server and broker).
+* a broker with ``flushDiskType=ASYNC_FLUSH``, then one with ``SYNC_FLUSH``, each with its embedded name
+  server, a fresh store directory under ``--store-root`` and topic ``BenchTopic`` (8 queues, created with
+  UPDATE_AND_CREATE_TOPIC).
+* load generators that do not spend Python per message on the broker's behalf:
+
+  - raw produce: ``benches/loadgen_c.c`` (compiled with ``$CC`` into a temporary directory; epoll,
+    SEND_MESSAGE_V2 frames pre-encoded by ``loadgen.py`` and patched per request), or with ``--gen
+    python`` / no C compiler ``benches/loadgen.py`` (uvloop). N connections x K requests in flight,
+    spread over ``--gen-procs`` processes;
+  - raw pull: ``benches/loadgen.py``, PULL_MESSAGE (maxMsgNums 32, no suspend) pipelined across the 8
+    queues, records counted by walking the TOTALSIZE fields of the bodies;
+  - ``benches/cpp_load.py``: the official C++ client (PyPI ``rocketmq``), one producer per process
+    doing ``send_sync`` in a loop.
+
+  The ceiling of each row is the same generator at the same concurrency against the echo server.
+* consume: everything the ASYNC_FLUSH produce rows stored (at most ``--consume-max``) is pulled back.
+* rmq's own client (``rmq.client``, issue 4), beside the C++ client: ``benches/rmq_client_load.py``
+  producers (specs ``rmq-1``, ``rmq-8``) and a ``LitePullConsumer`` (:func:`rmq_client_rows`); left out
+  with ``--skip-rmq`` or when the package is missing.
+
+Each produce row runs ``--warmup`` seconds unmeasured, then counts the responses completing inside a
+``--duration`` window; latency is per request (send to response) for requests sent inside the window.
+Besides rates the script samples CPU time from /proc: per request for the load generator and for the
+server (broker or echo), and the machine's CPU use just before each measurement (other load).
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import datetime as _dt
+import json
+import os
+import platform
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import loadgen  # noqa: E402
+
+BEGIN = "<!-- broker-bench:begin -->"
+END = "<!-- broker-bench:end -->"
+TOPIC = "BenchTopic"
+QUEUES = 8
+BODY = 1024
+GROUP = "bench_pg"
+CONSUMER_GROUP = "bench_cg"
+
+_CHILDREN: list[subprocess.Popen[Any]] = []
+
+
+# --- child process handling --------------------------------------------------------------------------------
+
+
+def _kill_children() -> None:
+    for p in _CHILDREN:
+        if p.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                p.kill()
+    for p in _CHILDREN:
+        with contextlib.suppress(Exception):
+            p.wait(5)
+    _CHILDREN.clear()
+
+
+atexit.register(_kill_children)
+
+
+def _on_signal(signum: int, _frame: Any) -> None:
+    _kill_children()
+    raise SystemExit(128 + signum)
+
+
+class Child:
+    """A child process speaking lines on stdin/stdout; stdout is read by a thread into a queue."""
+
+    def __init__(self, args: list[str]) -> None:
+        self.proc = subprocess.Popen(
+            args,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        )
+        _CHILDREN.append(self.proc)
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        self.err: list[str] = []
+        threading.Thread(target=self._pump_out, daemon=True).start()
+        threading.Thread(target=self._pump_err, daemon=True).start()
+
+    def _pump_out(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line.rstrip("\n"))
+        self.lines.put(None)
+
+    def _pump_err(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            if len(self.err) < 2000:
+                self.err.append(line)
+
+    def expect(self, prefix: str, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError(f"no {prefix!r} line in {timeout:.0f} s; stderr:\n{self.stderr_tail()}")
+            try:
+                line = self.lines.get(timeout=left)
+            except queue.Empty:
+                continue
+            if line is None:
+                raise RuntimeError(f"child exited before {prefix!r}; stderr:\n{self.stderr_tail()}")
+            if line.startswith(prefix):
+                return line
+
+    def send(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+
+    def stderr_tail(self, n: int = 30) -> str:
+        time.sleep(0.05)
+        return "".join(self.err[-n:])
+
+    def stop(self, timeout: float = 10) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc in _CHILDREN:
+            _CHILDREN.remove(self.proc)
+
+
+def start_echo_server() -> tuple[Child, str]:
+    child = Child([sys.executable, str(HERE / "echo_server.py"), "--record-size", str(BODY)])
+    line = child.expect("ECHO-READY", 30)
+    return child, line.split()[1]
+
+
+# --- load runs ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Measure:
+    rate: float | None = None  # msgs/s (or req/s against the echo server)
+    p50: float | None = None  # µs
+    p99: float | None = None
+    count: int = 0
+    errors: int = 0
+    error_samples: dict[str, int] = field(default_factory=dict)
+    note: str = ""
+    requests: int = 0  # all requests answered, warm-up and drain included
+    gen_cpu_us: float | None = None  # load generator CPU per request
+    server_cpu_us: float | None = None  # server (broker or echo) CPU per request
+    busy: float | None = None  # share of all CPUs busy during the run, %
+    background: float | None = None  # share of all CPUs busy just before the run (other work), %
+
+
+def _percentile(sorted_vals: array[float] | list[float], q: float) -> float | None:
+    if not sorted_vals:
+        return None
+    i = min(len(sorted_vals) - 1, max(0, round(q * (len(sorted_vals) - 1))))
+    return sorted_vals[i]
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system, all threads) of a process, from /proc."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def sys_cpu() -> tuple[float, float]:
+    """(busy, total) jiffies over all CPUs."""
+    vals = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    idle = vals[3] + (vals[4] if len(vals) > 4 else 0)
+    total = sum(vals[:8])
+    return total - idle, total
+
+
+def python_worker(script: str, cfg: dict[str, Any]) -> Callable[[int, Path], list[str]]:
+    """argv of a Python worker (``loadgen.py`` / ``cpp_load.py``) taking its config as JSON."""
+
+    def argv(worker_id: int, lat_path: Path) -> list[str]:
+        full = dict(cfg, worker_id=worker_id, lat_path=str(lat_path))
+        return [sys.executable, str(HERE / script), json.dumps(full)]
+
+    return argv
+
+
+QUIET = {"wait": 0.0, "below": 10.0}
+
+
+def wait_quiet() -> tuple[tuple[float, float], tuple[float, float]]:
+    """Sample other CPU use for 0.3 s; with ``--wait-quiet S`` repeat (up to S seconds) until it is below
+    ``--quiet-below`` %. Returns the last two samples."""
+    deadline = time.monotonic() + QUIET["wait"]
+    while True:
+        s0 = sys_cpu()
+        time.sleep(0.3)
+        s1 = sys_cpu()
+        busy = 100.0 * (s1[0] - s0[0]) / max(1.0, s1[1] - s0[1])
+        if busy < QUIET["below"] or time.monotonic() >= deadline:
+            return s0, s1
+        time.sleep(0.7)
+
+
+def run_workers(
+    workers: list[Callable[[int, Path], list[str]]],
+    warmup: float,
+    duration: float,
+    server_pid: int | None = None,
+) -> Measure:
+    """Start one process per worker, wait for all READY, send GO, collect results and latencies."""
+    tmp = Path(tempfile.mkdtemp(prefix="rmq-bench-lat-"))
+    children: list[Child] = []
+    try:
+        for i, argv in enumerate(workers):
+            children.append(Child(argv(i, tmp / f"lat-{i}.bin")))
+        for c in children:
+            c.expect("READY", 60)
+        bg0, bg1 = wait_quiet()
+        start_at = time.monotonic() + warmup + 0.05
+        end_at = start_at + duration
+        srv0 = proc_cpu(server_pid) if server_pid else 0.0
+        sys0 = sys_cpu()
+        for c in children:
+            c.send(f"GO {start_at:.6f} {end_at:.6f}")
+        results = []
+        for c in children:
+            left = end_at - time.monotonic() + loadgen.DRAIN_TIMEOUT + 30
+            results.append(json.loads(c.expect("{", max(left, 5))))
+        srv1 = proc_cpu(server_pid) if server_pid else 0.0
+        sys1 = sys_cpu()
+        lat = array("d")
+        for i in range(len(workers)):
+            p = tmp / f"lat-{i}.bin"
+            if p.exists():
+                lat.frombytes(p.read_bytes())
+        lat_sorted = sorted(lat)
+    finally:
+        for c in children:
+            c.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+    m = Measure()
+    samples: dict[str, int] = {}
+    for r in results:
+        m.errors += r["errors"]
+        for k, v in r["error_samples"].items():
+            samples[k] = samples.get(k, 0) + v
+        if r.get("failures"):
+            for f in r["failures"]:
+                samples[f"failure: {f}"] = samples.get(f"failure: {f}", 0) + 1
+    m.error_samples = samples
+    if results and results[0]["mode"] == "pull":
+        msgs = sum(r["msgs"] for r in results)
+        expected = sum(r["expected"] or 0 for r in results)
+        firsts = [r["first_send"] for r in results if r["first_send"]]
+        lasts = [r["last_recv"] for r in results if r["last_recv"]]
+        if firsts and lasts and msgs:
+            m.rate = msgs / (max(lasts) - min(firsts))
+        m.count = msgs
+        if msgs < expected:
+            m.note = f"pulled {msgs} of {expected}"
+    else:
+        m.count = sum(r["ok"] for r in results)
+        m.rate = m.count / duration if m.count else 0.0
+    m.p50 = _percentile(lat_sorted, 0.50)
+    m.p99 = _percentile(lat_sorted, 0.99)
+    m.requests = sum(r["ok_total"] for r in results) + m.errors
+    units = m.count if results and results[0]["mode"] == "pull" else m.requests  # per message for pulls
+    if units:
+        m.gen_cpu_us = 1e6 * sum(r.get("cpu", 0.0) for r in results) / units
+        if server_pid:
+            m.server_cpu_us = 1e6 * (srv1 - srv0) / units
+    if bg1[1] > bg0[1]:
+        m.background = 100.0 * (bg1[0] - bg0[0]) / (bg1[1] - bg0[1])
+    if sys1[1] > sys0[1]:
+        m.busy = 100.0 * (sys1[0] - sys0[0]) / (sys1[1] - sys0[1])
+    return m
+
+
+def raw_produce(
+    addr: str, conns: int, inflight: int, warmup: float, duration: float, procs: int, server_pid: int | None
+) -> Measure:
+    procs = max(1, min(procs, conns))
+    per = [conns // procs + (1 if i < conns % procs else 0) for i in range(procs)]
+    if NATIVE.binary is not None:
+        host, port = addr.rsplit(":", 1)
+        workers = [NATIVE.worker(host, port, n, inflight) for n in per]
+    else:
+        cfg = {
+            "mode": "produce",
+            "addr": addr,
+            "inflight": inflight,
+            "topic": TOPIC,
+            "group": GROUP,
+            "queues": QUEUES,
+            "body_size": BODY,
+        }
+        workers = [python_worker("loadgen.py", dict(cfg, conns=n)) for n in per]
+    return run_workers(workers, warmup, duration, server_pid)
+
+
+class Native:
+    """``benches/loadgen_c.c`` compiled for this run (``--gen native``/``auto``), or ``binary`` None."""
+
+    def __init__(self) -> None:
+        self.binary: Path | None = None
+        self.templates: Path | None = None
+        self.why = "not requested"
+
+    def build(self, workdir: Path) -> bool:
+        cc = os.environ.get("CC", "cc")
+        out = workdir / "loadgen_c"
+        try:
+            subprocess.run(
+                [cc, "-O2", "-o", str(out), str(HERE / "loadgen_c.c")],
+                check=True,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            detail = getattr(exc, "stderr", "") or str(exc)
+            self.why = f"cannot build loadgen_c.c with {cc}: {detail.strip()[:300]}"
+            return False
+        self.templates = workdir / "send-templates.bin"
+        body = (b"0123456789abcdef" * (BODY // 16 + 1))[:BODY]
+        loadgen.native_templates(str(self.templates), TOPIC, GROUP, body, QUEUES, f"{os.getpid():08X}0000")
+        self.binary = out
+        self.why = ""
+        return True
+
+    def worker(self, host: str, port: str, conns: int, inflight: int) -> Callable[[int, Path], list[str]]:
+        def argv(worker_id: int, lat_path: Path) -> list[str]:
+            return [
+                str(self.binary),
+                host,
+                port,
+                str(conns),
+                str(inflight),
+                str(self.templates),
+                str(lat_path),
+                str(worker_id),
+            ]
+
+        return argv
+
+
+NATIVE = Native()
+
+
+def raw_pull(
+    addr: str,
+    ranges: list[list[int]],
+    conns: int,
+    inflight: int,
+    limit: float,
+    procs: int,
+    server_pid: int | None,
+) -> Measure:
+    """Pull ``ranges`` ([queueId, start, end]); queues are split between ``procs`` processes."""
+    procs = max(1, min(procs, len(ranges)))
+    workers = []
+    for i in range(procs):
+        mine = ranges[i::procs]
+        cfg = {
+            "mode": "pull",
+            "addr": addr,
+            "conns": max(1, conns // procs),
+            "inflight": inflight,
+            "topic": TOPIC,
+            "group": CONSUMER_GROUP,
+            "ranges": mine,
+            "batch": 32,
+        }
+        workers.append(python_worker("loadgen.py", cfg))
+    return run_workers(workers, 0.0, limit, server_pid)
+
+
+def cpp_produce(
+    namesrv: str, producers: int, warmup: float, duration: float, server_pid: int | None
+) -> Measure:
+    workers = [
+        python_worker(
+            "cpp_load.py", {"namesrv": namesrv, "topic": TOPIC, "group": f"{GROUP}_cpp{i}", "body_size": BODY}
+        )
+        for i in range(producers)
+    ]
+    return run_workers(workers, warmup, duration, server_pid)
+
+
+def rmq_produce(
+    namesrv: str, producers: int, warmup: float, duration: float, server_pid: int | None
+) -> Measure:
+    workers = [
+        python_worker(
+            "rmq_client_load.py",
+            {
+                "mode": "produce",
+                "namesrv": namesrv,
+                "topic": TOPIC,
+                "group": f"{GROUP}_rmq{i}",
+                "body_size": BODY,
+            },
+        )
+        for i in range(producers)
+    ]
+    return run_workers(workers, warmup, duration, server_pid)
+
+
+def rmq_client_available() -> bool:
+    try:
+        import rmq.client  # noqa: F401
+    except ImportError:
+        return False
+    return (HERE / "rmq_client_load.py").exists()
+
+
+def cpp_available() -> bool:
+    try:
+        import rocketmq.client  # noqa: F401
+    except Exception:
+        return False
+    return True
+
+
+# --- broker setup ------------------------------------------------------------------------------------------
+
+
+def _invoke(addr: str, code: int, ext: dict[str, str], timeout_ms: int = 5000) -> Any:
+    from rmq.remoting import create_request
+    from rmq.remoting.client import invoke_sync
+
+    return invoke_sync(addr, create_request(code, ext), timeout_ms)
+
+
+def create_topic(broker: str, namesrv: str, topic: str, queues: int) -> None:
+    resp = _invoke(
+        broker,
+        17,  # UPDATE_AND_CREATE_TOPIC
+        {
+            "topic": topic,
+            "defaultTopic": "TBW102",
+            "readQueueNums": str(queues),
+            "writeQueueNums": str(queues),
+            "perm": "6",
+            "topicFilterType": "SINGLE_TAG",
+            "topicSysFlag": "0",
+            "order": "false",
+        },
+    )
+    if resp.code != 0:
+        raise RuntimeError(f"UPDATE_AND_CREATE_TOPIC answered {resp.code} {resp.remark!r}")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # the C++ producer looks the route up in the name server
+        resp = _invoke(namesrv, 105, {"topic": topic})
+        if resp.code == 0 and resp.body:
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"topic {topic} not routable through {namesrv} after 30 s")
+
+
+def max_offsets(broker: str, topic: str, queues: int) -> list[int]:
+    out = []
+    for q in range(queues):
+        resp = _invoke(broker, 30, {"topic": topic, "queueId": str(q)})  # GET_MAX_OFFSET
+        if resp.code != 0:
+            raise RuntimeError(f"GET_MAX_OFFSET answered {resp.code} {resp.remark!r}")
+        out.append(int(resp.ext_fields["offset"]))
+    return out
+
+
+@dataclass
+class Broker:
+    child: Child
+    broker_addr: str
+    namesrv_addr: str
+
+    @property
+    def pid(self) -> int:
+        return self.child.proc.pid
+
+
+def start_broker(store_dir: Path, flush: str, profile: Path | None = None) -> Broker:
+    """``python -m rmq.broker`` on loopback, ephemeral ports, embedded name server (as tests/brokerproc.py),
+    optionally under cProfile (written when the broker exits on SIGTERM)."""
+    args = [sys.executable]
+    if profile is not None:
+        args += ["-m", "cProfile", "-o", str(profile)]
+    args += ["-m", "rmq.broker", "-p", "brokerIP1=127.0.0.1", "-p", "listenPort=0", "--namesrv-port", "0"]
+    args += ["-p", f"storePathRootDir={store_dir}", "-p", f"flushDiskType={flush}", "--log-level", "WARNING"]
+    child = Child(args)
+    line = child.expect("RMQ-READY", 60)
+    ready = dict(kv.split("=", 1) for kv in line.split()[1:])
+    return Broker(child, ready["broker"], ready["namesrv"])
+
+
+# --- scenarios ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    section: str  # "produce" / "consume"
+    flush: str
+    client: str
+    concurrency: str
+    m: Measure
+    ceiling: Measure | None
+    target: str = ""
+    met: bool | None = None
+
+    @property
+    def pct(self) -> float | None:
+        if self.ceiling is None or not self.ceiling.rate or self.m.rate is None:
+            return None
+        return 100.0 * self.m.rate / self.ceiling.rate
+
+
+@dataclass
+class Spec:
+    key: str
+    client: str  # "raw" / "cpp"
+    conns: int
+    inflight: int
+    flushes: tuple[str, ...]
+    quick: bool = True
+
+    @property
+    def concurrency(self) -> str:
+        if self.client == "cpp":
+            return f"{self.conns} producer{'s' if self.conns > 1 else ''} (sync)"
+        if self.inflight == 1:
+            return f"{self.conns} producer{'s' if self.conns > 1 else ''} (sync)"
+        return f"{self.conns} conns x {self.inflight} = {self.conns * self.inflight} in flight"
+
+
+SPECS = [
+    Spec("raw-1", "raw", 1, 1, ("ASYNC_FLUSH", "SYNC_FLUSH")),
+    Spec("raw-8", "raw", 8, 1, ("ASYNC_FLUSH", "SYNC_FLUSH")),
+    Spec("raw-64", "raw", 8, 8, ("ASYNC_FLUSH", "SYNC_FLUSH")),
+    Spec("cpp-1", "cpp", 1, 1, ("ASYNC_FLUSH",), quick=False),
+    Spec("cpp-8", "cpp", 8, 1, ("ASYNC_FLUSH", "SYNC_FLUSH")),
+    Spec("rmq-1", "rmq", 1, 1, ("ASYNC_FLUSH",), quick=False),
+    Spec("rmq-8", "rmq", 8, 1, ("ASYNC_FLUSH", "SYNC_FLUSH")),
+]
+CLIENT_NAMES = {"raw": "raw frames", "cpp": "C++ client", "rmq": "rmq client"}
+
+
+def targets(row: Row, spec: Spec | None) -> None:
+    rate = row.m.rate or 0.0
+    if spec is not None and spec.key in ("raw-8", "cpp-8", "rmq-8") and row.flush == "ASYNC_FLUSH":
+        pct = row.pct or 0.0
+        row.target = "≥ 40,000/s and ≥ 50% of ceiling"
+        row.met = rate >= 40_000 and pct >= 50
+    elif spec is not None and spec.key == "raw-64" and row.flush == "SYNC_FLUSH":
+        row.target = "≥ 30,000/s"
+        row.met = rate >= 30_000
+    elif row.section == "consume" and row.client.startswith("raw"):
+        row.target = "≥ 200,000/s"
+        row.met = rate >= 200_000
+
+
+def run_produce(spec: Spec, addr: str, namesrv: str, pid: int, a: argparse.Namespace) -> Measure:
+    """The run with the median rate of ``--repeat`` runs."""
+    runs = []
+    for _ in range(max(1, a.repeat)):
+        try:
+            runs.append(run_produce_once(spec, addr, namesrv, pid, a))
+        except (RuntimeError, TimeoutError, OSError, ValueError) as exc:  # a worker failed: record, go on
+            log(f"  {spec.key} failed: {exc}")
+            return Measure(note=f"failed: {str(exc).splitlines()[0][:200]}")
+    runs.sort(key=lambda m: m.rate or 0.0)
+    median = runs[len(runs) // 2]
+    if len(runs) > 1:
+        median.note = "runs " + " / ".join(fmt_rate(m) for m in runs)
+    return median
+
+
+def run_produce_once(spec: Spec, addr: str, namesrv: str, pid: int, a: argparse.Namespace) -> Measure:
+    if spec.client == "cpp":
+        return cpp_produce(namesrv, spec.conns, a.warmup, a.duration, pid)
+    if spec.client == "rmq":
+        return rmq_produce(namesrv, spec.conns, a.warmup, a.duration, pid)
+    return raw_produce(addr, spec.conns, spec.inflight, a.warmup, a.duration, a.gen_procs, pid)
+
+
+def rmq_client_rows(broker: Broker, total: int, a: argparse.Namespace) -> list[Row]:
+    """Issue 4: rmq's own consumer beside the raw pull (its producer rows are the ``rmq-*`` specs).
+
+    One ``LitePullConsumer`` (``benches/rmq_client_load.py``) of a fresh group reads ``BenchTopic`` from
+    its first offset. No ceiling: its rebalance needs a broker, the echo server is not one.
+    """
+    if not rmq_client_available() or a.skip_rmq or total <= 0:
+        return []
+    cfg = {
+        "mode": "consume",
+        "namesrv": broker.namesrv_addr,
+        "topic": TOPIC,
+        "group": f"{CONSUMER_GROUP}_rmq_{os.getpid()}",
+        "expected": total,
+    }
+    log(f"consume {total} messages with rmq's LitePullConsumer ...")
+    m = run_workers([python_worker("rmq_client_load.py", cfg)], 0.0, max(a.duration * 6, 60.0), broker.pid)
+    log(f"  {describe(m)}")
+    return [
+        Row("consume", "ASYNC_FLUSH", "rmq client (LitePullConsumer)", "1 consumer, batches of 32", m, None)
+    ]
+
+
+def print_profile(path: Path, top: int = 25) -> None:
+    """The broker's hottest functions (cProfile, by own time) to stderr."""
+    import io
+    import pstats
+
+    out = io.StringIO()
+    st = pstats.Stats(str(path), stream=out)
+    st.sort_stats("tottime").print_stats(top)
+    st.sort_stats("cumulative").print_stats(top)
+    log(f"--- broker profile {path} ---\n{out.getvalue()}")
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def fmt_rate(m: Measure | None) -> str:
+    if m is None or m.rate is None:
+        return "n/a"
+    return f"{m.rate:,.0f}"
+
+
+def fmt_us(v: float | None) -> str:
+    if v is None:
+        return "n/a"
+    if v >= 10_000:
+        return f"{v / 1000:.1f} ms"
+    return f"{v:.0f} µs"
+
+
+def describe(m: Measure) -> str:
+    s = f"{fmt_rate(m)}/s p50 {fmt_us(m.p50)} p99 {fmt_us(m.p99)}"
+    if m.errors:
+        s += f" errors {m.errors} {dict(list(m.error_samples.items())[:3])}"
+    if m.note:
+        s += f" ({m.note})"
+    s += f" | CPU/req: generator {fmt_us(m.gen_cpu_us)}, server {fmt_us(m.server_cpu_us)}"
+    s += f"; busy {m.busy or 0:.0f}% (before: {m.background or 0:.0f}%)"
+    return s
+
+
+def bench(a: argparse.Namespace) -> list[Row]:
+    specs = [s for s in SPECS if (s.quick or not a.quick)]
+    if a.only:
+        specs = [s for s in specs if any(k in s.key for k in a.only.split(","))]
+    if not cpp_available() or a.skip_cpp:
+        specs = [s for s in specs if s.client != "cpp"]
+    if not rmq_client_available() or a.skip_rmq:
+        specs = [s for s in specs if s.client != "rmq"]
+    rows: list[Row] = []
+    ceilings: dict[str, Measure] = {}
+
+    echo, echo_addr = start_echo_server()
+    try:
+        log(f"echo server at {echo_addr}")
+        for spec in specs:
+            log(f"ceiling {spec.key} ...")
+            ceilings[spec.key] = run_produce(spec, echo_addr, echo_addr, echo.proc.pid, a)
+            log(f"  {describe(ceilings[spec.key])}")
+
+        flushes = [f for f in ("ASYNC_FLUSH", "SYNC_FLUSH") if f in a.flush.split(",")]
+        for flush in flushes:
+            store = Path(tempfile.mkdtemp(prefix=f"rmq-bench-{flush.lower()}-", dir=a.store_root))
+            broker = None
+            profile = a.profile_broker / f"broker-{flush.lower()}.prof" if a.profile_broker else None
+            try:
+                broker = start_broker(store, flush, profile)
+                log(f"broker {flush} at {broker.broker_addr} (namesrv {broker.namesrv_addr}), store {store}")
+                create_topic(broker.broker_addr, broker.namesrv_addr, TOPIC, QUEUES)
+                for spec in specs:
+                    if flush not in spec.flushes:
+                        continue
+                    log(f"{flush} {spec.key} ...")
+                    m = run_produce(spec, broker.broker_addr, broker.namesrv_addr, broker.pid, a)
+                    log(f"  {describe(m)}")
+                    client = CLIENT_NAMES[spec.client]
+                    row = Row("produce", flush, client, spec.concurrency, m, ceilings.get(spec.key))
+                    targets(row, spec)
+                    rows.append(row)
+                if flush == "ASYNC_FLUSH" and not a.skip_consume:
+                    try:
+                        consumed, total = consume_rows(broker, echo_addr, echo.proc.pid, a)
+                        rows += consumed
+                        rows += rmq_client_rows(broker, total, a)
+                    except (RuntimeError, TimeoutError, OSError, ValueError) as exc:
+                        log(f"consume failed: {exc}")
+                        failed = Measure(note=f"failed: {str(exc).splitlines()[0][:200]}")
+                        rows.append(Row("consume", flush, "raw frames (PULL)", "", failed, None))
+            finally:
+                if broker is not None:
+                    broker.child.stop(timeout=60)
+                    rc = broker.child.proc.returncode
+                    if rc not in (0, -signal.SIGTERM):
+                        log(f"broker exited with {rc}:\n{broker.child.stderr_tail()}")
+                    if profile is not None and profile.exists():
+                        print_profile(profile)
+                shutil.rmtree(store, ignore_errors=True)
+    finally:
+        echo.stop()
+    return rows
+
+
+def consume_rows(
+    broker: Broker, echo_addr: str, echo_pid: int, a: argparse.Namespace
+) -> tuple[list[Row], int]:
+    """Pull back what the produce rows stored (raw frames), then the same against the echo server."""
+    offsets = max_offsets(broker.broker_addr, TOPIC, QUEUES)
+    cap = a.consume_max // QUEUES
+    ranges = [[q, 0, min(o, cap)] for q, o in enumerate(offsets)]
+    total = sum(e for _, _, e in ranges)
+    log(f"consume {total} messages from {QUEUES} queues (max offsets {offsets}) ...")
+    limit = max(a.duration * 3, 30.0)
+    m = raw_pull(broker.broker_addr, ranges, a.pull_conns, a.pull_inflight, limit, a.pull_procs, broker.pid)
+    log(f"  {describe(m)}")
+    log("consume ceiling ...")
+    c = raw_pull(echo_addr, ranges, a.pull_conns, a.pull_inflight, limit, a.pull_procs, echo_pid)
+    log(f"  {describe(c)}")
+    conc = f"{a.pull_conns} conns x {a.pull_inflight} pulls of 32 in flight"
+    row = Row("consume", "ASYNC_FLUSH", "raw frames (PULL)", conc, m, c)
+    targets(row, None)
+    return [row], total
+
+
+# --- report ------------------------------------------------------------------------------------------------
+
+
+def machine_info() -> str:
+    cpu = platform.processor() or platform.machine()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    uv = "yes" if loadgen.uvloop_available() else "no"
+    return (
+        f"nproc {os.cpu_count()}, {cpu}, Python {platform.python_version()} "
+        f"({platform.python_implementation()}), uvloop {uv}, {platform.system()} {platform.release()}"
+    )
+
+
+HEADER = (
+    "| scenario | flush | client | producers / in flight | msgs/s | p50 | p99 | ceiling req/s "
+    "| % of ceiling | server CPU/msg: broker (echo) | other load | target | met |"
+)
+
+
+def fmt_cpu(r: Row) -> str:
+    b = r.m.server_cpu_us
+    e = r.ceiling.server_cpu_us if r.ceiling is not None else None
+    if b is None:
+        return "n/a"
+    return f"{b:.1f} µs ({e:.1f} µs)" if e is not None else f"{b:.1f} µs"
+
+
+def table(rows: list[Row]) -> list[str]:
+    out = [HEADER, "|" + "---|" * 13]
+    for r in rows:
+        pct = f"{r.pct:.0f}%" if r.pct is not None else "n/a"
+        met = "" if r.met is None else ("**met**" if r.met else "**missed**")
+        err = f" ({r.m.errors} errors)" if r.m.errors else ""
+        note = f" ({r.m.note})" if r.m.note else ""
+        bg = f"{r.m.background:.0f}%" if r.m.background is not None else "n/a"
+        out.append(
+            f"| {r.section} | {r.flush} | {r.client} | {r.concurrency} | {fmt_rate(r.m)}{err}{note} "
+            f"| {fmt_us(r.m.p50)} | {fmt_us(r.m.p99)} | {fmt_rate(r.ceiling)} | {pct} | {fmt_cpu(r)} | {bg} "
+            f"| {r.target} | {met} |"
+        )
+    return out
+
+
+def summary(rows: list[Row]) -> list[str]:
+    out = []
+    for r in rows:
+        if r.met is None:
+            continue
+        pct = f", {r.pct:.0f}% of the {fmt_rate(r.ceiling)}/s ceiling" if r.pct is not None else ""
+        verdict = "met" if r.met else "missed"
+        out.append(
+            f"- {r.section}, {r.client}, {r.concurrency}, {r.flush}: **{fmt_rate(r.m)} msgs/s**{pct} "
+            f"(target {r.target}: {verdict})."
+        )
+    sends = [r for r in rows if r.section == "produce" and r.client == "raw frames" and r.m.server_cpu_us]
+    if sends:
+        best = min(sends, key=lambda r: r.m.server_cpu_us or 0.0)
+        cpu = best.m.server_cpu_us or 1.0
+        echo = best.ceiling.server_cpu_us if best.ceiling else None
+        vs = f" against {echo:.1f} µs for the echo server" if echo else ""
+        out.append(
+            f"- Broker CPU per 1 KiB send: {cpu:.1f} µs at best ({best.concurrency}, {best.flush}){vs}; "
+            f"one event-loop core therefore caps sends near {1e6 / cpu:,.0f}/s."
+        )
+    return out
+
+
+def section(rows: list[Row], a: argparse.Namespace, elapsed: float, errors: list[str]) -> str:
+    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    gen = (
+        "`benches/loadgen_c.c` (compiled by the script; epoll, pre-encoded SEND_MESSAGE_V2 frames patched "
+        "per request)"
+        if NATIVE.binary is not None
+        else "`benches/loadgen.py` (uvloop, pre-encoded SEND_MESSAGE_V2 frames)"
+    )
+    lines = [
+        "## Broker end to end (`python benches/broker_bench.py`)",
+        "",
+        f"Measured {now} on this machine: {machine_info()}. "
+        f"Windows of {a.duration:g} s after {a.warmup:g} s warm-up"
+        f"{f', median of {a.repeat} runs per produce row' if a.repeat > 1 else ''}; "
+        f"1 KiB bodies; topic of {QUEUES} queues; "
+        f"whole run {elapsed:.0f} s{' (--quick)' if a.quick else ''}.",
+        "",
+        "- *Ceiling*: the same load generator at the same concurrency against `benches/echo_server.py`, "
+        "a minimal uvloop `asyncio.Protocol` server that answers each frame with a response of the "
+        "broker's size (send: ~200-byte header; pull: 32 records of 1 KiB) and does nothing else.",
+        f"- *Raw frames* (produce): {gen}, {a.gen_procs} processes. *Raw frames (PULL)*: "
+        "`benches/loadgen.py`, PULL_MESSAGE of 32 without suspend, pipelined across the queues, "
+        "records counted in the bodies. "
+        "*C++ client*: PyPI `rocketmq` 0.4.4, `send_sync` in a loop, one producer per process. "
+        "*rmq client*: `rmq.client` (asyncio), `await Producer.send` in a loop, one producer per process; "
+        "for consume one `LitePullConsumer` (batches of 32) reading the topic from its first offset.",
+        "- Latency: send to response, per request. *Server CPU/msg*: user + system CPU of the broker (echo "
+        "server) process over the run divided by the requests it answered (per message for pulls). *Other "
+        "load*: CPU use on the machine just before the measurement, from processes outside the benchmark.",
+        "",
+        *table(rows),
+        "",
+        *summary(rows),
+    ]
+    if errors:
+        lines += ["", "Problems in this run:", "", *[f"- {e}" for e in errors]]
+    return "\n".join(lines)
+
+
+def write_section(path: Path, text: str) -> None:
+    old = path.read_text() if path.exists() else ""
+    block = f"{BEGIN}\n{text}\n{END}"
+    a, b = old.find(BEGIN), old.find(END)
+    if a != -1 and b > a:
+        new = old[:a] + block + old[b + len(END) :]
+    else:
+        sep = "" if not old or old.endswith("\n\n") else ("\n" if old.endswith("\n") else "\n\n")
+        new = f"{old}{sep}{block}\n"
+    path.write_text(new)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description="rmq broker end-to-end benchmark (see the module docstring)")
+    ap.add_argument("--duration", type=float, default=None, help="measured seconds per scenario (default 8)")
+    ap.add_argument("--warmup", type=float, default=None, help="unmeasured seconds first (default 2)")
+    ap.add_argument("--quick", action="store_true", help="2 s windows, no 1-producer C++/rmq client rows")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per produce row; the median is reported")
+    ap.add_argument(
+        "--out", type=Path, default=HERE / "RESULTS.md", help="file whose broker section to rewrite"
+    )
+    ap.add_argument("--no-write", action="store_true", help="print only, leave RESULTS.md alone")
+    ap.add_argument(
+        "--only", default="", help="comma list of scenario keys (raw-1,raw-8,raw-64,cpp-1,cpp-8,rmq-1,rmq-8)"
+    )
+    ap.add_argument("--flush", default="ASYNC_FLUSH,SYNC_FLUSH", help="broker runs to do")
+    ap.add_argument("--skip-cpp", action="store_true", help="leave out the C++ client rows")
+    ap.add_argument("--skip-consume", action="store_true")
+    ap.add_argument("--skip-rmq", action="store_true", help="leave out rmq's own client (rmq.client) rows")
+    ap.add_argument("--gen-procs", type=int, default=2, help="raw load generator processes")
+    ap.add_argument(
+        "--gen",
+        choices=("auto", "native", "python"),
+        default="auto",
+        help="raw produce generator: native = benches/loadgen_c.c built with $CC (auto: if it builds)",
+    )
+    ap.add_argument("--pull-procs", type=int, default=1, help="raw pull generator processes")
+    ap.add_argument("--pull-conns", type=int, default=2)
+    ap.add_argument("--pull-inflight", type=int, default=8, help="pulls in flight per connection")
+    ap.add_argument("--consume-max", type=int, default=2_000_000, help="at most this many messages pulled")
+    ap.add_argument("--store-root", default=None, help="parent directory of the temporary store dirs")
+    ap.add_argument(
+        "--wait-quiet",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="before each measurement wait up to S seconds for other CPU use to drop below --quiet-below",
+    )
+    ap.add_argument("--quiet-below", type=float, default=10.0, metavar="PCT")
+    ap.add_argument(
+        "--profile-broker",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="run the brokers under cProfile, keep broker-<flush>.prof in DIR, print the top functions "
+        "(figures are then distorted: implies --no-write)",
+    )
+    a = ap.parse_args()
+    if a.duration is None:
+        a.duration = 2.0 if a.quick else 8.0
+    if a.warmup is None:
+        a.warmup = 0.5 if a.quick else 2.0
+    QUIET["wait"], QUIET["below"] = a.wait_quiet, a.quiet_below
+    if a.profile_broker is not None:
+        a.no_write = True
+        a.profile_broker.mkdir(parents=True, exist_ok=True)
+    signal.signal(signal.SIGTERM, _on_signal)
+    t0 = time.monotonic()
+    errors: list[str] = []
+    build_dir = Path(tempfile.mkdtemp(prefix="rmq-bench-bin-"))
+    try:
+        if a.gen != "python" and not NATIVE.build(build_dir):
+            if a.gen == "native":
+                log(NATIVE.why)
+                return 2
+            log(f"{NATIVE.why}; using the Python generator")
+        rows = bench(a)
+    finally:
+        _kill_children()
+        shutil.rmtree(build_dir, ignore_errors=True)
+    for r in rows:
+        if r.m.errors:
+            errors.append(
+                f"{r.section} {r.flush} {r.client} {r.concurrency}: {r.m.errors} error responses, "
+                f"e.g. {list(r.m.error_samples.items())[:3]}"
+            )
+    text = section(rows, a, time.monotonic() - t0, errors)
+    print(text)
+    if not a.no_write:
+        write_section(a.out, text)
+        log(f"wrote the broker section of {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
