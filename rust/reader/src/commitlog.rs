@@ -29,6 +29,8 @@ use crate::Result;
 
 /// Upper bound of a record's length (4 MiB body + headers and properties, rounded up).
 pub const MAX_RECORD_SIZE: usize = ZERO_RUN_END;
+/// The v1 message magic code as it appears in the file.
+const MAGIC: [u8; 4] = MESSAGE_MAGIC_CODE.to_be_bytes();
 
 /// What lies at a position of a segment.
 #[derive(Debug)]
@@ -67,7 +69,14 @@ pub fn step(buf: &[u8], pos: usize, abs: i64, check_crc: bool) -> Step<'_> {
     }
 }
 
+/// Bytes searched at a time by [`find_record_start`].
+const SEARCH_CHUNK: usize = 1 << 20;
+
 /// The first position `p` in `[from, limit)` of `seg` where a valid record starts.
+///
+/// The search gives up after a run of zero bytes longer than any record: records start with a
+/// non-zero size, so the written data has ended (this keeps a search through a file's
+/// preallocated, sparse tail short).
 pub fn find_record_start(
     seg: &Segment,
     from: usize,
@@ -76,17 +85,33 @@ pub fn find_record_start(
 ) -> Option<usize> {
     let buf = seg.bytes();
     let limit = limit.min(buf.len());
-    if from >= limit {
-        return None;
+    let finder = memmem::Finder::new(&MAGIC);
+    let mut zeros = 0usize;
+    let mut at = from;
+    while at < limit {
+        let end = (at + SEARCH_CHUNK).min(limit);
+        // Candidates p in [at, end): their magic code sits at p + 4.
+        let hay = buf.get(at + 4..(end + 4).min(buf.len()))?;
+        let valid = |p: &usize| {
+            matches!(
+                step(buf, *p, seg.base() + *p as i64, check_crc),
+                Step::Record(_)
+            )
+        };
+        if let Some(p) = finder.find_iter(hay).map(|i| at + i).find(valid) {
+            return Some(p);
+        }
+        if buf[at..end].iter().all(|&b| b == 0) {
+            zeros += end - at;
+            if zeros > MAX_RECORD_SIZE + SEARCH_CHUNK {
+                return None;
+            }
+        } else {
+            zeros = 0;
+        }
+        at = end;
     }
-    let magic = MESSAGE_MAGIC_CODE.to_be_bytes();
-    let hay = buf.get(from + 4..(limit + 4).min(buf.len()))?;
-    memmem::find_iter(hay, &magic).map(|i| from + i).find(|&p| {
-        matches!(
-            step(buf, p, seg.base() + p as i64, check_crc),
-            Step::Record(_)
-        )
-    })
+    None
 }
 
 /// A position at or shortly before the end of `seg`'s data where a valid record starts, or
@@ -119,9 +144,8 @@ pub fn last_record_hint(seg: &Segment, check_crc: bool) -> Option<usize> {
         return None;
     }
     let from = data_end.saturating_sub(MAX_RECORD_SIZE + OS_PAGE_SIZE);
-    let magic = MESSAGE_MAGIC_CODE.to_be_bytes();
     let hay = buf.get(from + 4..(data_end + 4).min(buf.len()))?;
-    memmem::rfind_iter(hay, &magic)
+    memmem::rfind_iter(hay, &MAGIC)
         .map(|i| from + i)
         .find(|&p| {
             matches!(
@@ -396,5 +420,23 @@ mod tests {
             .unwrap();
         assert_eq!(n, 40);
         assert_eq!(end.stop, Stop::Invalid);
+    }
+
+    #[test]
+    fn search_stops_in_a_long_zero_tail() {
+        let dir = tempfile::tempdir().unwrap();
+        let size = 8 << 20;
+        let mut file = vec![0u8; size];
+        let near = record_bytes("T", 0, 0, 1 << 20, b"x", "", 1);
+        file[1 << 20..(1 << 20) + near.len()].copy_from_slice(&near);
+        let far = record_bytes("T", 0, 1, 7 << 20, b"x", "", 2);
+        file[7 << 20..(7 << 20) + far.len()].copy_from_slice(&far);
+        std::fs::write(dir.path().join(format!("{:020}", 0)), &file).unwrap();
+        let log = CommitLogView::open(dir.path(), true).unwrap();
+        let seg = log.segment(&log.listing()[0]).unwrap().unwrap();
+        assert_eq!(find_record_start(&seg, 0, size, true), Some(1 << 20));
+        // Past 5 MiB of zeros the data has ended: a record beyond is not a boundary to cut at.
+        assert_eq!(find_record_start(&seg, (1 << 20) + 1, size, true), None);
+        assert_eq!(find_record_start(&seg, 6 << 20, size, true), Some(7 << 20));
     }
 }
