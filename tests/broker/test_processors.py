@@ -10,6 +10,7 @@ import pytest
 from rmq.broker.clients import ConsumerManager, ProducerManager
 from rmq.broker.config import BrokerConfig, ConfigError, parse_properties_text
 from rmq.broker.consumer_offset import ConsumerOffsetManager
+from rmq.broker.flush_responder import FlushResponder
 from rmq.broker.long_polling import PullHoldService
 from rmq.broker.mq_lock import RebalanceLockManager
 from rmq.broker.processors.admin import AdminProcessors
@@ -69,7 +70,7 @@ class Broker:
         self.s = BrokerServices(
             config=cfg,
             store=self.store,
-            astore=AsyncStore(self.store, loop),
+            astore=(astore := AsyncStore(self.store, loop)),
             topics=TopicConfigManager(
                 cfg.config_dir,
                 cluster_name=cfg.broker_cluster_name,
@@ -83,6 +84,7 @@ class Broker:
             producers=ProducerManager(),
             locks=RebalanceLockManager(),
             holds=holds,
+            flush_responder=FlushResponder(astore, 5.0),
         )
         self.s.astore.dispatched.add_listener(holds.on_dispatch)
         self.send = SendProcessor(self.s)
@@ -487,5 +489,26 @@ async def test_sql92_subscription_filters_exactly(tmp_path):
             b.call(RequestCode.CHECK_CLIENT_CONFIG, {}, orjson.dumps(check)).code
             == ResponseCode.SUBSCRIPTION_PARSE_FAILED
         )
+    finally:
+        b.close()
+
+
+async def test_sync_flush_send_answers_after_the_group_commit(tmp_path):
+    b = Broker(str(tmp_path), flushDiskType="SYNC_FLUSH")
+    try:
+        ctxs = [FakeContext() for _ in range(20)]
+        direct = [
+            b.call(RequestCode.SEND_MESSAGE_V2, v2("Sync", 0), b"x%d" % i, ctx=c) for i, c in enumerate(ctxs)
+        ]
+        for _ in range(500):
+            if all(c.responses for c, d in zip(ctxs, direct, strict=True) if d is None):
+                break
+            await asyncio.sleep(0.01)
+        answers = [d if d is not None else c.responses[0] for c, d in zip(ctxs, direct, strict=True)]
+        assert [a.code for a in answers] == [ResponseCode.SUCCESS] * 20
+        assert [int(a.ext_fields["queueOffset"]) for a in answers] == list(range(20))
+        end = max(int(a.ext_fields["msgId"][16:], 16) for a in answers)
+        assert b.store.flushed_offset() > end, "acknowledged only once durable"
+        assert len(b.s.flush_responder) == 0
     finally:
         b.close()

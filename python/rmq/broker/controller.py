@@ -11,6 +11,7 @@ import time
 from rmq.broker.clients import ConsumerManager, ProducerManager
 from rmq.broker.config import BrokerConfig
 from rmq.broker.consumer_offset import ConsumerOffsetManager
+from rmq.broker.flush_responder import FlushResponder
 from rmq.broker.long_polling import PullHoldService
 from rmq.broker.mq_lock import RebalanceLockManager
 from rmq.broker.processors.admin import AdminProcessors
@@ -97,6 +98,7 @@ class BrokerController:
             producers=ProducerManager(cfg.channel_expired_timeout),
             locks=RebalanceLockManager(),
             holds=holds,
+            flush_responder=FlushResponder(astore, cfg.sync_flush_timeout_ms / 1000),
         )
         s.counters.boot_ms = int(time.time() * 1000)
         s.delay_levels = parse_delay_levels(cfg.store.get("messageDelayLevel", DEFAULT_DELAY_LEVELS))
@@ -197,6 +199,7 @@ class BrokerController:
         s = self.services
         if s is not None:
             s.holds.close()
+            s.flush_responder.close()
             s.astore.close()
             s.offsets.persist()
             self.schedule.persist()

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from rmq.broker.clients import ConsumerManager, ProducerManager
 from rmq.broker.config import BrokerConfig
 from rmq.broker.consumer_offset import ConsumerOffsetManager
+from rmq.broker.flush_responder import FlushResponder
 from rmq.broker.long_polling import PullHoldService
 from rmq.broker.mq_lock import RebalanceLockManager
 from rmq.broker.subscription_group import SubscriptionGroupManager
@@ -36,6 +37,7 @@ class BrokerServices:
     producers: ProducerManager
     locks: RebalanceLockManager
     holds: PullHoldService
+    flush_responder: FlushResponder
     delay_levels: list[int] = field(default_factory=list)
     """Delay of each level in ms (`messageDelayLevel`)."""
     counters: Counters = field(default_factory=Counters)

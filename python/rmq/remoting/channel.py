@@ -89,6 +89,11 @@ class Channel(asyncio.Protocol):
         self._write_paused = False
         self._drain_waiters: list[asyncio.Future[None]] = []
         self._closed_future: asyncio.Future[None] | None = None
+        # Outgoing frames are gathered and written together: everything produced while handling
+        # one read (or one loop iteration) leaves in one writelines call, not a send per frame.
+        self._out: list[bytes | memoryview] = []
+        self._flush_scheduled = False
+        self._in_read = False
 
     # --- asyncio.Protocol ---------------------------------------------------------------------------------
 
@@ -110,20 +115,26 @@ class Channel(asyncio.Protocol):
             self.close()
             return
         dispatch = self._dispatcher.dispatch
-        for cmd in commands:
-            if self._closed:
-                break
-            if cmd.flag & FLAG_RESPONSE:
-                fut = self._pending.pop(cmd.opaque, None)
-                if fut is not None:
-                    if not fut.done():
-                        fut.set_result(cmd)
+        self._in_read = True
+        try:
+            for cmd in commands:
+                if self._closed:
+                    break
+                if cmd.flag & FLAG_RESPONSE:
+                    fut = self._pending.pop(cmd.opaque, None)
+                    if fut is not None:
+                        if not fut.done():
+                            fut.set_result(cmd)
+                    else:
+                        log.debug(
+                            "dropping response with unknown opaque %s from %s", cmd.opaque, self.remote_addr
+                        )
                 else:
-                    log.debug(
-                        "dropping response with unknown opaque %s from %s", cmd.opaque, self.remote_addr
-                    )
-            else:
-                dispatch(self, cmd)
+                    dispatch(self, cmd)
+        finally:
+            self._in_read = False
+            if self._out:
+                self._flush_out()
 
     def eof_received(self) -> bool | None:
         return None  # close the transport
@@ -248,6 +259,8 @@ class Channel(asyncio.Protocol):
 
     def close(self) -> None:
         if self._transport is not None:
+            if self._out:
+                self._flush_out()
             self._transport.close()
 
     def abort(self) -> None:
@@ -276,14 +289,28 @@ class Channel(asyncio.Protocol):
 
     def _write(self, cmd: RemotingCommand) -> None:
         prefix, body = encode_parts(cmd)
+        assert self._transport is not None
+        out = self._out
+        out.append(prefix)
+        if body:
+            out.append(body)
+        if not self._in_read and not self._flush_scheduled:
+            self._flush_scheduled = True
+            assert self._loop is not None
+            self._loop.call_soon(self._flush_out)
+
+    def _flush_out(self) -> None:
+        self._flush_scheduled = False
+        out, self._out = self._out, []
         transport = self._transport
-        assert transport is not None
-        if not body:
-            transport.write(prefix)
-        elif len(body) < _JOIN_BODY_BELOW:
-            transport.write(prefix + body)
+        if transport is None or not out:
+            return
+        if len(out) == 1:
+            transport.write(out[0])
+        elif sum(len(b) for b in out) < _JOIN_BODY_BELOW:
+            transport.write(b"".join(out))
         else:
-            transport.writelines((prefix, body))
+            transport.writelines(out)
 
     def _expire(self, opaque: int, timeout_ms: int) -> None:
         fut = self._pending.pop(opaque, None)

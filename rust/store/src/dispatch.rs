@@ -20,6 +20,9 @@ use crate::index::IndexService;
 use crate::message::{self, property, sysflag, Record, BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE};
 use crate::service::{Notifier, Service, Signal};
 
+/// Pause between dispatch rounds while records keep arriving.
+const BUSY_POLL: Duration = Duration::from_micros(200);
+
 /// Every ConsumeQueue of the store, by topic and queue id.
 pub struct QueueTable {
     root: PathBuf,
@@ -313,11 +316,18 @@ pub fn start(
         let mut from = progress.dispatched();
         loop {
             let seen = ctx.signal().generation();
+            let before = from;
             from = dispatch_range(&log, &dispatchers, &progress, from);
             if ctx.stopped() {
                 break;
             }
-            ctx.wait(seen, Duration::from_millis(100));
+            if from != before {
+                // Busy: poll again shortly. Appenders only signal an idle dispatcher (one that
+                // waits on the signal), so under load a put costs no wake-up syscall.
+                std::thread::sleep(BUSY_POLL);
+            } else {
+                ctx.wait(seen, Duration::from_millis(100));
+            }
         }
         dispatch_range(&log, &dispatchers, &progress, from);
     })

@@ -118,7 +118,6 @@ class SendProcessor:
         self._region = cfg.region_id
         self._trace = "true" if cfg.trace_on else "false"
         self._sync_flush = cfg.sync_flush
-        self._flush_timeout_s = cfg.sync_flush_timeout_ms / 1000
         self._max_body = cfg.max_message_size
         self._max_delay_level = len(services.delay_levels)
 
@@ -298,32 +297,10 @@ class SendProcessor:
                 "TRACE_ON": self._trace,
             },
         )
-        if not (self._sync_flush and wait):
+        if not (self._sync_flush and wait) or s.store.flushed_offset() >= end:
             return response
-        fut = s.astore.flushed.future(end)
-        if fut.done():
-            return response
-        self._respond_when_flushed(ctx, fut, response)
+        s.flush_responder.hold(end, ctx, response)
         return None
-
-    def _respond_when_flushed(self, ctx: RequestContext, fut, response: RemotingCommand) -> None:  # type: ignore[no-untyped-def]
-        loop = fut.get_loop()
-
-        def timeout() -> None:
-            if not fut.done():
-                fut.cancel()
-                response.code = ResponseCode.FLUSH_DISK_TIMEOUT
-                response.remark = "flush to disk timed out"
-                ctx.send_response(response)
-
-        handle = loop.call_later(self._flush_timeout_s, timeout)
-
-        def done(f) -> None:  # type: ignore[no-untyped-def]
-            if not f.cancelled():
-                handle.cancel()
-                ctx.send_response(response)
-
-        fut.add_done_callback(done)
 
     # --- delay levels and transactional half messages --------------------------------------------
     def _park(
