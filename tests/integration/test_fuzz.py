@@ -233,7 +233,7 @@ class Gen:
                 {"remark": self.rng.choice([None, 5, "r" * 1000, {"a": 1}])},
                 {"serializeTypeCurrentRPC": "ROCKETMQ"},
                 {"unknown": [1, 2, {"deep": [[[]]]}]},
-                {"version": self.rng.choice([0, -1, 2**31, 63, 333])},
+                {"version": self.rng.choice([0, -1, 2**31 - 1, -(2**31), 63, 333])},
             ]
         )
         code = self.rng.choice(KNOWN_CODES)
