@@ -53,6 +53,7 @@ _KV = "\x01"
 _DELAY_KEY = MessageConst.DELAY_TIME_LEVEL + "\x01"
 _TRAN_KEY = MessageConst.TRANSACTION_PREPARED + "\x01"
 _TIMER_MARK = "TIMER_"
+_WAIT_KEY = MessageConst.WAIT_STORE_MSG_OK + "\x01"
 _MAX_PROPERTIES = 32767
 
 
@@ -91,20 +92,6 @@ def _inflate(data: bytes | memoryview, limit: int) -> bytes | None:
     return out
 
 
-def property_value(props: str, key: str) -> str | None:
-    """The value of `key` in a property string, without parsing the whole string."""
-    needle = key + _KV
-    start = 0
-    while True:
-        i = props.find(needle, start)
-        if i < 0:
-            return None
-        if i == 0 or props[i - 1] == _SEP:
-            j = props.find(_SEP, i)
-            return props[i + len(needle) : j if j >= 0 else len(props)]
-        start = i + 1
-
-
 def remove_property(props: str, key: str) -> str:
     parts = [p for p in props.split(_SEP) if p and not p.startswith(key + _KV)]
     return _SEP.join(parts)
@@ -139,6 +126,16 @@ class SendProcessor:
         self, request: RemotingCommand, h: dict[str, str], topic: str, queue_id: int
     ) -> TopicConfig | RemotingCommand:
         s = self.s
+        tc = s.topics.table.get(topic)
+        if (
+            tc is not None
+            and s.config.broker_permission & PermName.WRITE
+            and tc.perm & PermName.WRITE
+            and queue_id < tc.read_queue_nums
+            and queue_id < tc.write_queue_nums
+            and topic not in codes.NOT_ALLOWED_SEND_TOPICS
+        ):
+            return tc  # the common case: a known, writable topic (its name was checked at creation)
         if not PermName.is_writeable(s.config.broker_permission):
             return self._error(
                 request,
@@ -233,10 +230,16 @@ class SendProcessor:
         if props:
             if props.endswith(_SEP):
                 props = props.rstrip(_SEP)
-            if props.find(MessageConst.WAIT_STORE_MSG_OK + _KV) >= 0:
-                wait = property_value(props, MessageConst.WAIT_STORE_MSG_OK) != "false"
+            i = props.find(_WAIT_KEY)
+            if i >= 0 and (i == 0 or props[i - 1] == _SEP):
+                j = props.find(_SEP, i)
+                wait = props[i + len(_WAIT_KEY) : j if j >= 0 else len(props)] != "false"
                 if not batch:
-                    props = remove_property(props, MessageConst.WAIT_STORE_MSG_OK)
+                    # The 4.9.8 broker does not store WAIT with single messages.
+                    if j >= 0:
+                        props = props[:i] + props[j + 1 :]
+                    else:
+                        props = props[: max(i - 1, 0)]
         born_host = socket_addr(ctx.remote_addr)
         if batch and sys_flag & MessageSysFlag.COMPRESSED_FLAG:
             # The C++ client zlib-compresses a whole batch body of 4 KiB or more.
