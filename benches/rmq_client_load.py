@@ -52,26 +52,30 @@ async def produce(cfg: dict[str, Any]) -> dict[str, Any]:
         start_at, end_at = await loadgen.read_go()
         clock = time.monotonic
         cpu0 = _cpu()
-        while True:
-            msg = Message(topic, body, tags="bench")
-            t0 = clock()
-            if t0 >= end_at:
-                break
-            try:
-                await producer.send(msg)
-            except Exception as exc:
-                errors += 1
-                key = f"{type(exc).__name__}: {str(exc)[:160]}"
-                samples[key] = samples.get(key, 0) + 1
-                if errors > 1000:
-                    break
-                continue
-            t1 = clock()
-            ok_total += 1
-            if start_at <= t1 <= end_at:
-                ok += 1
-                if t0 >= start_at:
-                    lat.append((t1 - t0) * 1e6)
+
+        async def sender() -> None:
+            nonlocal ok, ok_total, errors
+            while errors <= 1000:
+                msg = Message(topic, body, tags="bench")
+                t0 = clock()
+                if t0 >= end_at:
+                    return
+                try:
+                    await producer.send(msg)
+                except Exception as exc:
+                    errors += 1
+                    key = f"{type(exc).__name__}: {str(exc)[:160]}"
+                    samples[key] = samples.get(key, 0) + 1
+                    continue
+                t1 = clock()
+                ok_total += 1
+                if start_at <= t1 <= end_at:
+                    ok += 1
+                    if t0 >= start_at:
+                        lat.append((t1 - t0) * 1e6)
+
+        # inflight > 1: the async producer, that many sends outstanding on one Producer.
+        await asyncio.gather(*(sender() for _ in range(max(1, int(cfg.get("inflight", 1))))))
         cpu = _cpu() - cpu0
     finally:
         await producer.shutdown()
