@@ -845,7 +845,8 @@ def summary(rows: list[Row]) -> list[str]:
     if cpp8 and rmq_async and cpp8[0].m.rate and rmq_async[0].m.rate:
         met = rmq_async[0].m.rate >= cpp8[0].m.rate
         out.append(
-            f"- rmq's async producer ({rmq_async[0].concurrency}): **{fmt_rate(rmq_async[0].m)} msgs/s** against "
+            f"- rmq's async producer ({rmq_async[0].concurrency}): "
+            f"**{fmt_rate(rmq_async[0].m)} msgs/s** against "
             f"{fmt_rate(cpp8[0].m)} msgs/s for the C++ client's sync send from the same 8 producers "
             f"(target: at least as fast: {'met' if met else 'missed'})."
         )
