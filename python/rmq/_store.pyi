@@ -160,7 +160,13 @@ def bloom_may_match(bits: list[int], m: int, bitmap: bytes) -> bool: ...
 
 from typing import Any  # noqa: E402
 
-_Buffers = list[list[bytes | None]]
+@final
+class ColumnBuffer:
+    """A reader buffer lent through the buffer protocol (read-only, no copy)."""
+
+    def __len__(self) -> int: ...
+
+_Buffers = list[list[ColumnBuffer | None]]
 _Compressed = list[tuple[int, int]]
 # (rows, buffers per column, compressed (row, sysflag) pairs, next, done, records_seen, bytes_seen)
 _ReadBatch = tuple[int, _Buffers, _Compressed, int, bool, int, int]
@@ -226,4 +232,4 @@ def decode_record_buffers(
 ) -> tuple[int, _Buffers, bytes | None, _Compressed]: ...
 def properties_map_buffers(
     validity: bytes | None, offsets: bytes, data: bytes, offset: int, length: int
-) -> list[bytes | None]: ...
+) -> list[ColumnBuffer | None]: ...

@@ -66,22 +66,27 @@ def arrow_schema(columns: Sequence[str] = COLUMN_NAMES, nullable: Sequence[bool]
     )
 
 
-def _buf(b: bytes | None) -> pa.Buffer | None:
+Buf = bytes | _store.ColumnBuffer
+"""A buffer from the reader: ``bytes`` or a ``ColumnBuffer`` (the Rust vector, lent without a copy)."""
+
+
+def _buf(b: Buf | None) -> pa.Buffer | None:
     return None if b is None else pa.py_buffer(b)
 
 
-def _entries(offsets: bytes) -> int:
-    return int.from_bytes(offsets[-4:], "little", signed=True) if offsets else 0
+def _entries(offsets: Buf | None) -> int:
+    view = memoryview(offsets or b"")
+    return int.from_bytes(view[-4:], "little", signed=True) if len(view) else 0
 
 
-def to_array(type_name: str, rows: int, buffers: Sequence[bytes | None]) -> pa.Array:
+def to_array(type_name: str, rows: int, buffers: Sequence[Buf | None]) -> pa.Array:
     """Wrap one column's buffers (layout per type: see ``rust/reader/src/columns.rs``)."""
     t = arrow_type(type_name)
     if type_name in ("string", "binary"):
         return pa.Array.from_buffers(t, rows, [_buf(b) for b in buffers], null_count=-1)
     if type_name == "map<string,string>":
         validity, offsets, key_off, key_data, val_off, val_data = buffers
-        n = _entries(offsets or b"")
+        n = _entries(offsets)
         keys = pa.Array.from_buffers(pa.string(), n, [None, _buf(key_off), _buf(key_data)], null_count=0)
         values = pa.Array.from_buffers(pa.string(), n, [None, _buf(val_off), _buf(val_data)], null_count=0)
         entries = pa.StructArray.from_arrays([keys, values], fields=[t.key_field, t.item_field])  # type: ignore[attr-defined]
@@ -107,7 +112,7 @@ def to_record_batch(
     schema: pa.Schema,
     types: Sequence[str],
     rows: int,
-    buffers: Sequence[Sequence[bytes | None]],
+    buffers: Sequence[Sequence[Buf | None]],
     compressed: Sequence[tuple[int, int]] = (),
 ) -> pa.RecordBatch:
     """A record batch of `schema` from the reader's buffers (one list per column, schema order);
@@ -123,8 +128,8 @@ def to_struct_array(
     struct_type: pa.StructType,
     types: Sequence[str],
     rows: int,
-    buffers: Sequence[Sequence[bytes | None]],
-    validity: bytes | None,
+    buffers: Sequence[Sequence[Buf | None]],
+    validity: Buf | None,
     compressed: Sequence[tuple[int, int]] = (),
 ) -> pa.StructArray:
     """A struct array (one child per column) with the reader's row validity; bodies of the

@@ -1,11 +1,16 @@
 //! Binding of `rmq-reader`: read-only, columnar reads of a store directory for analytics
 //! (`rmq.spark`). `StoreReader` plans and decodes with the GIL released; batches come back as
-//! Arrow buffers (`bytes`, one copy) that `rmq.spark.arrow` wraps with
-//! `pyarrow.Array.from_buffers`. Errors map through `to_py_err` like the store's.
+//! Arrow buffers that `rmq.spark.arrow` wraps with `pyarrow.Array.from_buffers`. A buffer is a
+//! `ColumnBuffer` owning the Rust vector it was built in and lending it through the buffer
+//! protocol: no copy (measured: copying into `bytes` and the fresh pages it needs cost as much as
+//! decoding the bodies). It owns its memory, so no view ever outlives a file mapping. Errors map
+//! through `to_py_err` like the store's.
 
+use std::ffi::{c_int, c_void};
 use std::path::Path;
 
 use pyo3::exceptions::PyValueError;
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 
@@ -18,15 +23,56 @@ use rmq_reader::{Batch, ColumnSet, DecodeOptions, QueueSplit, RecordFilter, Scan
 
 use crate::to_py_err;
 
+/// One Arrow buffer built by the reader, lent to Python read-only through the buffer protocol
+/// (`pyarrow.py_buffer(b)` wraps it without a copy).
+#[pyclass(frozen, module = "rmq._store")]
+struct ColumnBuffer {
+    data: Vec<u8>,
+}
+
+#[pymethods]
+impl ColumnBuffer {
+    unsafe fn __getbuffer__(
+        slf: Bound<'_, Self>,
+        view: *mut ffi::Py_buffer,
+        flags: c_int,
+    ) -> PyResult<()> {
+        let data = &slf.get().data;
+        // SAFETY: `view` is the Py_buffer the caller passed in. The view keeps a reference to
+        // `slf` (PyBuffer_FillInfo increments it) and a frozen class never changes its vector,
+        // so the pointer stays valid and the bytes unchanged while the view exists. readonly=1:
+        // a writable request fails with BufferError.
+        let rc = unsafe {
+            ffi::PyBuffer_FillInfo(
+                view,
+                slf.as_ptr(),
+                data.as_ptr() as *mut c_void,
+                data.len() as ffi::Py_ssize_t,
+                1,
+                flags,
+            )
+        };
+        if rc == -1 {
+            return Err(PyErr::fetch(slf.py()));
+        }
+        Ok(())
+    }
+
+    fn __len__(&self) -> usize {
+        self.data.len()
+    }
+}
+
 type Buffers<'py> = Bound<'py, PyList>;
 
-fn buffers<'py>(py: Python<'py>, cols: Vec<ColumnBuffers>) -> PyResult<Buffers<'py>> {
+fn buffers(py: Python<'_>, cols: Vec<ColumnBuffers>) -> PyResult<Buffers<'_>> {
     let out = PyList::empty(py);
     for c in cols {
         let bufs = c
             .buffers
-            .iter()
-            .map(|b| b.as_ref().map(|v| PyBytes::new(py, v)));
+            .into_iter()
+            .map(|b| b.map(|data| ColumnBuffer { data }).into_pyobject(py))
+            .collect::<PyResult<Vec<_>>>()?;
         out.append(PyList::new(py, bufs)?)?;
     }
     Ok(out)
@@ -419,6 +465,7 @@ fn properties_map_buffers<'py>(
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<StoreReader>()?;
     m.add_class::<ReadFilter>()?;
+    m.add_class::<ColumnBuffer>()?;
     m.add_function(wrap_pyfunction!(reader_columns, m)?)?;
     m.add_function(wrap_pyfunction!(decode_record_buffers, m)?)?;
     m.add_function(wrap_pyfunction!(properties_map_buffers, m)?)?;

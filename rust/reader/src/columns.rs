@@ -12,12 +12,10 @@
 //! Property rules are Java's (`MessageDecoder.string2messageProperties`): segments without a
 //! name or a value are dropped and a later duplicate wins; map keys are unique.
 
-use std::io::Write;
-use std::net::SocketAddr;
-
-use rmq_store::message::{offset_msg_id, properties_iter, sysflag, Record};
+use rmq_store::message::{sysflag, Record};
 
 use crate::filter::Class;
+use crate::text::{self, HostText, MsgIdText, Props};
 
 /// The Arrow type family of a column.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -296,14 +294,14 @@ impl Map {
             entries: 0,
         }
     }
-    /// Append one row from `(name, value)` pairs in property order (later duplicates win).
-    fn push_pairs(&mut self, pairs: &[(&str, &str)]) {
-        for (i, (k, v)) in pairs.iter().enumerate() {
-            if pairs[i + 1..].iter().any(|(k2, _)| k2 == k) {
+    /// Append one row from the parsed properties of `props` (later duplicates win).
+    fn push_props(&mut self, props: &str, parsed: &Props) {
+        for (i, r) in parsed.ranges.iter().enumerate() {
+            if parsed.overridden(props, i) {
                 continue;
             }
-            self.keys.push(k.as_bytes());
-            self.values.push(v.as_bytes());
+            self.keys.push(text::name(props, r).as_bytes());
+            self.values.push(text::value(props, r).as_bytes());
             self.entries += 1;
         }
         self.offsets.extend_from_slice(&self.entries.to_le_bytes());
@@ -343,6 +341,11 @@ pub struct Columns {
     row_validity: Option<Bits>,
     bytes: usize,
     compressed: Vec<(u32, i32)>,
+    /// Scratch: the current row's parsed properties.
+    props: Props,
+    born_host: HostText,
+    store_host: HostText,
+    msg_ids: MsgIdText,
 }
 
 /// Finished columns: rows, each column's buffers (schema order), the row validity bitmap
@@ -354,27 +357,6 @@ pub struct Finished {
     pub columns: Vec<ColumnBuffers>,
     pub row_validity: Option<Vec<u8>>,
     pub compressed: Vec<(u32, i32)>,
-}
-
-const HEX: &[u8; 16] = b"0123456789ABCDEF";
-
-fn push_hex(out: &mut Vec<u8>, bytes: &[u8]) {
-    for b in bytes {
-        out.push(HEX[(b >> 4) as usize]);
-        out.push(HEX[(b & 15) as usize]);
-    }
-}
-
-fn push_host(out: &mut Vec<u8>, a: &SocketAddr) {
-    match a {
-        SocketAddr::V4(v4) => {
-            let o = v4.ip().octets();
-            let _ = write!(out, "{}.{}.{}.{}:{}", o[0], o[1], o[2], o[3], v4.port());
-        }
-        SocketAddr::V6(_) => {
-            let _ = write!(out, "{a}");
-        }
-    }
 }
 
 impl Columns {
@@ -402,6 +384,10 @@ impl Columns {
             row_validity: None,
             bytes: 0,
             compressed: Vec::new(),
+            props: Props::default(),
+            born_host: HostText::default(),
+            store_host: HostText::default(),
+            msg_ids: MsgIdText::default(),
         }
     }
 
@@ -418,12 +404,14 @@ impl Columns {
 
     /// Append the row of `rec`, stored at CommitLog offset `offset`.
     pub fn push(&mut self, offset: i64, rec: &Record<'_>, class: Class) {
-        let mut pairs: Vec<(&str, &str)> = Vec::new();
+        let props = rec.properties;
         if self.set.needs_properties() {
-            pairs.extend(properties_iter(rec.properties));
+            self.props.parse(props);
+        } else {
+            self.props.clear();
         }
-        let last = |name: &str| pairs.iter().rev().find(|(k, _)| *k == name).map(|p| p.1);
-        let uniq = last(rmq_store::message::property::UNIQ_KEY);
+        let parsed = &self.props;
+        let uniq = parsed.uniq_key(props);
         let mut bytes = 0usize;
         for (c, b) in &mut self.builders {
             match b {
@@ -458,34 +446,28 @@ impl Columns {
                     match c {
                         Column::Topic => v.push(rec.topic.as_bytes()),
                         Column::Body => v.push(rec.body),
-                        Column::Tags => v.push_opt(last(rmq_store::message::property::TAGS)),
-                        Column::Keys => v.push_opt(last(rmq_store::message::property::KEYS)),
+                        Column::Tags => v.push_opt(parsed.tags(props)),
+                        Column::Keys => v.push_opt(parsed.keys(props)),
                         Column::UniqKey => v.push_opt(uniq),
                         Column::MsgId => match uniq {
                             Some(u) => v.push(u.as_bytes()),
                             None => {
-                                push_hex(&mut v.data, &offset_msg_id(&rec.store_host, offset));
+                                self.msg_ids.push(&mut v.data, &rec.store_host, offset);
                                 v.end();
                             }
                         },
                         Column::OffsetMsgId => {
-                            push_hex(&mut v.data, &offset_msg_id(&rec.store_host, offset));
+                            self.msg_ids.push(&mut v.data, &rec.store_host, offset);
                             v.end();
                         }
-                        Column::BornHost => {
-                            push_host(&mut v.data, &rec.born_host);
-                            v.end();
-                        }
-                        Column::StoreHost => {
-                            push_host(&mut v.data, &rec.store_host);
-                            v.end();
-                        }
+                        Column::BornHost => v.push(self.born_host.get(&rec.born_host)),
+                        Column::StoreHost => v.push(self.store_host.get(&rec.store_host)),
                         _ => unreachable!("{c:?} is not variable-width"),
                     }
                     bytes += v.bytes();
                 }
                 Builder::Map(m) => {
-                    m.push_pairs(&pairs);
+                    m.push_props(props, parsed);
                     bytes += m.keys.bytes() + m.values.bytes();
                 }
             }
@@ -513,7 +495,7 @@ impl Columns {
                 Builder::Bool(bits) => bits.push(false),
                 Builder::Var(v) if d.nullable => v.push_null(),
                 Builder::Var(v) => v.push(b""),
-                Builder::Map(m) => m.push_pairs(&[]),
+                Builder::Map(m) => m.push_props("", &Props::default()),
             }
         }
         let rows = self.rows;
@@ -557,16 +539,18 @@ impl Columns {
 pub fn properties_column<'a>(rows: impl Iterator<Item = Option<&'a str>>) -> Vec<Option<Vec<u8>>> {
     let mut m = Map::new(0);
     let mut validity: Option<Bits> = None;
+    let mut parsed = Props::default();
     for (n, r) in rows.enumerate() {
         match r {
             Some(p) => {
-                m.push_pairs(&properties_iter(p).collect::<Vec<_>>());
+                parsed.parse(p);
+                m.push_props(p, &parsed);
                 if let Some(v) = &mut validity {
                     v.push(true);
                 }
             }
             None => {
-                m.push_pairs(&[]);
+                m.push_props("", &Props::default());
                 validity
                     .get_or_insert_with(|| Bits::with_ones(n))
                     .push(false);

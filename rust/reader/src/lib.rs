@@ -13,6 +13,7 @@
 //!   ├── plan     splits: CommitLog slices cut on record boundaries, ConsumeQueue ranges
 //!   ├── decode   byte ranges / queue ranges of records -> Columns, with a RecordFilter
 //!   │   ├── columns   Arrow-layout column buffers (values, offsets, validity)
+//!   │   │   └── text  property ranges, host and message id text
 //!   │   └── filter    what a row must satisfy (topics, queues, offset and time ranges)
 //!   ├── commitlog     CommitLogView: segments, record steps, boundary search
 //!   ├── queue         QueueView: read-only ConsumeQueue units
@@ -40,6 +41,7 @@ pub mod plan;
 pub mod queue;
 pub mod segment;
 pub mod store;
+pub mod text;
 
 pub use columns::{Column, ColumnSet, Columns, Finished, Kind, COLUMNS};
 pub use decode::{Batch, DecodeOptions};

@@ -1,0 +1,228 @@
+//! Text fields of a row, built without per-row allocation: property strings parsed into byte
+//! ranges, hosts and offset message ids formatted once per distinct address.
+//!
+//! Property rules are Java's (`MessageDecoder.string2messageProperties`, REMOTING.md §4.3):
+//! entries `name \x01 value` joined by `\x02`; a segment without a name or a value is dropped;
+//! the value runs from the first `\x01` to the segment's end; a later duplicate wins.
+
+use std::io::Write;
+use std::net::SocketAddr;
+
+use memchr::memchr;
+
+/// Byte ranges of one property: `(name start, name end, value start, value end)`.
+pub type PropRange = (u32, u32, u32, u32);
+
+/// Parse `props` into `out` (cleared first), in string order.
+pub fn parse_properties(props: &str, out: &mut Vec<PropRange>) {
+    out.clear();
+    parse_into(props, out);
+}
+
+fn parse_into(props: &str, out: &mut Vec<PropRange>) {
+    let b = props.as_bytes();
+    let mut start = 0usize;
+    while start <= b.len() {
+        let end = memchr(2, &b[start..]).map_or(b.len(), |i| start + i);
+        if let Some(i) = memchr(1, &b[start..end]) {
+            let (name_end, value_start) = (start + i, start + i + 1);
+            if i > 0 && value_start < end {
+                out.push((
+                    start as u32,
+                    name_end as u32,
+                    value_start as u32,
+                    end as u32,
+                ));
+            }
+        }
+        start = end + 1;
+    }
+}
+
+/// The name of a parsed property.
+#[inline]
+pub fn name<'a>(props: &'a str, r: &PropRange) -> &'a str {
+    // The separators are ASCII, so every range boundary is a char boundary.
+    &props[r.0 as usize..r.1 as usize]
+}
+
+/// The value of a parsed property.
+#[inline]
+pub fn value<'a>(props: &'a str, r: &PropRange) -> &'a str {
+    &props[r.2 as usize..r.3 as usize]
+}
+
+/// The value of the last property called `key`.
+pub fn last_value<'a>(props: &'a str, ranges: &[PropRange], key: &str) -> Option<&'a str> {
+    ranges
+        .iter()
+        .rev()
+        .find(|r| name(props, r) == key)
+        .map(|r| value(props, r))
+}
+
+/// True if a later property has the same name as `ranges[i]` (which then loses).
+pub fn overridden(props: &str, ranges: &[PropRange], i: usize) -> bool {
+    let n = name(props, &ranges[i]);
+    ranges[i + 1..].iter().any(|r| name(props, r) == n)
+}
+
+/// A parsed property string: its ranges, where the properties the row has columns for are,
+/// and whether a name may repeat (only then must a map drop the earlier duplicates).
+#[derive(Debug, Default, Clone)]
+pub struct Props {
+    pub ranges: Vec<PropRange>,
+    tags: Option<usize>,
+    keys: Option<usize>,
+    uniq_key: Option<usize>,
+    may_repeat: bool,
+}
+
+impl Props {
+    /// Parse `props` (reusing this value's memory).
+    pub fn parse(&mut self, props: &str) {
+        self.ranges.clear();
+        parse_into(props, &mut self.ranges);
+        (self.tags, self.keys, self.uniq_key) = (None, None, None);
+        let mut seen = 0u64;
+        self.may_repeat = false;
+        for (i, r) in self.ranges.iter().enumerate() {
+            let n = name(props, r).as_bytes();
+            match n {
+                b"TAGS" => self.tags = Some(i),
+                b"KEYS" => self.keys = Some(i),
+                b"UNIQ_KEY" => self.uniq_key = Some(i),
+                _ => {}
+            }
+            // A cheap signature of the name: equal names have equal bits.
+            let bit = 1u64 << ((n.len() * 7 + n[0] as usize + n[n.len() - 1] as usize * 3) % 64);
+            self.may_repeat |= seen & bit != 0;
+            seen |= bit;
+        }
+    }
+    pub fn clear(&mut self) {
+        self.ranges.clear();
+        (self.tags, self.keys, self.uniq_key, self.may_repeat) = (None, None, None, false);
+    }
+    fn get<'a>(&self, props: &'a str, i: Option<usize>) -> Option<&'a str> {
+        i.map(|i| value(props, &self.ranges[i]))
+    }
+    /// `TAGS` (the last one, as every lookup here).
+    pub fn tags<'a>(&self, props: &'a str) -> Option<&'a str> {
+        self.get(props, self.tags)
+    }
+    pub fn keys<'a>(&self, props: &'a str) -> Option<&'a str> {
+        self.get(props, self.keys)
+    }
+    pub fn uniq_key<'a>(&self, props: &'a str) -> Option<&'a str> {
+        self.get(props, self.uniq_key)
+    }
+    /// Whether property `i` is dropped from a map because a later one has its name.
+    pub fn overridden(&self, props: &str, i: usize) -> bool {
+        self.may_repeat && overridden(props, &self.ranges, i)
+    }
+}
+
+/// `ip:port` text (`[v6]:port` for IPv6) of the last address asked for.
+#[derive(Debug, Default, Clone)]
+pub struct HostText {
+    addr: Option<SocketAddr>,
+    text: Vec<u8>,
+}
+
+impl HostText {
+    pub fn get(&mut self, a: &SocketAddr) -> &[u8] {
+        if self.addr != Some(*a) {
+            self.text.clear();
+            let _ = write!(self.text, "{a}");
+            self.addr = Some(*a);
+        }
+        &self.text
+    }
+}
+
+const HEX: &[u8; 16] = b"0123456789ABCDEF";
+
+fn push_hex(out: &mut Vec<u8>, bytes: &[u8]) {
+    for b in bytes {
+        out.extend_from_slice(&[HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]);
+    }
+}
+
+/// Offset message ids (REMOTING.md §5.1, uppercase hex of store ip, port and offset), with the
+/// host part formatted once per store host.
+#[derive(Debug, Default, Clone)]
+pub struct MsgIdText {
+    addr: Option<SocketAddr>,
+    prefix: Vec<u8>,
+}
+
+impl MsgIdText {
+    pub fn push(&mut self, out: &mut Vec<u8>, a: &SocketAddr, offset: i64) {
+        if self.addr != Some(*a) {
+            self.prefix.clear();
+            match a {
+                SocketAddr::V4(v4) => push_hex(&mut self.prefix, &v4.ip().octets()),
+                SocketAddr::V6(v6) => push_hex(&mut self.prefix, &v6.ip().octets()),
+            }
+            push_hex(&mut self.prefix, &(a.port() as i32).to_be_bytes());
+            self.addr = Some(*a);
+        }
+        out.extend_from_slice(&self.prefix);
+        push_hex(out, &offset.to_be_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmq_store::message::{offset_msg_id_hex, properties_iter};
+
+    #[test]
+    fn properties_match_the_store_parser() {
+        for p in [
+            "",
+            "A\u{1}1",
+            "A\u{1}1\u{2}\u{1}x\u{2}B\u{1}\u{2}A\u{1}2\u{2}junk",
+            "\u{2}\u{2}K\u{1}v\u{1}w\u{2}",
+            "ü\u{1}é\u{2}TAGS\u{1}a b",
+        ] {
+            let mut r = Vec::new();
+            parse_properties(p, &mut r);
+            let ours: Vec<_> = r.iter().map(|x| (name(p, x), value(p, x))).collect();
+            assert_eq!(ours, properties_iter(p).collect::<Vec<_>>(), "{p:?}");
+        }
+        let p = "A\u{1}1\u{2}B\u{1}x\u{2}A\u{1}2";
+        let mut r = Vec::new();
+        parse_properties(p, &mut r);
+        assert_eq!(last_value(p, &r, "A"), Some("2"));
+        assert_eq!(last_value(p, &r, "C"), None);
+        assert!(overridden(p, &r, 0) && !overridden(p, &r, 1) && !overridden(p, &r, 2));
+        let mut props = Props::default();
+        props.parse("TAGS\u{1}a\u{2}KEYS\u{1}k\u{2}TAGS\u{1}b\u{2}UNIQ_KEY\u{1}U");
+        let p = "TAGS\u{1}a\u{2}KEYS\u{1}k\u{2}TAGS\u{1}b\u{2}UNIQ_KEY\u{1}U";
+        assert_eq!(
+            (props.tags(p), props.keys(p), props.uniq_key(p)),
+            (Some("b"), Some("k"), Some("U"))
+        );
+        assert!(props.overridden(p, 0) && !props.overridden(p, 2));
+        props.parse("A\u{1}1\u{2}B\u{1}2");
+        assert!(!props.overridden("A\u{1}1\u{2}B\u{1}2", 0));
+        assert_eq!(props.tags("A\u{1}1\u{2}B\u{1}2"), None);
+    }
+
+    #[test]
+    fn hosts_and_ids() {
+        let mut h = HostText::default();
+        let a: SocketAddr = "10.0.0.1:10911".parse().unwrap();
+        let b: SocketAddr = "[::1]:9".parse().unwrap();
+        assert_eq!(h.get(&a), b"10.0.0.1:10911");
+        assert_eq!(h.get(&b), b"[::1]:9");
+        let mut m = MsgIdText::default();
+        for (addr, off) in [(a, 0x1234), (a, i64::MAX), (b, 77)] {
+            let mut out = Vec::new();
+            m.push(&mut out, &addr, off);
+            assert_eq!(out, offset_msg_id_hex(&addr, off).into_bytes());
+        }
+    }
+}
