@@ -109,6 +109,10 @@ def raw_read(root: Path, end: int) -> tuple[float, int]:
     return time.perf_counter() - t0, total
 
 
+def _import_reader() -> None:
+    import rmq.spark.source  # noqa: F401  (pulls in pyspark: a second or so, once per worker)
+
+
 def _decode_share(root: str, share: int, shares: int) -> int:
     """Decode every `shares`-th partition (starting at `share`) into Arrow batches; rows."""
     from rmq.spark.options import parse_options
@@ -127,8 +131,8 @@ def arrow_decode(root: Path, procs: int) -> tuple[float, int]:
     import multiprocessing
 
     ctx = multiprocessing.get_context("forkserver")
-    with ctx.Pool(procs) as pool:
-        pool.map(abs, range(procs))  # start the workers before timing
+    with ctx.Pool(procs, initializer=_import_reader) as pool:
+        pool.map(abs, range(procs))  # start the workers (and import pyspark) before timing
         t0 = time.perf_counter()
         rows = sum(pool.starmap(_decode_share, [(str(root), i, procs) for i in range(procs)]))
         return time.perf_counter() - t0, rows
