@@ -21,14 +21,16 @@ use crate::error::{Result, StoreError};
 use crate::service::{Notifier, Service, Signal};
 
 /// How long the group-commit thread waits for more requests before flushing, per step...
-const GATHER_STEP: Duration = Duration::from_micros(40);
+const GATHER_STEP: Duration = Duration::from_micros(20);
 /// ...and at most in all.
-const GATHER_MAX: Duration = Duration::from_micros(800);
+const GATHER_MAX: Duration = Duration::from_micros(300);
 
 /// The durable-offset watermark: everything below `flushed()` is on disk.
 pub struct FlushWatermark {
     flushed: AtomicI64,
     requested: AtomicI64,
+    /// Number of flush requests so far (to tell one writer from many).
+    requests: std::sync::atomic::AtomicU64,
     /// Wakes the flush thread (new request) .
     request_signal: Arc<Signal>,
     /// Wakes blocked waiters (new watermark).
@@ -42,6 +44,7 @@ impl FlushWatermark {
         Ok(FlushWatermark {
             flushed: AtomicI64::new(start),
             requested: AtomicI64::new(start),
+            requests: std::sync::atomic::AtomicU64::new(0),
             request_signal: Signal::new(),
             flushed_signal: Signal::new(),
             notifier: Notifier::new()?,
@@ -70,6 +73,7 @@ impl FlushWatermark {
             return;
         }
         self.requested.fetch_max(offset, Ordering::AcqRel);
+        self.requests.fetch_add(1, Ordering::AcqRel);
         self.request_signal.notify();
     }
 
@@ -133,23 +137,28 @@ impl FlushService {
         let service = match settings.mode {
             FlushDiskType::SyncFlush => Service::spawn("rmq-group-commit", signal, move |ctx| {
                 let mut failures = 0u32;
+                let mut requests_at_flush = 0u64;
                 loop {
                     let seen = ctx.signal().generation();
                     let mut want = w.requested.load(Ordering::Acquire);
                     if want > w.flushed() {
-                        // Gather: while more writers keep asking, give them a moment so one
-                        // flush covers them all (up to GATHER_MAX); a lone writer waits one step.
-                        let started = std::time::Instant::now();
-                        while started.elapsed() < GATHER_MAX && !ctx.stopped() {
-                            // A plain sleep, not a wait on the signal: writers only signal an
-                            // idle flusher, so gathering costs them no wake-up syscall.
-                            std::thread::sleep(GATHER_STEP);
-                            let now = w.requested.load(Ordering::Acquire);
-                            if now == want {
-                                break;
+                        // Several writers since the last flush: give the rest of them a moment
+                        // to append, so one flush covers them all. A lone writer is not delayed.
+                        let requests = w.requests.load(Ordering::Acquire);
+                        if requests.saturating_sub(requests_at_flush) > 1 {
+                            let started = std::time::Instant::now();
+                            while started.elapsed() < GATHER_MAX && !ctx.stopped() {
+                                // A plain sleep, not a wait on the signal: writers only signal
+                                // an idle flusher, so gathering costs them no wake-up syscall.
+                                std::thread::sleep(GATHER_STEP);
+                                let now = w.requested.load(Ordering::Acquire);
+                                if now == want {
+                                    break;
+                                }
+                                want = now;
                             }
-                            want = now;
                         }
+                        requests_at_flush = w.requests.load(Ordering::Acquire);
                         let ts = log.last_store_timestamp();
                         match log.flush(0) {
                             Ok(off) => {
