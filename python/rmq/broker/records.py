@@ -8,9 +8,9 @@ import struct
 import zlib
 from dataclasses import dataclass
 
-from rmq.store import decode_records
+from rmq.store import MessageStore, decode_records
 
-__all__ = ["StoredMessage", "encode_record", "parse_properties", "properties_string"]
+__all__ = ["StoredMessage", "encode_record", "parse_properties", "properties_string", "put_to_real_topic"]
 
 _SEP = "\x02"
 _KV = "\x01"
@@ -121,3 +121,26 @@ def encode_record(m: StoredMessage) -> bytes:
             props,
         )
     )
+
+
+def put_to_real_topic(store: MessageStore, m: StoredMessage) -> bool:
+    """Re-put a parked message (delay level, timer) to its REAL_TOPIC / REAL_QID, keeping body,
+    flags, born time and host and reconsume times. The stored property string keeps DELAY /
+    REAL_TOPIC / REAL_QID, as RocketMQ's does. False when the record does not say where it goes."""
+    real_topic = m.properties.get("REAL_TOPIC")
+    real_qid = m.properties.get("REAL_QID")
+    if not real_topic or real_qid is None or not real_qid.lstrip("-").isdigit():
+        return False
+    store.put(
+        real_topic,
+        int(real_qid),
+        m.body,
+        properties_string(m.properties).encode(),
+        m.flag,
+        m.sys_flag,
+        m.born_timestamp,
+        m.born_host,
+        m.reconsume_times,
+        0,
+    )
+    return True

@@ -17,7 +17,7 @@ import os
 import time
 
 from rmq.broker.persist import load_json, persist_json
-from rmq.broker.records import StoredMessage, properties_string
+from rmq.broker.records import StoredMessage, put_to_real_topic
 from rmq.common.codes import MessageConst
 from rmq.store import MessageStore
 
@@ -119,21 +119,7 @@ class TimerService:
             self.persist()
 
     def _deliver(self, m: StoredMessage) -> None:
-        real_topic = m.properties.get(MessageConst.REAL_TOPIC)
-        real_qid = m.properties.get(MessageConst.REAL_QUEUE_ID)
-        if not real_topic or real_qid is None:
+        if put_to_real_topic(self.store, m):
+            self.delivered_count += 1
+        else:
             log.warning("timer message at %d has no REAL_TOPIC/REAL_QID; dropped", m.physical_offset)
-            return
-        self.store.put(
-            real_topic,
-            int(real_qid),
-            m.body,
-            properties_string(m.properties).encode(),
-            m.flag,
-            m.sys_flag,
-            m.born_timestamp,
-            m.born_host,
-            m.reconsume_times,
-            0,
-        )
-        self.delivered_count += 1
