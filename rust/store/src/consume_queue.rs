@@ -345,6 +345,19 @@ impl ConsumeQueue {
             start.max(self.files.max_offset() / CQ_UNIT_SIZE)
         };
         self.fill_placeholders(fill_from, queue_offset as u64)?;
+        let (f, pos) = self.file_at(byte)?;
+        f.write_at(pos, &encode_unit(cl_offset, size, tags_code))?;
+        f.set_wrote_position(pos + UNIT);
+        if !had_consumable {
+            self.min_logic.store(queue_offset, Ordering::Release);
+        }
+        self.max_physic
+            .store(cl_offset.saturating_add(size as i64), Ordering::Release);
+        Ok(())
+    }
+
+    /// The file to append to and its write position, which must be byte offset `byte`.
+    fn file_at(&self, byte: u64) -> Result<(Arc<MappedFile>, usize)> {
         let f = self.files.last_or_create(byte)?;
         let pos = f.wrote_position();
         if f.from_offset() + pos as u64 != byte {
@@ -357,14 +370,7 @@ impl ConsumeQueue {
                 ),
             ));
         }
-        f.write_at(pos, &encode_unit(cl_offset, size, tags_code))?;
-        f.set_wrote_position(pos + UNIT);
-        if !had_consumable {
-            self.min_logic.store(queue_offset, Ordering::Release);
-        }
-        self.max_physic
-            .store(cl_offset.saturating_add(size as i64), Ordering::Release);
-        Ok(())
+        Ok((f, pos))
     }
 
     /// Write placeholders at logical offsets `[from, to)`, which must start at the write
@@ -383,18 +389,7 @@ impl ConsumeQueue {
         let mut cur = from;
         while cur < to {
             let byte = cur * CQ_UNIT_SIZE;
-            let f = self.files.last_or_create(byte)?;
-            let pos = f.wrote_position();
-            if f.from_offset() + pos as u64 != byte {
-                return Err(StoreError::corrupt(
-                    "consume queue position",
-                    format!(
-                        "{}: placeholder fill expected position {byte}, file is at {}",
-                        f.path().display(),
-                        f.from_offset() + pos as u64
-                    ),
-                ));
-            }
+            let (f, pos) = self.file_at(byte)?;
             let room = ((f.size() - pos) / UNIT) as u64;
             let n = (to - cur).min(room).min(chunk_units as u64) as usize;
             f.write_at(pos, &chunk[..n * UNIT])?;
