@@ -12,7 +12,8 @@
 //!   store        composition root: paths, committed end, planning entry points
 //!   ├── plan     splits: CommitLog slices cut on record boundaries, ConsumeQueue ranges
 //!   ├── decode   byte ranges / queue ranges of records -> Columns, with a RecordFilter
-//!   │   ├── columns   Arrow-layout column buffers (values, offsets, validity)
+//!   │   ├── columns   the row schema; rows appended to Arrow-layout columns
+//!   │   │   ├── buffers  values, offsets, validity bitmaps, maps (no per-value allocation)
 //!   │   │   └── text  property ranges, host and message id text
 //!   │   └── filter    what a row must satisfy (topics, queues, offset and time ranges)
 //!   ├── commitlog     CommitLogView: segments, record steps, boundary search
@@ -33,6 +34,7 @@
 //! broker dispatches a record only after publishing it), or it is older than the checkpoint's
 //! flushed timestamp. The first invalid or incomplete record ends the data.
 
+pub mod buffers;
 pub mod columns;
 pub mod commitlog;
 pub mod decode;

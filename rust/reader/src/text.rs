@@ -8,8 +8,6 @@
 use std::io::Write;
 use std::net::SocketAddr;
 
-use memchr::memchr;
-
 /// Byte ranges of one property: `(name start, name end, value start, value end)`.
 pub type PropRange = (u32, u32, u32, u32);
 
@@ -19,24 +17,57 @@ pub fn parse_properties(props: &str, out: &mut Vec<PropRange>) {
     parse_into(props, out);
 }
 
+/// Bytes examined at a time by [`parse_into`].
+const WORD: usize = 8;
+const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// The high bit of every byte of `w` that is below 3 (exact per byte: `b & 0x7f` plus `0x7d`
+/// cannot carry into the next byte, and reaches the high bit exactly when `b & 0x7f >= 3`).
+#[inline(always)]
+fn below_3(w: u64) -> u64 {
+    !(((w & LOW7) + 0x7d7d_7d7d_7d7d_7d7d) | w) & HIGH
+}
+
+/// One pass over `props`, a word at a time: only the few bytes below 3 (the separators `\x01`
+/// and `\x02`, or a NUL) are looked at one by one. Property strings are short (tens of
+/// bytes), where a search per segment costs more than the scan.
 fn parse_into(props: &str, out: &mut Vec<PropRange>) {
     let b = props.as_bytes();
     let mut start = 0usize;
-    while start <= b.len() {
-        let end = memchr(2, &b[start..]).map_or(b.len(), |i| start + i);
-        if let Some(i) = memchr(1, &b[start..end]) {
-            let (name_end, value_start) = (start + i, start + i + 1);
-            if i > 0 && value_start < end {
-                out.push((
-                    start as u32,
-                    name_end as u32,
-                    value_start as u32,
-                    end as u32,
-                ));
+    let mut first_sep = usize::MAX;
+    let mut close = |start: usize, end: usize, sep: usize| {
+        if sep != usize::MAX && sep > start && sep + 1 < end {
+            out.push((start as u32, sep as u32, sep as u32 + 1, end as u32));
+        }
+    };
+    let mut base = 0usize;
+    while base < b.len() {
+        let w = match b.get(base..base + WORD) {
+            Some(c) => c.try_into().unwrap(),
+            None => {
+                let mut w = [0xffu8; WORD];
+                w[..b.len() - base].copy_from_slice(&b[base..]);
+                w
+            }
+        };
+        let mut m = below_3(u64::from_le_bytes(w));
+        while m != 0 {
+            let i = base + (m.trailing_zeros() / 8) as usize;
+            m &= m - 1;
+            match b[i] {
+                2 => {
+                    close(start, i, first_sep);
+                    start = i + 1;
+                    first_sep = usize::MAX;
+                }
+                1 if first_sep == usize::MAX => first_sep = i,
+                _ => {}
             }
         }
-        start = end + 1;
+        base += WORD;
     }
+    close(start, b.len(), first_sep);
 }
 
 /// The name of a parsed property.
@@ -50,6 +81,18 @@ pub fn name<'a>(props: &'a str, r: &PropRange) -> &'a str {
 #[inline]
 pub fn value<'a>(props: &'a str, r: &PropRange) -> &'a str {
     &props[r.2 as usize..r.3 as usize]
+}
+
+/// The name of a parsed property, as bytes (no char boundary checks: the hot path's form).
+#[inline(always)]
+pub fn name_bytes<'a>(props: &'a str, r: &PropRange) -> &'a [u8] {
+    &props.as_bytes()[r.0 as usize..r.1 as usize]
+}
+
+/// The value of a parsed property, as bytes.
+#[inline(always)]
+pub fn value_bytes<'a>(props: &'a str, r: &PropRange) -> &'a [u8] {
+    &props.as_bytes()[r.2 as usize..r.3 as usize]
 }
 
 /// The value of the last property called `key`.
@@ -87,7 +130,7 @@ impl Props {
         let mut seen = 0u64;
         self.may_repeat = false;
         for (i, r) in self.ranges.iter().enumerate() {
-            let n = name(props, r).as_bytes();
+            let n = name_bytes(props, r);
             match n {
                 b"TAGS" => self.tags = Some(i),
                 b"KEYS" => self.keys = Some(i),
@@ -104,20 +147,22 @@ impl Props {
         self.ranges.clear();
         (self.tags, self.keys, self.uniq_key, self.may_repeat) = (None, None, None, false);
     }
-    fn get<'a>(&self, props: &'a str, i: Option<usize>) -> Option<&'a str> {
-        i.map(|i| value(props, &self.ranges[i]))
+    #[inline]
+    fn get<'a>(&self, props: &'a str, i: Option<usize>) -> Option<&'a [u8]> {
+        i.map(|i| value_bytes(props, &self.ranges[i]))
     }
-    /// `TAGS` (the last one, as every lookup here).
-    pub fn tags<'a>(&self, props: &'a str) -> Option<&'a str> {
+    /// `TAGS` (the last one, as every lookup here), as bytes of `props`.
+    pub fn tags<'a>(&self, props: &'a str) -> Option<&'a [u8]> {
         self.get(props, self.tags)
     }
-    pub fn keys<'a>(&self, props: &'a str) -> Option<&'a str> {
+    pub fn keys<'a>(&self, props: &'a str) -> Option<&'a [u8]> {
         self.get(props, self.keys)
     }
-    pub fn uniq_key<'a>(&self, props: &'a str) -> Option<&'a str> {
+    pub fn uniq_key<'a>(&self, props: &'a str) -> Option<&'a [u8]> {
         self.get(props, self.uniq_key)
     }
     /// Whether property `i` is dropped from a map because a later one has its name.
+    #[inline]
     pub fn overridden(&self, props: &str, i: usize) -> bool {
         self.may_repeat && overridden(props, &self.ranges, i)
     }
@@ -149,6 +194,16 @@ fn push_hex(out: &mut Vec<u8>, bytes: &[u8]) {
     }
 }
 
+/// Uppercase hex of `v`, big-endian (16 digits).
+#[inline]
+fn hex_u64(v: u64) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    for (i, d) in out.iter_mut().enumerate() {
+        *d = HEX[(v >> (60 - 4 * i) & 15) as usize];
+    }
+    out
+}
+
 /// Offset message ids (REMOTING.md §5.1, uppercase hex of store ip, port and offset), with the
 /// host part formatted once per store host.
 #[derive(Debug, Default, Clone)]
@@ -158,7 +213,9 @@ pub struct MsgIdText {
 }
 
 impl MsgIdText {
-    pub fn push(&mut self, out: &mut Vec<u8>, a: &SocketAddr, offset: i64) {
+    /// Append the id of the record at `offset` stored by `a`; returns its length.
+    #[inline]
+    pub fn push(&mut self, out: &mut Vec<u8>, a: &SocketAddr, offset: i64) -> usize {
         if self.addr != Some(*a) {
             self.prefix.clear();
             match a {
@@ -169,7 +226,8 @@ impl MsgIdText {
             self.addr = Some(*a);
         }
         out.extend_from_slice(&self.prefix);
-        push_hex(out, &offset.to_be_bytes());
+        out.extend_from_slice(&hex_u64(offset as u64));
+        self.prefix.len() + 16
     }
 }
 
@@ -203,12 +261,40 @@ mod tests {
         let p = "TAGS\u{1}a\u{2}KEYS\u{1}k\u{2}TAGS\u{1}b\u{2}UNIQ_KEY\u{1}U";
         assert_eq!(
             (props.tags(p), props.keys(p), props.uniq_key(p)),
-            (Some("b"), Some("k"), Some("U"))
+            (Some(&b"b"[..]), Some(&b"k"[..]), Some(&b"U"[..]))
         );
         assert!(props.overridden(p, 0) && !props.overridden(p, 2));
         props.parse("A\u{1}1\u{2}B\u{1}2");
         assert!(!props.overridden("A\u{1}1\u{2}B\u{1}2", 0));
         assert_eq!(props.tags("A\u{1}1\u{2}B\u{1}2"), None);
+    }
+
+    #[test]
+    fn word_scan_matches_the_store_parser_on_random_strings() {
+        let alphabet = [
+            "\u{0}",
+            "\u{1}",
+            "\u{2}",
+            "a",
+            "KEY",
+            "é",
+            "\u{1}\u{1}",
+            "\u{2}\u{2}",
+        ];
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let mut r = Vec::new();
+        for _ in 0..5000 {
+            let mut p = String::new();
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            for k in 0..(x % 40) {
+                p.push_str(alphabet[((x >> (k % 48)) as usize + k as usize * 7) % alphabet.len()]);
+            }
+            parse_properties(&p, &mut r);
+            let ours: Vec<_> = r.iter().map(|x| (name(&p, x), value(&p, x))).collect();
+            assert_eq!(ours, properties_iter(&p).collect::<Vec<_>>(), "{p:?}");
+        }
     }
 
     #[test]

@@ -1,0 +1,240 @@
+//! Arrow buffers being built, one value at a time, without per-value allocation.
+//!
+//! Layouts are Arrow's (little-endian values, i32 offsets starting at 0, LSB-first bitmaps), as
+//! `pyarrow.Array.from_buffers` takes them. The text values of a row (topic, hosts, property
+//! names and values, ids) are short, so they are copied inline ([`extend`]) rather than through a
+//! call to `memcpy` per value: a row has some twenty of them.
+
+use crate::text::{self, Props};
+
+/// Append `s` to `v`. Values up to 32 bytes are copied with at most two overlapping loads and
+/// stores of 4, 8 or 16 bytes, inline; longer ones go through `extend_from_slice`.
+#[inline(always)]
+pub fn extend(v: &mut Vec<u8>, s: &[u8]) {
+    let n = s.len();
+    if n > 32 {
+        v.extend_from_slice(s);
+        return;
+    }
+    v.reserve(32);
+    let src = s.as_ptr();
+    // SAFETY: 32 bytes are reserved past `len`, so every store (at most `n` <= 32 bytes from
+    // `dst`) is in the allocation; every load reads inside `s` (offsets `0..n`, since each copy
+    // of width w is done only when n >= w); unaligned loads and stores are used throughout.
+    // The bytes `0..n` are all written before `set_len`.
+    unsafe {
+        let dst = v.as_mut_ptr().add(v.len());
+        if n >= 16 {
+            let a = src.cast::<[u8; 16]>().read_unaligned();
+            let b = src.add(n - 16).cast::<[u8; 16]>().read_unaligned();
+            dst.cast::<[u8; 16]>().write_unaligned(a);
+            dst.add(n - 16).cast::<[u8; 16]>().write_unaligned(b);
+        } else if n >= 8 {
+            let a = src.cast::<u64>().read_unaligned();
+            let b = src.add(n - 8).cast::<u64>().read_unaligned();
+            dst.cast::<u64>().write_unaligned(a);
+            dst.add(n - 8).cast::<u64>().write_unaligned(b);
+        } else if n >= 4 {
+            let a = src.cast::<u32>().read_unaligned();
+            let b = src.add(n - 4).cast::<u32>().read_unaligned();
+            dst.cast::<u32>().write_unaligned(a);
+            dst.add(n - 4).cast::<u32>().write_unaligned(b);
+        } else {
+            for i in 0..n {
+                *dst.add(i) = *src.add(i);
+            }
+        }
+        v.set_len(v.len() + n);
+    }
+}
+
+/// A bitmap, LSB first.
+#[derive(Debug, Default, Clone)]
+pub struct Bits {
+    bytes: Vec<u8>,
+    len: usize,
+}
+
+impl Bits {
+    pub fn with_capacity(bits: usize) -> Bits {
+        Bits {
+            bytes: Vec::with_capacity(bits.div_ceil(8)),
+            len: 0,
+        }
+    }
+    pub fn with_ones(n: usize) -> Bits {
+        let mut bytes = vec![0xffu8; n / 8];
+        if !n.is_multiple_of(8) {
+            bytes.push((1u8 << (n % 8)) - 1);
+        }
+        Bits { bytes, len: n }
+    }
+    #[inline]
+    pub fn push(&mut self, v: bool) {
+        if self.len.is_multiple_of(8) {
+            self.bytes.push(0);
+        }
+        if v {
+            *self.bytes.last_mut().unwrap() |= 1 << (self.len % 8);
+        }
+        self.len += 1;
+    }
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.bytes
+    }
+}
+
+/// A variable-width (string or binary) column: i32 offsets, data and, once a null is pushed,
+/// validity.
+#[derive(Debug, Clone)]
+pub struct Var {
+    offsets: Vec<u8>,
+    pub(crate) data: Vec<u8>,
+    validity: Option<Bits>,
+}
+
+impl Var {
+    pub fn new(rows: usize, bytes: usize) -> Var {
+        let mut offsets = Vec::with_capacity((rows + 1) * 4);
+        offsets.extend_from_slice(&0i32.to_le_bytes());
+        Var {
+            offsets,
+            data: Vec::with_capacity(bytes),
+            validity: None,
+        }
+    }
+    fn len(&self) -> usize {
+        self.offsets.len() / 4 - 1
+    }
+    /// End the current value (its bytes were appended to `data`).
+    #[inline]
+    pub fn end(&mut self) {
+        self.offsets
+            .extend_from_slice(&(self.data.len() as i32).to_le_bytes());
+        if let Some(v) = &mut self.validity {
+            v.push(true);
+        }
+    }
+    /// Append a value; returns its length.
+    #[inline]
+    pub fn push(&mut self, v: &[u8]) -> usize {
+        extend(&mut self.data, v);
+        self.end();
+        v.len()
+    }
+    /// Append a value that is more than a few dozen bytes (a body).
+    #[inline]
+    pub fn push_long(&mut self, v: &[u8]) -> usize {
+        self.data.extend_from_slice(v);
+        self.end();
+        v.len()
+    }
+    pub fn push_null(&mut self) {
+        let len = self.len();
+        self.validity
+            .get_or_insert_with(|| Bits::with_ones(len))
+            .push(false);
+        self.offsets
+            .extend_from_slice(&(self.data.len() as i32).to_le_bytes());
+    }
+    /// Append a value or a null; returns the value's length.
+    #[inline]
+    pub fn push_opt(&mut self, v: Option<&[u8]>) -> usize {
+        match v {
+            Some(s) => self.push(s),
+            None => {
+                self.push_null();
+                0
+            }
+        }
+    }
+    /// `[validity, offsets, data]`.
+    pub fn finish(self) -> Vec<Option<Vec<u8>>> {
+        vec![
+            self.validity.map(Bits::into_bytes),
+            Some(self.offsets),
+            Some(self.data),
+        ]
+    }
+}
+
+/// A `map<string, string>` column.
+#[derive(Debug, Clone)]
+pub struct Map {
+    offsets: Vec<u8>,
+    keys: Var,
+    values: Var,
+    entries: i32,
+}
+
+impl Map {
+    pub fn new(rows: usize) -> Map {
+        let mut offsets = Vec::with_capacity((rows + 1) * 4);
+        offsets.extend_from_slice(&0i32.to_le_bytes());
+        Map {
+            offsets,
+            keys: Var::new(rows * 4, rows * 32),
+            values: Var::new(rows * 4, rows * 64),
+            entries: 0,
+        }
+    }
+    /// Append one row from the parsed properties of `props` (later duplicates win); returns the
+    /// bytes of keys and values appended.
+    #[inline]
+    pub fn push_props(&mut self, props: &str, parsed: &Props) -> usize {
+        let mut bytes = 0;
+        for (i, r) in parsed.ranges.iter().enumerate() {
+            if parsed.overridden(props, i) {
+                continue;
+            }
+            bytes += self.keys.push(text::name_bytes(props, r));
+            bytes += self.values.push(text::value_bytes(props, r));
+            self.entries += 1;
+        }
+        self.offsets.extend_from_slice(&self.entries.to_le_bytes());
+        bytes
+    }
+    /// Append an empty map.
+    pub fn push_empty(&mut self) {
+        self.offsets.extend_from_slice(&self.entries.to_le_bytes());
+    }
+    /// `[validity, entry offsets, key offsets, key data, value offsets, value data]`
+    /// (keys and values are never null).
+    pub fn finish(self) -> Vec<Option<Vec<u8>>> {
+        let mut out = vec![None, Some(self.offsets)];
+        out.extend(self.keys.finish().into_iter().skip(1));
+        out.extend(self.values.finish().into_iter().skip(1));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn inline_copies_of_every_length() {
+        let src: Vec<u8> = (0..80u8).collect();
+        let mut v = Vec::new();
+        let mut want = Vec::new();
+        for n in 0..=40 {
+            extend(&mut v, &src[n..n * 2]);
+            want.extend_from_slice(&src[n..n * 2]);
+        }
+        assert_eq!(v, want);
+    }
+
+    #[test]
+    fn bitmaps() {
+        for n in [0, 1, 7, 8, 9, 17] {
+            let mut b = Bits::with_ones(n);
+            b.push(false);
+            b.push(true);
+            let mut want = Bits::default();
+            (0..n).for_each(|_| want.push(true));
+            want.push(false);
+            want.push(true);
+            assert_eq!(b.into_bytes(), want.into_bytes(), "{n}");
+        }
+    }
+}
