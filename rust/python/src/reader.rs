@@ -3,8 +3,8 @@
 //! Arrow buffers that `rmq.spark.arrow` wraps with `pyarrow.Array.from_buffers`. A buffer is a
 //! `ColumnBuffer` owning the Rust vector it was built in and lending it through the buffer
 //! protocol: no copy (measured: copying into `bytes` and the fresh pages it needs cost as much as
-//! decoding the bodies). It owns its memory, so no view ever outlives a file mapping. Errors map
-//! through `to_py_err` like the store's.
+//! decoding the bodies). It owns its memory, so no view ever outlives a file mapping, and returns it
+//! to the reader's pool when dropped. Errors map through `to_py_err` like the store's.
 
 use std::ffi::{c_int, c_void};
 use std::path::Path;
@@ -24,10 +24,17 @@ use rmq_reader::{Batch, ColumnSet, DecodeOptions, QueueSplit, RecordFilter, Scan
 use crate::to_py_err;
 
 /// One Arrow buffer built by the reader, lent to Python read-only through the buffer protocol
-/// (`pyarrow.py_buffer(b)` wraps it without a copy).
+/// (`pyarrow.py_buffer(b)` wraps it without a copy). When Python drops it (no view is left: each
+/// view holds a reference), its vector goes back to the reader's buffer pool for a later batch.
 #[pyclass(frozen, module = "rmq._store")]
 struct ColumnBuffer {
     data: Vec<u8>,
+}
+
+impl Drop for ColumnBuffer {
+    fn drop(&mut self) {
+        rmq_reader::buffers::recycle(std::mem::take(&mut self.data));
+    }
 }
 
 #[pymethods]

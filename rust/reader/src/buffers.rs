@@ -4,8 +4,69 @@
 //! `pyarrow.Array.from_buffers` takes them. The text values of a row (topic, hosts, property
 //! names and values, ids) are short, so they are copied inline ([`extend`]) rather than through a
 //! call to `memcpy` per value: a row has some twenty of them.
+//!
+//! Large buffers come from a small process-wide pool ([`alloc`], [`recycle`]): a batch's
+//! buffers are handed to Python and dropped when Spark has consumed the batch, and without the
+//! pool every batch would take fresh pages from the kernel (the allocator maps and unmaps
+//! buffers this large), paying a page fault and a page of zeroing per 4 KiB written.
+
+use parking_lot::Mutex;
 
 use crate::text::{self, Props};
+
+/// Buffers smaller than this are left to the allocator (its heap reuses them).
+const POOL_MIN: usize = 256 << 10;
+/// Bytes of capacity the pool keeps at most (about two batches' large buffers).
+const POOL_MAX: usize = 96 << 20;
+
+/// Idle buffers (cleared) and the sum of their capacities.
+struct Pool(Mutex<(Vec<Vec<u8>>, usize)>);
+
+impl Pool {
+    const fn new() -> Pool {
+        Pool(Mutex::new((Vec::new(), 0)))
+    }
+    fn alloc(&self, cap: usize) -> Vec<u8> {
+        if cap >= POOL_MIN {
+            let mut pool = self.0.lock();
+            let (bufs, held) = &mut *pool;
+            let best = (0..bufs.len())
+                .filter(|&i| bufs[i].capacity() >= cap)
+                .min_by_key(|&i| bufs[i].capacity());
+            if let Some(i) = best {
+                let v = bufs.swap_remove(i);
+                *held -= v.capacity();
+                return v;
+            }
+        }
+        Vec::with_capacity(cap)
+    }
+    fn recycle(&self, mut v: Vec<u8>) {
+        if v.capacity() < POOL_MIN {
+            return;
+        }
+        let mut pool = self.0.lock();
+        let (bufs, held) = &mut *pool;
+        if *held + v.capacity() <= POOL_MAX {
+            v.clear();
+            *held += v.capacity();
+            bufs.push(v);
+        }
+    }
+}
+
+static POOL: Pool = Pool::new();
+
+/// An empty vector with room for at least `cap` bytes: the smallest pooled buffer that fits,
+/// else a new one.
+pub fn alloc(cap: usize) -> Vec<u8> {
+    POOL.alloc(cap)
+}
+
+/// Give a buffer back for reuse (kept if large and the pool has room, else freed).
+pub fn recycle(v: Vec<u8>) {
+    POOL.recycle(v)
+}
 
 /// Append `s` to `v`. Values up to 32 bytes are copied with at most two overlapping loads and
 /// stores of 4, 8 or 16 bytes, inline; longer ones go through `extend_from_slice`.
@@ -58,7 +119,7 @@ pub struct Bits {
 impl Bits {
     pub fn with_capacity(bits: usize) -> Bits {
         Bits {
-            bytes: Vec::with_capacity(bits.div_ceil(8)),
+            bytes: alloc(bits.div_ceil(8)),
             len: 0,
         }
     }
@@ -95,11 +156,11 @@ pub struct Var {
 
 impl Var {
     pub fn new(rows: usize, bytes: usize) -> Var {
-        let mut offsets = Vec::with_capacity((rows + 1) * 4);
+        let mut offsets = alloc((rows + 1) * 4);
         offsets.extend_from_slice(&0i32.to_le_bytes());
         Var {
             offsets,
-            data: Vec::with_capacity(bytes),
+            data: alloc(bytes),
             validity: None,
         }
     }
@@ -169,7 +230,7 @@ pub struct Map {
 
 impl Map {
     pub fn new(rows: usize) -> Map {
-        let mut offsets = Vec::with_capacity((rows + 1) * 4);
+        let mut offsets = alloc((rows + 1) * 4);
         offsets.extend_from_slice(&0i32.to_le_bytes());
         Map {
             offsets,
@@ -222,6 +283,27 @@ mod tests {
             want.extend_from_slice(&src[n..n * 2]);
         }
         assert_eq!(v, want);
+    }
+
+    #[test]
+    fn pooled_buffers_are_reused_empty_and_bounded() {
+        let pool = Pool::new();
+        let mut v = pool.alloc(POOL_MIN + 100);
+        v.extend_from_slice(b"stale");
+        let (ptr, cap) = (v.as_ptr(), v.capacity());
+        pool.recycle(v);
+        pool.recycle(Vec::with_capacity(POOL_MIN - 1)); // small: not kept
+        let big = pool.alloc(cap + 1); // does not fit: a new buffer
+        assert_ne!(big.as_ptr(), ptr);
+        let again = pool.alloc(POOL_MIN);
+        assert_eq!(
+            (again.as_ptr(), again.len(), again.capacity()),
+            (ptr, 0, cap)
+        );
+        assert_eq!(pool.0.lock().1, 0);
+        pool.recycle(Vec::with_capacity(POOL_MAX));
+        pool.recycle(again); // no room left
+        assert_eq!(pool.0.lock().1, POOL_MAX);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 
 use rmq_store::message::{sysflag, Record};
 
-use crate::buffers::{Bits, Map, Var};
+use crate::buffers::{alloc, Bits, Map, Var};
 use crate::filter::Class;
 use crate::text::{HostText, MsgIdText, Props};
 
@@ -268,8 +268,8 @@ impl Columns {
             .iter()
             .map(|d| {
                 set.contains(d.column).then(|| match d.kind {
-                    Kind::Int32 => Builder::Fixed(Vec::with_capacity(rows * 4)),
-                    Kind::Int64 | Kind::Timestamp => Builder::Fixed(Vec::with_capacity(rows * 8)),
+                    Kind::Int32 => Builder::Fixed(alloc(rows * 4)),
+                    Kind::Int64 | Kind::Timestamp => Builder::Fixed(alloc(rows * 8)),
                     Kind::Bool => Builder::Bool(Bits::with_capacity(rows)),
                     Kind::Binary => Builder::Var(Var::new(rows, body_bytes)),
                     Kind::Utf8 => Builder::Var(Var::new(rows, rows * 32)),
