@@ -61,6 +61,7 @@ _NAMES: dict[str, str] = {
     "brokerRole": "broker_role",
     "serverMaxInFlight": "server_max_in_flight",
     "bindAddress": "bind_address",
+    "networkThread": "network_thread",
     "timerMaxDelaySec": "timer_max_delay_sec",
 }
 
@@ -157,6 +158,9 @@ class BrokerConfig:
     """Longest delay a timer message may ask for (RocketMQ 5.x's `timerMaxDelaySec`)."""
     bind_address: str = "0.0.0.0"
     """Interface the broker (and an embedded name server) listens on (rmq's own property)."""
+    network_thread: bool = True
+    """Serve the broker port from the Rust network thread, which answers plain sends without Python
+    (rmq's own property; false: the asyncio server handles every request)."""
     # Store properties by their RocketMQ names (validated by the store when it opens).
     store: dict[str, str] = field(default_factory=dict)
 

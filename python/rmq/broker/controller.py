@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Any
 
 from rmq.broker.clients import ConsumerManager, ProducerManager
 from rmq.broker.config import BrokerConfig
@@ -28,10 +29,11 @@ from rmq.broker.subscription_group import SubscriptionGroupManager
 from rmq.broker.timer import TimerService
 from rmq.broker.topic_config import TopicConfigManager
 from rmq.broker.transaction import EndTransactionProcessor, TransactionCheckService
-from rmq.common.codes import RequestCode
+from rmq.common.codes import RMQ_VERSION, RequestCode
 from rmq.common.service import PeriodicTask
 from rmq.remoting.channel import Channel
 from rmq.remoting.client import RemotingClient
+from rmq.remoting.native import NativeRemotingServer
 from rmq.remoting.server import RemotingServer
 from rmq.store import AsyncStore, MessageStore
 
@@ -46,10 +48,15 @@ class BrokerController:
         self.config = config
         self.store: MessageStore | None = None
         self.services: BrokerServices | None = None
-        self.remoting = RemotingServer(
-            name="broker",
-            max_in_flight=config.server_max_in_flight,
-            idle_timeout_s=config.channel_expired_timeout / 1000,
+        server_options: dict[str, Any] = {
+            "name": "broker",
+            "max_in_flight": config.server_max_in_flight,
+            "idle_timeout_s": config.channel_expired_timeout / 1000,
+        }
+        self.remoting: RemotingServer = (
+            NativeRemotingServer(flush_timeout_ms=config.sync_flush_timeout_ms, **server_options)
+            if config.network_thread
+            else RemotingServer(**server_options)
         )
         self.client = RemotingClient()
         self._tasks: list[PeriodicTask] = []
@@ -100,6 +107,16 @@ class BrokerController:
             holds=holds,
             flush_responder=FlushResponder(astore, cfg.sync_flush_timeout_ms / 1000),
         )
+        if isinstance(self.remoting, NativeRemotingServer):
+            self.remoting.enable_fast_send(
+                store,
+                cluster_name=cfg.broker_cluster_name,
+                region_id=cfg.region_id,
+                trace_on=cfg.trace_on,
+                max_body=cfg.max_message_size,
+                version=RMQ_VERSION,
+            )
+            s.fast_send = self.remoting.net
         s.counters.boot_ms = int(time.time() * 1000)
         s.delay_levels = parse_delay_levels(cfg.store.get("messageDelayLevel", DEFAULT_DELAY_LEVELS))
         self.services = s
@@ -111,7 +128,7 @@ class BrokerController:
         astore.dispatched.add_listener(holds.on_dispatch)
 
         self._registration = NameServerRegistration(cfg, topics, self.client)
-        topics.on_change = self._registration.register_soon
+        topics.on_change = self._topics_changed
         s.register_brokers = self._registration.register_soon
 
         send = SendProcessor(s)
@@ -167,6 +184,13 @@ class BrokerController:
             cfg.store_root,
             "SYNC_FLUSH" if cfg.sync_flush else "ASYNC_FLUSH",
         )
+
+    def _topics_changed(self) -> None:
+        s = self.services
+        if s is not None and s.fast_send is not None:
+            s.fast_send.forget_topics()  # vetted again by the next send through Python
+        if self._registration is not None:
+            self._registration.register_soon()
 
     def _channel_closed(self, channel: Channel) -> None:
         s = self.services

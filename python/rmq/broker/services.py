@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from rmq.broker.clients import ConsumerManager, ProducerManager
 from rmq.broker.config import BrokerConfig
@@ -43,6 +44,14 @@ class BrokerServices:
     counters: Counters = field(default_factory=Counters)
     register_brokers: Callable[[], None] = lambda: None
     """Re-register with the name servers now (after a topic change)."""
+    fast_send: Any = None
+    """The network thread's SEND fast path (``rmq._store.NetServer``), or None: ``allow_topic`` lets a
+    vetted topic's plain sends bypass Python, ``forget_topics`` undoes it, ``fast_puts`` counts them."""
+
+    def put_messages(self) -> int:
+        """Messages stored since start, by the Python path and the fast path."""
+        fast = self.fast_send.fast_puts() if self.fast_send is not None else 0
+        return self.counters.put_messages + fast
 
 
 def socket_addr(remote: str) -> str:

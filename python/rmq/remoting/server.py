@@ -115,21 +115,27 @@ class RemotingServer:
         sockets = self._server.sockets
         self._port = sockets[0].getsockname()[1] if sockets else port
         self._host = host
+        self._start_idle_sweep()
+        log.info("%s listening on %s:%d", self.name, host, self._port)
+
+    def _start_idle_sweep(self) -> None:
         if self.idle_timeout_s is not None:
             self._idle_task = PeriodicTask(
                 f"{self.name}-idle-sweep", self._idle_check_interval_s, self.sweep_idle
             )
             self._idle_task.start()
-        log.info("%s listening on %s:%d", self.name, host, self._port)
+
+    async def _stop_idle_sweep(self) -> None:
+        if self._idle_task is not None:
+            await self._idle_task.stop()
+            self._idle_task = None
 
     async def stop(self) -> None:
         server, self._server = self._server, None
         if server is None:
             return
         server.close()
-        if self._idle_task is not None:
-            await self._idle_task.stop()
-            self._idle_task = None
+        await self._stop_idle_sweep()
         channels = list(self._channels.values())
         for channel in channels:
             channel.close()

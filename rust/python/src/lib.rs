@@ -5,6 +5,7 @@
 //! `StoreError` to its exception class in [`to_py_err`].
 
 mod filter;
+mod net;
 mod reader;
 
 use std::net::SocketAddr;
@@ -117,7 +118,7 @@ fn put_tuple(store: &rmq_store::MessageStore, r: &AppendResult) -> PutTuple {
 /// housekeeping threads; `shutdown()` stops them cleanly.
 #[pyclass(frozen, module = "rmq._store")]
 struct MessageStore {
-    inner: rmq_store::MessageStore,
+    inner: std::sync::Arc<rmq_store::MessageStore>,
 }
 
 #[pymethods]
@@ -143,7 +144,9 @@ impl MessageStore {
         let inner = py
             .detach(|| rmq_store::MessageStore::open(cfg))
             .map_err(to_py_err)?;
-        Ok(MessageStore { inner })
+        Ok(MessageStore {
+            inner: std::sync::Arc::new(inner),
+        })
     }
 
     /// The store property names `MessageStore(config)` accepts.
@@ -536,6 +539,7 @@ fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<MessageStore>()?;
     filter::register(m)?;
     reader::register(m)?;
+    net::register(m)?;
     m.add_function(wrap_pyfunction!(decode_records, m)?)?;
     m.add_function(wrap_pyfunction!(java_string_hash, m)?)?;
     m.add_function(wrap_pyfunction!(check_store_config, m)?)?;

@@ -36,8 +36,13 @@ pub struct FlushWatermark {
     /// Wakes blocked waiters (new watermark).
     flushed_signal: Arc<Signal>,
     notifier: Notifier,
+    /// Called after each flush that advanced the watermark (e.g. to wake a network thread).
+    listeners: parking_lot::Mutex<Vec<FlushListener>>,
     mode: FlushDiskType,
 }
+
+/// A callback run on the flush thread after the watermark advanced; it must be quick.
+pub type FlushListener = Box<dyn Fn() + Send + Sync>;
 
 impl FlushWatermark {
     fn new(mode: FlushDiskType, start: i64) -> std::io::Result<Self> {
@@ -48,6 +53,7 @@ impl FlushWatermark {
             request_signal: Signal::new(),
             flushed_signal: Signal::new(),
             notifier: Notifier::new()?,
+            listeners: parking_lot::Mutex::new(Vec::new()),
             mode,
         })
     }
@@ -60,6 +66,11 @@ impl FlushWatermark {
     /// The eventfd that becomes readable after each flush that advanced the watermark.
     pub fn notify_fd(&self) -> i32 {
         self.notifier.fd()
+    }
+
+    /// Run `listener` after every flush that advances the watermark.
+    pub fn add_listener(&self, listener: FlushListener) {
+        self.listeners.lock().push(listener);
     }
 
     /// Reset the eventfd (the event loop calls this when woken).
@@ -99,6 +110,9 @@ impl FlushWatermark {
         if offset > self.flushed.fetch_max(offset, Ordering::AcqRel) {
             self.flushed_signal.notify();
             self.notifier.notify();
+            for listener in self.listeners.lock().iter() {
+                listener();
+            }
         }
     }
 }

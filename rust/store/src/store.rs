@@ -351,6 +351,10 @@ impl MessageStore {
     pub fn flush_notify_fd(&self) -> i32 {
         self.watermark.notify_fd()
     }
+    /// Run `listener` on the flush thread after every flush that advances the durable offset.
+    pub fn on_flush(&self, listener: crate::flush::FlushListener) {
+        self.watermark.add_listener(listener);
+    }
     pub fn drain_flush_notifications(&self) -> u64 {
         self.watermark.drain_notifications()
     }

@@ -208,7 +208,7 @@ class AdminProcessors:
         table = {
             "brokerVersion": str(codes.RMQ_VERSION),
             "brokerVersionDesc": codes.RMQ_VERSION_DESC,
-            "msgPutTotalTodayNow": str(s.counters.put_messages),
+            "msgPutTotalTodayNow": str(s.put_messages()),
             "msgGetTotalTodayNow": str(s.counters.get_messages),
             "putTps": "0.0 0.0 0.0",
             "getTotalTps": "0.0 0.0 0.0",

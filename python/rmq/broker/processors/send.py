@@ -199,6 +199,8 @@ class SendProcessor:
         tc = self._topic_for_send(request, h, topic, queue_id)
         if isinstance(tc, RemotingCommand):
             return tc
+        if s.fast_send is not None and not batch:
+            self._vet(topic, tc)
         if queue_id < 0:
             queue_id = random.randrange(max(tc.write_queue_nums, 1))
 
@@ -304,6 +306,19 @@ class SendProcessor:
             return response
         s.flush_responder.hold(end, ctx, response)
         return None
+
+    def _vet(self, topic: str, tc: TopicConfig) -> None:
+        """Let the network thread answer the next plain sends to `topic` itself (it still declines
+        batches, delayed, timer, transactional and malformed messages, which keep coming here)."""
+        if (
+            PermName.is_writeable(self.s.config.broker_permission)
+            and PermName.is_writeable(tc.perm)
+            and topic not in codes.NOT_ALLOWED_SEND_TOPICS
+            and not topic.startswith(codes.RETRY_GROUP_TOPIC_PREFIX)
+        ):
+            self.s.fast_send.allow_topic(
+                topic, tc.read_queue_nums, tc.write_queue_nums, tc.topic_filter_type == "MULTI_TAG"
+            )
 
     # --- delay levels and transactional half messages --------------------------------------------
     def _park(

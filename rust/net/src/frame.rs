@@ -1,0 +1,157 @@
+//! RocketMQ remoting frames (REMOTING.md §1.1): splitting a byte stream into frames and the
+//! few JSON headers the network thread writes itself. Sans-I/O.
+//!
+//! ```text
+//! int32 length = 4 + H + B      (does not count itself)
+//! int32 header word = serialize type << 24 | H
+//! H bytes header, B bytes body
+//! ```
+
+use std::fmt::Write as _;
+
+/// Serialize type of a JSON header (what every official client sends).
+pub const SERIALIZE_JSON: u8 = 0;
+/// Response flag bit.
+pub const FLAG_RESPONSE: i32 = 1;
+/// Oneway flag bit (no response is wanted).
+pub const FLAG_ONEWAY: i32 = 2;
+
+/// A stream that cannot be framed: the connection must be closed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameError(pub String);
+
+impl std::fmt::Display for FrameError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for FrameError {}
+
+/// The length (prefix included) of the whole frame at the start of `buf`, `Ok(None)` when
+/// more bytes are needed. `max_frame` counts the prefix too.
+pub fn next_frame_len(buf: &[u8], max_frame: usize) -> Result<Option<usize>, FrameError> {
+    if buf.len() < 4 {
+        return Ok(None);
+    }
+    let length = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
+    if length < 4 {
+        return Err(FrameError(format!("frame length {length} < 4")));
+    }
+    let total = length as usize + 4;
+    if total > max_frame {
+        return Err(FrameError(format!(
+            "frame of {total} bytes exceeds the limit of {max_frame}"
+        )));
+    }
+    Ok(if buf.len() >= total {
+        Some(total)
+    } else {
+        None
+    })
+}
+
+/// A frame split into its parts (`frame` includes the length prefix).
+pub struct Parts<'a> {
+    pub serialize_type: u8,
+    pub header: &'a [u8],
+    pub body: &'a [u8],
+}
+
+/// Split a whole frame; `None` when the header length overruns the frame.
+pub fn parts(frame: &[u8]) -> Option<Parts<'_>> {
+    let word = u32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+    let hlen = (word & 0x00FF_FFFF) as usize;
+    let hend = 8usize.checked_add(hlen)?;
+    if hend > frame.len() {
+        return None;
+    }
+    Some(Parts {
+        serialize_type: (word >> 24) as u8,
+        header: &frame[8..hend],
+        body: &frame[hend..],
+    })
+}
+
+/// Append a frame with a JSON `header` and no body to `out`.
+pub fn push_frame(out: &mut Vec<u8>, header: &[u8]) {
+    out.extend_from_slice(&(4 + header.len() as i32).to_be_bytes());
+    out.extend_from_slice(&(header.len() as u32).to_be_bytes());
+    out.extend_from_slice(header);
+}
+
+/// A JSON string literal (quotes included) for `s`.
+pub fn json_string(s: &str) -> String {
+    serde_json::to_string(s).expect("a str always serializes")
+}
+
+/// The JSON header of a response: `ext_json` is the complete `extFields` object (or empty for
+/// none), `remark` an already escaped JSON string literal (or empty for none).
+pub fn response_header(
+    code: i32,
+    opaque: i32,
+    version: i32,
+    remark_json: &str,
+    ext_json: &str,
+) -> Vec<u8> {
+    let mut h = String::with_capacity(96 + ext_json.len() + remark_json.len());
+    let _ = write!(h, "{{\"code\":{code},");
+    if !ext_json.is_empty() {
+        let _ = write!(h, "\"extFields\":{ext_json},");
+    }
+    let _ = write!(
+        h,
+        "\"flag\":{FLAG_RESPONSE},\"language\":\"JAVA\",\"opaque\":{opaque},"
+    );
+    if !remark_json.is_empty() {
+        let _ = write!(h, "\"remark\":{remark_json},");
+    }
+    let _ = write!(
+        h,
+        "\"serializeTypeCurrentRPC\":\"JSON\",\"version\":{version}}}"
+    );
+    h.into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_on_the_length_prefix() {
+        let mut f = Vec::new();
+        push_frame(&mut f, b"{}");
+        assert_eq!(f.len(), 10);
+        assert_eq!(next_frame_len(&f[..3], 100), Ok(None));
+        assert_eq!(next_frame_len(&f[..9], 100), Ok(None));
+        assert_eq!(next_frame_len(&f, 100), Ok(Some(10)));
+        let p = parts(&f).unwrap();
+        assert_eq!(p.serialize_type, SERIALIZE_JSON);
+        assert_eq!(p.header, b"{}");
+        assert!(p.body.is_empty());
+    }
+
+    #[test]
+    fn rejects_bad_lengths() {
+        assert!(next_frame_len(&[0, 0, 0, 3, 0, 0, 0, 0], 100).is_err());
+        assert!(next_frame_len(&[0xFF, 0, 0, 0], 100).is_err());
+        assert!(next_frame_len(&[0, 0, 0, 100], 100).is_err());
+        // header length beyond the frame
+        let f = [0, 0, 0, 4, 0, 0, 0, 9];
+        assert!(parts(&f).is_none());
+    }
+
+    #[test]
+    fn response_header_is_json() {
+        let h = response_header(10, 7, 409, &json_string("flush \"x\""), r#"{"a":"1"}"#);
+        let v: serde_json::Value = serde_json::from_slice(&h).unwrap();
+        assert_eq!(v["code"], 10);
+        assert_eq!(v["opaque"], 7);
+        assert_eq!(v["flag"], 1);
+        assert_eq!(v["remark"], "flush \"x\"");
+        assert_eq!(v["extFields"]["a"], "1");
+        let h = response_header(0, 1, 409, "", "");
+        let v: serde_json::Value = serde_json::from_slice(&h).unwrap();
+        assert!(v.get("remark").is_none() && v.get("extFields").is_none());
+    }
+}

@@ -1,0 +1,688 @@
+//! The broker's network thread: accepts connections, reads and writes their sockets with mio
+//! (edge-triggered epoll), answers the SEND fast path itself and hands every other frame to
+//! the owner (the Python event loop) as [`Event`]s.
+//!
+//! Ownership of a connection is split: this thread reads it and frames its bytes; writes come
+//! from this thread (fast-path answers, released SYNC_FLUSH answers) and from the owner
+//! ([`Server::write`]), both through the connection's output buffer under its lock, so a
+//! response is written by whichever thread produced it without a hand-off.
+//!
+//! Order: once a frame of a connection went to the owner, later frames of that connection
+//! also go to the owner until it has processed them ([`Server::ack`]), so the fast path never
+//! overtakes a request the owner is still handling.
+//!
+//! The owner watches [`Server::event_fd`] (readable when events are waiting), calls
+//! [`Server::take_events`], handles them in order, then [`Server::ack`].
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use mio::net::{TcpListener, TcpStream};
+use mio::{Events, Interest, Poll, Token, Waker};
+use parking_lot::{Mutex, RwLock};
+use rmq_store::service::Notifier;
+
+use crate::frame;
+use crate::send::{FastSend, Held, Sent};
+
+const LISTENER: Token = Token(0);
+const WAKER: Token = Token(1);
+const READ_CHUNK: usize = 256 * 1024;
+
+/// Settings of the network thread.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    /// Largest frame accepted, length prefix included; a larger one closes the connection.
+    pub max_frame: usize,
+    /// Stop reading a connection whose unsent output exceeds this many bytes...
+    pub high_water: usize,
+    /// ...and read it again once the output is below this.
+    pub low_water: usize,
+    /// How long a SYNC_FLUSH answer waits for its flush before FLUSH_DISK_TIMEOUT.
+    pub flush_timeout: Duration,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            max_frame: 16 * 1024 * 1024,
+            high_water: 16 * 1024 * 1024,
+            low_water: 4 * 1024 * 1024,
+            flush_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// What the owner hears about its connections, in order per connection.
+#[derive(Debug)]
+pub enum Event {
+    Open {
+        conn: u64,
+        peer: SocketAddr,
+        local: SocketAddr,
+    },
+    /// One or more whole frames (length prefixes included) for the owner to handle.
+    Data {
+        conn: u64,
+        frames: Vec<u8>,
+    },
+    Closed {
+        conn: u64,
+    },
+}
+
+struct Output {
+    buf: Vec<u8>,
+    closed: bool,
+}
+
+struct Conn {
+    stream: TcpStream,
+    out: Mutex<Output>,
+    /// Data events handed to the owner and not yet acknowledged.
+    owner_pending: AtomicU32,
+    /// CLOCK_MONOTONIC nanoseconds of the last bytes received.
+    last_seen_ns: AtomicU64,
+}
+
+impl Conn {
+    /// Write `data` now as far as the socket takes it; buffer the rest (sent on the next
+    /// writable edge). Returns false when the connection is closed.
+    fn send(&self, parts: &[&[u8]]) -> bool {
+        let mut out = self.out.lock();
+        if out.closed {
+            return false;
+        }
+        for data in parts {
+            if out.buf.is_empty() {
+                let n = write_some(&self.stream, data);
+                if n < data.len() {
+                    out.buf.extend_from_slice(&data[n..]);
+                }
+            } else {
+                out.buf.extend_from_slice(data);
+            }
+        }
+        true
+    }
+
+    /// Write buffered output; returns the bytes still buffered.
+    fn flush(&self) -> usize {
+        let mut out = self.out.lock();
+        if !out.buf.is_empty() {
+            let n = write_some(&self.stream, &out.buf);
+            out.buf.drain(..n);
+        }
+        out.buf.len()
+    }
+
+    fn buffered(&self) -> usize {
+        self.out.lock().buf.len()
+    }
+}
+
+/// Write until done or the socket would block; errors end the attempt (the poller reports
+/// the broken connection).
+fn write_some(mut stream: &TcpStream, data: &[u8]) -> usize {
+    let mut n = 0;
+    while n < data.len() {
+        match stream.write(&data[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    n
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes into the valid timespec we pass.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+enum Command {
+    Close(u64),
+    Abort(u64),
+}
+
+struct Shared {
+    conns: RwLock<HashMap<u64, Arc<Conn>>>,
+    events: Mutex<Vec<Event>>,
+    /// Data events per connection in the last `take_events`, released by `ack`.
+    taken: Mutex<Vec<u64>>,
+    notifier: Notifier,
+    waker: Waker,
+    commands: Mutex<Vec<Command>>,
+    flushed: AtomicBool,
+    stop: AtomicBool,
+    fast: RwLock<Option<Arc<FastSend>>>,
+    opts: ServerOptions,
+}
+
+impl Shared {
+    fn conn(&self, id: u64) -> Option<Arc<Conn>> {
+        self.conns.read().get(&id).cloned()
+    }
+
+    fn command(&self, c: Command) {
+        self.commands.lock().push(c);
+        let _ = self.waker.wake();
+    }
+}
+
+/// The listening network thread.
+pub struct Server {
+    shared: Arc<Shared>,
+    local_addr: SocketAddr,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Server {
+    /// Bind `host:port` (port 0: any free port) and start the network thread.
+    pub fn bind(host: &str, port: u16, opts: ServerOptions) -> io::Result<Server> {
+        let addr = (host, port).to_socket_addrs()?.next().ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("cannot resolve {host}"),
+            )
+        })?;
+        let std_listener = std::net::TcpListener::bind(addr)?;
+        std_listener.set_nonblocking(true)?;
+        let mut listener = TcpListener::from_std(std_listener);
+        let local_addr = listener.local_addr()?;
+        let poll = Poll::new()?;
+        poll.registry()
+            .register(&mut listener, LISTENER, Interest::READABLE)?;
+        let waker = Waker::new(poll.registry(), WAKER)?;
+        let shared = Arc::new(Shared {
+            conns: RwLock::new(HashMap::new()),
+            events: Mutex::new(Vec::new()),
+            taken: Mutex::new(Vec::new()),
+            notifier: Notifier::new()?,
+            waker,
+            commands: Mutex::new(Vec::new()),
+            flushed: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            fast: RwLock::new(None),
+            opts,
+        });
+        let worker = Worker {
+            shared: shared.clone(),
+            poll,
+            listener,
+            local: HashMap::new(),
+            held: VecDeque::new(),
+            next_id: 2,
+            seed: (monotonic_ns() as u32) | 1,
+            owner_events: Vec::new(),
+        };
+        let thread = std::thread::Builder::new()
+            .name("rmq-net".into())
+            .spawn(move || worker.run())?;
+        Ok(Server {
+            shared,
+            local_addr,
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Readable when events are waiting for [`Server::take_events`].
+    pub fn event_fd(&self) -> i32 {
+        self.shared.notifier.fd()
+    }
+
+    /// Install (or remove) the SEND fast path; SYNC_FLUSH answers are released on its
+    /// store's flushes.
+    pub fn set_fast_send(&self, fast: Option<Arc<FastSend>>) {
+        if let Some(f) = &fast {
+            let weak = Arc::downgrade(&self.shared);
+            f.store().on_flush(Box::new(move || {
+                if let Some(s) = weak.upgrade() {
+                    s.flushed.store(true, Ordering::Release);
+                    let _ = s.waker.wake();
+                }
+            }));
+        }
+        *self.shared.fast.write() = fast;
+    }
+
+    pub fn fast_send(&self) -> Option<Arc<FastSend>> {
+        self.shared.fast.read().clone()
+    }
+
+    /// The waiting events, oldest first. Call [`Server::ack`] once they are handled.
+    pub fn take_events(&self) -> Vec<Event> {
+        self.shared.notifier.drain();
+        let events = std::mem::take(&mut *self.shared.events.lock());
+        let mut taken = self.shared.taken.lock();
+        for e in &events {
+            if let Event::Data { conn, .. } = e {
+                taken.push(*conn);
+            }
+        }
+        events
+    }
+
+    /// The events of the last [`Server::take_events`] are handled: their connections may use
+    /// the fast path again.
+    pub fn ack(&self) {
+        let taken = std::mem::take(&mut *self.shared.taken.lock());
+        if taken.is_empty() {
+            return;
+        }
+        let conns = self.shared.conns.read();
+        for id in taken {
+            if let Some(c) = conns.get(&id) {
+                c.owner_pending.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+    }
+
+    /// Write to a connection (returns false if it is closed).
+    pub fn write(&self, conn: u64, parts: &[&[u8]]) -> bool {
+        match self.shared.conn(conn) {
+            Some(c) => c.send(parts),
+            None => false,
+        }
+    }
+
+    /// Close after the buffered output is written.
+    pub fn close(&self, conn: u64) {
+        self.shared.command(Command::Close(conn));
+    }
+
+    /// Close now, dropping buffered output.
+    pub fn abort(&self, conn: u64) {
+        self.shared.command(Command::Abort(conn));
+    }
+
+    /// Unsent output of a connection, in bytes.
+    pub fn write_buffer_size(&self, conn: u64) -> usize {
+        self.shared.conn(conn).map(|c| c.buffered()).unwrap_or(0)
+    }
+
+    /// CLOCK_MONOTONIC seconds of the last bytes received on `conn`.
+    pub fn last_seen(&self, conn: u64) -> Option<f64> {
+        self.shared
+            .conn(conn)
+            .map(|c| c.last_seen_ns.load(Ordering::Relaxed) as f64 / 1e9)
+    }
+
+    /// Number of open connections.
+    pub fn connections(&self) -> usize {
+        self.shared.conns.read().len()
+    }
+
+    /// Close every connection and stop the thread (the owner then gets their Closed events).
+    pub fn shutdown(&self) {
+        self.shared.stop.store(true, Ordering::Release);
+        let _ = self.shared.waker.wake();
+        if let Some(t) = self.thread.lock().take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+struct Local {
+    conn: Arc<Conn>,
+    peer: SocketAddr,
+    rbuf: Vec<u8>,
+    paused: bool,
+    closing: bool,
+}
+
+struct HeldReply {
+    held: Held,
+    conn: u64,
+    deadline: Instant,
+}
+
+struct Worker {
+    shared: Arc<Shared>,
+    poll: Poll,
+    listener: TcpListener,
+    local: HashMap<u64, Local>,
+    held: VecDeque<HeldReply>,
+    next_id: u64,
+    seed: u32,
+    owner_events: Vec<Event>,
+}
+
+enum ReadOutcome {
+    Open,
+    Close,
+}
+
+impl Worker {
+    fn run(mut self) {
+        let mut events = Events::with_capacity(512);
+        loop {
+            let timeout = self
+                .held
+                .front()
+                .map(|h| h.deadline.saturating_duration_since(Instant::now()));
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
+                if e.kind() != io::ErrorKind::Interrupted {
+                    break;
+                }
+            }
+            if self.shared.stop.load(Ordering::Acquire) {
+                break;
+            }
+            for ev in events.iter() {
+                match ev.token() {
+                    LISTENER => self.accept(),
+                    WAKER => {}
+                    Token(t) => {
+                        let id = t as u64;
+                        let mut close = ev.is_error();
+                        if !close && ev.is_writable() {
+                            close = self.on_writable(id);
+                        }
+                        if !close && (ev.is_readable() || ev.is_read_closed()) {
+                            close = matches!(self.on_readable(id), ReadOutcome::Close);
+                        }
+                        if close {
+                            self.close(id);
+                        }
+                    }
+                }
+            }
+            self.commands();
+            self.release_held();
+            self.publish();
+        }
+        let ids: Vec<u64> = self.local.keys().copied().collect();
+        for id in ids {
+            self.close(id);
+        }
+        self.publish();
+    }
+
+    fn accept(&mut self) {
+        loop {
+            match self.listener.accept() {
+                Ok((mut stream, peer)) => {
+                    let _ = stream.set_nodelay(true);
+                    let id = self.next_id;
+                    self.next_id += 1;
+                    let local_addr = stream.local_addr().unwrap_or(peer);
+                    if self
+                        .poll
+                        .registry()
+                        .register(
+                            &mut stream,
+                            Token(id as usize),
+                            Interest::READABLE | Interest::WRITABLE,
+                        )
+                        .is_err()
+                    {
+                        continue;
+                    }
+                    let conn = Arc::new(Conn {
+                        stream,
+                        out: Mutex::new(Output {
+                            buf: Vec::new(),
+                            closed: false,
+                        }),
+                        owner_pending: AtomicU32::new(0),
+                        last_seen_ns: AtomicU64::new(monotonic_ns()),
+                    });
+                    self.shared.conns.write().insert(id, conn.clone());
+                    self.local.insert(
+                        id,
+                        Local {
+                            conn,
+                            peer,
+                            rbuf: Vec::new(),
+                            paused: false,
+                            closing: false,
+                        },
+                    );
+                    self.owner_events.push(Event::Open {
+                        conn: id,
+                        peer,
+                        local: local_addr,
+                    });
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // Out of descriptors and the like: try again on the next readiness.
+                Err(_) => break,
+            }
+        }
+    }
+
+    /// Returns true when the connection should close.
+    fn on_writable(&mut self, id: u64) -> bool {
+        let Some(l) = self.local.get_mut(&id) else {
+            return false;
+        };
+        let left = l.conn.flush();
+        if l.closing && left == 0 {
+            return true;
+        }
+        if l.paused && left < self.shared.opts.low_water {
+            l.paused = false;
+            return matches!(self.on_readable(id), ReadOutcome::Close);
+        }
+        false
+    }
+
+    fn on_readable(&mut self, id: u64) -> ReadOutcome {
+        let fast = self.shared.fast.read().clone();
+        let max_frame = self.shared.opts.max_frame;
+        let high_water = self.shared.opts.high_water;
+        let Some(l) = self.local.get_mut(&id) else {
+            return ReadOutcome::Open;
+        };
+        if l.closing {
+            // Draining output only; discard input.
+            let mut sink = [0u8; 4096];
+            loop {
+                match (&l.conn.stream).read(&mut sink) {
+                    Ok(0) => return ReadOutcome::Close,
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return ReadOutcome::Open,
+                    Err(_) => return ReadOutcome::Close,
+                }
+            }
+        }
+        let mut to_owner: Vec<u8> = Vec::new();
+        let mut replies: Vec<u8> = Vec::new();
+        let mut outcome = ReadOutcome::Open;
+        while !l.paused {
+            let len = l.rbuf.len();
+            l.rbuf.resize(len + READ_CHUNK, 0);
+            let n = match (&l.conn.stream).read(&mut l.rbuf[len..]) {
+                Ok(0) => {
+                    l.rbuf.truncate(len);
+                    outcome = ReadOutcome::Close;
+                    break;
+                }
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {
+                    l.rbuf.truncate(len);
+                    continue;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    l.rbuf.truncate(len);
+                    break;
+                }
+                Err(_) => {
+                    l.rbuf.truncate(len);
+                    outcome = ReadOutcome::Close;
+                    break;
+                }
+            };
+            l.rbuf.truncate(len + n);
+            l.conn.last_seen_ns.store(monotonic_ns(), Ordering::Relaxed);
+            // Frame what we have.
+            let mut pos = 0;
+            let mut diverted = l.conn.owner_pending.load(Ordering::Acquire) > 0;
+            loop {
+                let total = match frame::next_frame_len(&l.rbuf[pos..], max_frame) {
+                    Ok(Some(t)) => t,
+                    Ok(None) => break,
+                    Err(_) => {
+                        // Malformed stream: this connection only is closed.
+                        l.rbuf.clear();
+                        return ReadOutcome::Close;
+                    }
+                };
+                let f = &l.rbuf[pos..pos + total];
+                pos += total;
+                if !diverted {
+                    if let Some(fs) = &fast {
+                        let seed = &mut self.seed;
+                        let mut random = || {
+                            *seed ^= *seed << 13;
+                            *seed ^= *seed >> 17;
+                            *seed ^= *seed << 5;
+                            *seed
+                        };
+                        match fs.handle(f, l.peer, &mut random) {
+                            Some(Sent::Reply(r)) => {
+                                replies.extend_from_slice(&r);
+                                continue;
+                            }
+                            Some(Sent::NoReply) => continue,
+                            Some(Sent::Hold(h)) => {
+                                self.held.push_back(HeldReply {
+                                    held: h,
+                                    conn: id,
+                                    deadline: Instant::now() + self.shared.opts.flush_timeout,
+                                });
+                                continue;
+                            }
+                            None => {}
+                        }
+                    }
+                }
+                diverted = true;
+                to_owner.extend_from_slice(f);
+            }
+            l.rbuf.drain(..pos);
+            if !replies.is_empty() {
+                l.conn.send(&[&replies]);
+                replies.clear();
+            }
+            if !to_owner.is_empty() {
+                l.conn.owner_pending.fetch_add(1, Ordering::AcqRel);
+                self.owner_events.push(Event::Data {
+                    conn: id,
+                    frames: std::mem::take(&mut to_owner),
+                });
+            }
+            if l.conn.buffered() > high_water {
+                l.paused = true;
+            }
+        }
+        if l.rbuf.capacity() > 4 * READ_CHUNK && l.rbuf.len() < READ_CHUNK {
+            l.rbuf.shrink_to(READ_CHUNK);
+        }
+        outcome
+    }
+
+    fn commands(&mut self) {
+        let cmds = std::mem::take(&mut *self.shared.commands.lock());
+        for c in cmds {
+            match c {
+                Command::Abort(id) => self.close(id),
+                Command::Close(id) => {
+                    if let Some(l) = self.local.get_mut(&id) {
+                        if l.conn.flush() == 0 {
+                            self.close(id);
+                        } else {
+                            l.closing = true;
+                            let _ = l.conn.stream.shutdown(Shutdown::Read);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn release_held(&mut self) {
+        let flushed_now = self.shared.flushed.swap(false, Ordering::AcqRel);
+        if self.held.is_empty() {
+            return;
+        }
+        let Some(fast) = self.shared.fast.read().clone() else {
+            self.held.clear();
+            return;
+        };
+        let _ = flushed_now;
+        let flushed = fast.store().flushed_offset();
+        let now = Instant::now();
+        let mut per_conn: HashMap<u64, Vec<u8>> = HashMap::new();
+        // Held answers are in append order per thread: release the durable prefix.
+        while let Some(h) = self.held.front() {
+            let timed_out = h.held.end > flushed;
+            if timed_out && h.deadline > now {
+                break;
+            }
+            let h = self.held.pop_front().expect("front exists");
+            if self.local.contains_key(&h.conn) {
+                per_conn
+                    .entry(h.conn)
+                    .or_default()
+                    .extend_from_slice(&fast.held_reply(&h.held, timed_out));
+            }
+        }
+        for (id, bytes) in per_conn {
+            if let Some(l) = self.local.get(&id) {
+                l.conn.send(&[&bytes]);
+            }
+        }
+    }
+
+    fn close(&mut self, id: u64) {
+        let Some(mut l) = self.local.remove(&id) else {
+            return;
+        };
+        self.shared.conns.write().remove(&id);
+        l.conn.out.lock().closed = true;
+        let stream = &l.conn.stream;
+        let _ = stream.shutdown(Shutdown::Both);
+        if let Some(c) = Arc::get_mut(&mut l.conn) {
+            let _ = self.poll.registry().deregister(&mut c.stream);
+        }
+        self.owner_events.push(Event::Closed { conn: id });
+    }
+
+    fn publish(&mut self) {
+        if self.owner_events.is_empty() {
+            return;
+        }
+        let mut q = self.shared.events.lock();
+        let was_empty = q.is_empty();
+        q.append(&mut self.owner_events);
+        drop(q);
+        if was_empty {
+            self.shared.notifier.notify();
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! The SEND fast path on its own: what it takes, what it answers, what it leaves to Python.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use common::{fast, frame as send_frame, store};
+use rmq_net::send::{Sent, FLUSH_DISK_TIMEOUT, SEND_MESSAGE, SEND_MESSAGE_V2};
+
+fn host() -> SocketAddr {
+    "127.0.0.1:40000".parse().unwrap()
+}
+
+fn reply_header(sent: Sent) -> serde_json::Value {
+    let Sent::Reply(bytes) = sent else {
+        panic!("expected a reply, got {sent:?}")
+    };
+    serde_json::from_slice(&bytes[8..]).unwrap()
+}
+
+#[test]
+fn stores_a_v2_send_and_answers_like_the_broker() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(dir.path(), false);
+    let fs = fast(s.clone(), true);
+    let ext = r#"{"a":"pg","b":"T","c":"TBW102","d":"4","e":"2","f":"0","g":"1700000000000","h":"0","i":"KEYS\u0001k1\u0002TAGS\u0001tg\u0002WAIT\u0001true\u0002","j":"0","k":"false","m":"false"}"#;
+    let frame = send_frame(SEND_MESSAGE_V2, 0, 42, ext, b"hello");
+    let mut rnd = || 0u32;
+    assert_eq!(
+        fs.handle(&frame, host(), &mut rnd),
+        None,
+        "topic not vetted yet"
+    );
+    fs.allow_topic("T", 4, 4, false);
+    let v = reply_header(fs.handle(&frame, host(), &mut rnd).unwrap());
+    assert_eq!(v["code"], 0);
+    assert_eq!(v["opaque"], 42);
+    assert_eq!(v["flag"], 1);
+    assert_eq!(v["extFields"]["queueId"], "2");
+    assert_eq!(v["extFields"]["queueOffset"], "0");
+    assert_eq!(v["extFields"]["MSG_REGION"], "DefaultRegion");
+    assert_eq!(v["extFields"]["TRACE_ON"], "true");
+    let id = v["extFields"]["msgId"].as_str().unwrap();
+    assert_eq!(id.len(), 32);
+    let (_, phys) = rmq_store::message::decode_offset_msg_id(id).unwrap();
+    // The stored record: WAIT removed, CLUSTER appended.
+    let record = s.lookup(phys).unwrap();
+    let text = String::from_utf8_lossy(&record);
+    assert!(text.contains("KEYS\u{1}k1\u{2}TAGS\u{1}tg\u{2}CLUSTER\u{1}DefaultCluster"));
+    assert!(!text.contains("WAIT"));
+    assert_eq!(fs.puts(), 1);
+    s.shutdown().unwrap();
+}
+
+#[test]
+fn declines_what_python_must_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(dir.path(), false);
+    let fs = fast(s.clone(), true);
+    fs.allow_topic("T", 4, 4, false);
+    let mut rnd = || 0u32;
+    let declined = |ext: &str, body: &[u8], code: i32| {
+        let frame = send_frame(code, 0, 1, ext, body);
+        fs.handle(&frame, host(), &mut || 0u32).is_none()
+    };
+    assert!(declined(
+        r#"{"b":"T","e":"0","m":"true"}"#,
+        b"x",
+        SEND_MESSAGE_V2
+    ));
+    assert!(declined(
+        r#"{"b":"T","e":"0","m":"1"}"#,
+        b"x",
+        SEND_MESSAGE_V2
+    ));
+    assert!(declined(r#"{"b":"T","e":"0"}"#, b"", SEND_MESSAGE_V2));
+    assert!(declined(r#"{"b":"T","e":"4"}"#, b"x", SEND_MESSAGE_V2));
+    assert!(declined(r#"{"b":"U","e":"0"}"#, b"x", SEND_MESSAGE_V2));
+    assert!(declined(r#"{"b":"T"}"#, b"x", SEND_MESSAGE_V2));
+    assert!(declined(r#"{"b":"T","e":"x"}"#, b"x", SEND_MESSAGE_V2));
+    assert!(declined(r#"{"b":"T","e":0}"#, b"x", SEND_MESSAGE_V2));
+    assert!(declined(
+        r#"{"b":"T","e":"0","i":"DELAY\u00013"}"#,
+        b"x",
+        SEND_MESSAGE_V2
+    ));
+    assert!(declined(
+        r#"{"b":"T","e":"0","i":"TRAN_MSG\u0001true"}"#,
+        b"x",
+        SEND_MESSAGE_V2
+    ));
+    assert!(declined(
+        r#"{"b":"T","e":"0","i":"TIMER_DELAY_SEC\u00013"}"#,
+        b"x",
+        SEND_MESSAGE_V2
+    ));
+    // V1 names are not V2 letters
+    assert!(declined(
+        r#"{"topic":"T","queueId":"0"}"#,
+        b"x",
+        SEND_MESSAGE_V2
+    ));
+    assert!(declined(r#"{"b":"T","e":"0"}"#, b"x", SEND_MESSAGE));
+    assert!(declined(r#"{"b":"T","e":"0"}"#, b"x", 11));
+    let big = vec![0u8; (1 << 20) + 1];
+    assert!(declined(r#"{"b":"T","e":"0"}"#, &big, SEND_MESSAGE_V2));
+    // a V1 send is taken
+    let frame = send_frame(SEND_MESSAGE, 0, 3, r#"{"topic":"T","queueId":"1"}"#, b"x");
+    let v = reply_header(fs.handle(&frame, host(), &mut rnd).unwrap());
+    assert_eq!(v["extFields"]["queueId"], "1");
+    // oneway: stored, no answer
+    let frame = send_frame(SEND_MESSAGE_V2, 2, 4, r#"{"b":"T","e":"1"}"#, b"x");
+    assert_eq!(fs.handle(&frame, host(), &mut rnd), Some(Sent::NoReply));
+    assert!(s.wait_dispatched(s.commitlog_max_offset(), Duration::from_secs(5)));
+    assert_eq!(s.max_offset_in_queue("T", 1), 2);
+    // any queue
+    let frame = send_frame(SEND_MESSAGE_V2, 0, 5, r#"{"b":"T","e":"-1"}"#, b"x");
+    let mut three = || 7u32;
+    let v = reply_header(fs.handle(&frame, host(), &mut three).unwrap());
+    assert_eq!(v["extFields"]["queueId"], "3");
+    fs.forget_topics();
+    let frame = send_frame(SEND_MESSAGE_V2, 0, 6, r#"{"b":"T","e":"1"}"#, b"x");
+    assert!(fs.handle(&frame, host(), &mut rnd).is_none());
+    s.shutdown().unwrap();
+}
+
+#[test]
+fn sync_flush_holds_until_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(dir.path(), true);
+    let fs = fast(s.clone(), true);
+    fs.allow_topic("T", 1, 1, true);
+    let frame = send_frame(SEND_MESSAGE_V2, 0, 9, r#"{"b":"T","e":"0"}"#, b"durable");
+    let sent = fs.handle(&frame, host(), &mut || 0u32).unwrap();
+    let held = match sent {
+        Sent::Hold(h) => h,
+        Sent::Reply(_) => {
+            // the flush thread may already have caught up; nothing else to check
+            s.shutdown().unwrap();
+            return;
+        }
+        Sent::NoReply => panic!("not oneway"),
+    };
+    s.wait_flushed(held.end, Duration::from_secs(5)).unwrap();
+    let ok: serde_json::Value = serde_json::from_slice(&fs.held_reply(&held, false)[8..]).unwrap();
+    assert_eq!(ok["code"], 0);
+    let late: serde_json::Value = serde_json::from_slice(&fs.held_reply(&held, true)[8..]).unwrap();
+    assert_eq!(late["code"], FLUSH_DISK_TIMEOUT);
+    assert_eq!(late["remark"], "flush to disk timed out");
+    assert_eq!(late["extFields"]["queueId"], "0");
+    // WAIT=false answers at once
+    let frame = send_frame(
+        SEND_MESSAGE_V2,
+        0,
+        10,
+        r#"{"b":"T","e":"0","i":"WAIT\u0001false"}"#,
+        b"x",
+    );
+    assert!(matches!(
+        fs.handle(&frame, host(), &mut || 0u32),
+        Some(Sent::Reply(_))
+    ));
+    s.shutdown().unwrap();
+}

@@ -1,0 +1,181 @@
+//! The network thread against real sockets on loopback and a real store on disk.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+
+use common::{frame, store};
+use std::time::{Duration, Instant};
+
+use rmq_net::{Event, Server, ServerOptions};
+
+fn read_frame(s: &mut TcpStream) -> serde_json::Value {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).unwrap();
+    let mut rest = vec![0u8; i32::from_be_bytes(len) as usize];
+    s.read_exact(&mut rest).unwrap();
+    let hlen = (u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]) & 0xFFFFFF) as usize;
+    serde_json::from_slice(&rest[4..4 + hlen]).unwrap()
+}
+
+/// Wait for events until `pred` has seen what it wants.
+fn wait_events(server: &Server, mut pred: impl FnMut(&Event) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        for e in server.take_events() {
+            if pred(&e) {
+                server.ack();
+                return;
+            }
+        }
+        server.ack();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    panic!("event not seen in time");
+}
+
+#[test]
+fn fast_sends_are_answered_and_other_frames_go_to_the_owner() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = store(dir.path(), false);
+    let server = Server::bind("127.0.0.1", 0, ServerOptions::default()).unwrap();
+    let fs = Arc::new(common::fast(st.clone(), false));
+    fs.allow_topic("T", 2, 2, false);
+    server.set_fast_send(Some(fs.clone()));
+    let mut c = TcpStream::connect(server.local_addr()).unwrap();
+    let mut conn_id = 0;
+    wait_events(&server, |e| match e {
+        Event::Open { conn, .. } => {
+            conn_id = *conn;
+            true
+        }
+        _ => false,
+    });
+    // Two pipelined fast sends in one write.
+    let mut two = frame(310, 0, 1, r#"{"b":"T","e":"0"}"#, b"a");
+    two.extend(frame(310, 0, 2, r#"{"b":"T","e":"1"}"#, b"b"));
+    c.write_all(&two).unwrap();
+    let r1 = read_frame(&mut c);
+    let r2 = read_frame(&mut c);
+    assert_eq!(
+        (r1["opaque"].as_i64(), r2["opaque"].as_i64()),
+        (Some(1), Some(2))
+    );
+    assert_eq!(r1["extFields"]["TRACE_ON"], "false");
+    assert_eq!(fs.puts(), 2);
+    // A heartbeat goes to the owner, which answers through write().
+    c.write_all(&frame(34, 0, 3, r#"{}"#, b"{}")).unwrap();
+    let mut got = Vec::new();
+    wait_events(&server, |e| match e {
+        Event::Data { conn, frames } => {
+            assert_eq!(*conn, conn_id);
+            got = frames.clone();
+            true
+        }
+        _ => false,
+    });
+    assert_eq!(got, frame(34, 0, 3, r#"{}"#, b"{}"));
+    let answer = frame(0, 0, 3, r#"{"x":"y"}"#, b"");
+    assert!(server.write(conn_id, &[&answer]));
+    let r3 = read_frame(&mut c);
+    assert_eq!(r3["opaque"], 3);
+    assert!(server.last_seen(conn_id).unwrap() > 0.0);
+    // Garbage closes only this connection.
+    let mut other = TcpStream::connect(server.local_addr()).unwrap();
+    other.write_all(&[0, 0, 0, 1, 9, 9, 9, 9]).unwrap();
+    let mut buf = [0u8; 1];
+    other
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert_eq!(other.read(&mut buf).unwrap_or(0), 0);
+    c.write_all(&frame(310, 0, 4, r#"{"b":"T","e":"0"}"#, b"c"))
+        .unwrap();
+    assert_eq!(read_frame(&mut c)["opaque"], 4);
+    // The owner closes the first connection.
+    server.close(conn_id);
+    wait_events(
+        &server,
+        |e| matches!(e, Event::Closed { conn } if *conn == conn_id),
+    );
+    assert!(!server.write(conn_id, &[b"x"]));
+    server.shutdown();
+    st.shutdown().unwrap();
+}
+
+#[test]
+fn sync_flush_answers_after_the_group_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = store(dir.path(), true);
+    let server = Server::bind("127.0.0.1", 0, ServerOptions::default()).unwrap();
+    let fs = Arc::new(common::fast(st.clone(), false));
+    fs.allow_topic("T", 1, 1, false);
+    server.set_fast_send(Some(fs));
+    let mut c = TcpStream::connect(server.local_addr()).unwrap();
+    let mut batch = Vec::new();
+    for i in 0..64 {
+        batch.extend(frame(310, 0, i, r#"{"b":"T","e":"0"}"#, b"durable"));
+    }
+    c.write_all(&batch).unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..64 {
+        let r = read_frame(&mut c);
+        assert_eq!(r["code"], 0);
+        seen.push(r["opaque"].as_i64().unwrap());
+    }
+    seen.sort();
+    assert_eq!(seen, (0..64).collect::<Vec<_>>());
+    assert!(st.flushed_offset() >= st.commitlog_max_offset());
+    server.shutdown();
+    st.shutdown().unwrap();
+}
+
+#[test]
+fn frames_after_a_diverted_one_wait_for_the_owner() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = store(dir.path(), false);
+    let server = Server::bind("127.0.0.1", 0, ServerOptions::default()).unwrap();
+    let fs = Arc::new(common::fast(st.clone(), false));
+    fs.allow_topic("T", 1, 1, false);
+    server.set_fast_send(Some(fs.clone()));
+    let mut c = TcpStream::connect(server.local_addr()).unwrap();
+    // A send for an unvetted topic, then one for a vetted topic: both go to the owner, in order.
+    let mut two = frame(310, 0, 1, r#"{"b":"New","e":"0"}"#, b"a");
+    two.extend(frame(310, 0, 2, r#"{"b":"T","e":"0"}"#, b"b"));
+    c.write_all(&two).unwrap();
+    let mut frames = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while frames.len() < two.len() && Instant::now() < deadline {
+        for e in server.take_events() {
+            if let Event::Data { frames: f, .. } = e {
+                frames.extend(f);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(frames, two);
+    assert_eq!(fs.puts(), 0);
+    // Not acknowledged yet: a new send still goes to the owner.
+    c.write_all(&frame(310, 0, 3, r#"{"b":"T","e":"0"}"#, b"c"))
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut third = false;
+    while !third && Instant::now() < deadline {
+        third = server
+            .take_events()
+            .iter()
+            .any(|e| matches!(e, Event::Data { .. }));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert!(third, "the third send went to the owner");
+    assert_eq!(fs.puts(), 0);
+    server.ack();
+    // Acknowledged: the fast path answers again.
+    c.write_all(&frame(310, 0, 4, r#"{"b":"T","e":"0"}"#, b"d"))
+        .unwrap();
+    assert_eq!(read_frame(&mut c)["opaque"], 4);
+    assert_eq!(fs.puts(), 1);
+    server.shutdown();
+    st.shutdown().unwrap();
+}

@@ -1,0 +1,194 @@
+//! Binding of rmq-net: the broker's network thread, driven by the Python event loop.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyTuple};
+
+use rmq_net::{Event, FastSend, FastSendConfig, Server, ServerOptions};
+
+use crate::MessageStore;
+
+/// Event kinds in `take_events()` tuples.
+const OPEN: i32 = 0;
+const DATA: i32 = 1;
+const CLOSED: i32 = 2;
+
+/// The network thread: listens on `host:port`, answers fast-path sends itself and queues
+/// everything else as events for the event loop (watch `event_fd()`, then `take_events()`,
+/// handle them, `ack()`).
+#[pyclass(frozen, module = "rmq._store")]
+struct NetServer {
+    inner: Server,
+}
+
+fn contiguous(buf: &PyBuffer<u8>) -> PyResult<&[u8]> {
+    if !buf.is_c_contiguous() {
+        return Err(PyValueError::new_err("buffer is not contiguous"));
+    }
+    // SAFETY: a C-contiguous buffer of `len_bytes()` bytes at `buf_ptr()`, kept alive (and
+    // its exporter pinned) by `buf` for the borrow's lifetime.
+    Ok(unsafe { std::slice::from_raw_parts(buf.buf_ptr() as *const u8, buf.len_bytes()) })
+}
+
+#[pymethods]
+impl NetServer {
+    #[new]
+    #[pyo3(signature = (host, port, max_frame = 16 * 1024 * 1024, flush_timeout_ms = 5000))]
+    fn new(
+        py: Python<'_>,
+        host: &str,
+        port: u16,
+        max_frame: usize,
+        flush_timeout_ms: u64,
+    ) -> PyResult<Self> {
+        let opts = ServerOptions {
+            max_frame,
+            flush_timeout: Duration::from_millis(flush_timeout_ms),
+            ..ServerOptions::default()
+        };
+        let inner = py
+            .detach(|| Server::bind(host, port, opts))
+            .map_err(|e| PyOSError::new_err(format!("cannot listen on {host}:{port}: {e}")))?;
+        Ok(NetServer { inner })
+    }
+
+    /// The bound port.
+    #[getter]
+    fn port(&self) -> u16 {
+        self.inner.local_addr().port()
+    }
+
+    /// Readable when events wait.
+    fn event_fd(&self) -> i32 {
+        self.inner.event_fd()
+    }
+
+    /// `[(kind, conn, a, b), ...]`: `(0, conn, peer, local)` a new connection,
+    /// `(1, conn, frames, None)` whole frames for the event loop, `(2, conn, None, None)` closed.
+    fn take_events<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let events = self.inner.take_events();
+        let list = PyList::empty(py);
+        for e in events {
+            let t = match e {
+                Event::Open { conn, peer, local } => PyTuple::new(
+                    py,
+                    [
+                        OPEN.into_pyobject(py)?.into_any(),
+                        conn.into_pyobject(py)?.into_any(),
+                        peer.to_string().into_pyobject(py)?.into_any(),
+                        local.to_string().into_pyobject(py)?.into_any(),
+                    ],
+                )?,
+                Event::Data { conn, frames } => PyTuple::new(
+                    py,
+                    [
+                        DATA.into_pyobject(py)?.into_any(),
+                        conn.into_pyobject(py)?.into_any(),
+                        PyBytes::new(py, &frames).into_any(),
+                        py.None().into_bound(py),
+                    ],
+                )?,
+                Event::Closed { conn } => PyTuple::new(
+                    py,
+                    [
+                        CLOSED.into_pyobject(py)?.into_any(),
+                        conn.into_pyobject(py)?.into_any(),
+                        py.None().into_bound(py),
+                        py.None().into_bound(py),
+                    ],
+                )?,
+            };
+            list.append(t)?;
+        }
+        Ok(list)
+    }
+
+    /// The events of the last `take_events()` are handled.
+    fn ack(&self) {
+        self.inner.ack();
+    }
+
+    /// Write bytes-like parts to a connection; False if it is closed.
+    fn write(&self, py: Python<'_>, conn: u64, parts: Vec<PyBuffer<u8>>) -> PyResult<bool> {
+        let slices: Vec<&[u8]> = parts.iter().map(contiguous).collect::<PyResult<_>>()?;
+        let server = &self.inner;
+        Ok(py.detach(|| server.write(conn, &slices)))
+    }
+
+    /// Close after the buffered output is written.
+    fn close(&self, conn: u64) {
+        self.inner.close(conn);
+    }
+
+    /// Close now.
+    fn abort(&self, conn: u64) {
+        self.inner.abort(conn);
+    }
+
+    fn write_buffer_size(&self, conn: u64) -> usize {
+        self.inner.write_buffer_size(conn)
+    }
+
+    /// `time.monotonic()` of the last bytes received on `conn` (None once closed).
+    fn last_seen(&self, conn: u64) -> Option<f64> {
+        self.inner.last_seen(conn)
+    }
+
+    /// Answer SEND_MESSAGE / SEND_MESSAGE_V2 for vetted topics in the network thread.
+    #[pyo3(signature = (store, cluster_name, region_id, trace_on, max_body, version))]
+    fn enable_fast_send(
+        &self,
+        store: PyRef<'_, MessageStore>,
+        cluster_name: String,
+        region_id: String,
+        trace_on: bool,
+        max_body: usize,
+        version: i32,
+    ) {
+        let fast = FastSend::new(
+            store.inner.clone(),
+            FastSendConfig {
+                cluster_name,
+                region_id,
+                trace_on,
+                max_body,
+                version,
+            },
+        );
+        self.inner.set_fast_send(Some(Arc::new(fast)));
+    }
+
+    /// Let sends to `topic` take the fast path.
+    fn allow_topic(&self, topic: &str, read_queues: i32, write_queues: i32, multi_tag: bool) {
+        if let Some(f) = self.inner.fast_send() {
+            f.allow_topic(topic, read_queues, write_queues, multi_tag);
+        }
+    }
+
+    /// Forget the vetted topics (the topic table changed).
+    fn forget_topics(&self) {
+        if let Some(f) = self.inner.fast_send() {
+            f.forget_topics();
+        }
+    }
+
+    /// Messages stored by the fast path.
+    fn fast_puts(&self) -> u64 {
+        self.inner.fast_send().map(|f| f.puts()).unwrap_or(0)
+    }
+
+    /// Close every connection and stop the thread.
+    fn shutdown(&self, py: Python<'_>) {
+        let server = &self.inner;
+        py.detach(|| server.shutdown());
+    }
+}
+
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<NetServer>()?;
+    Ok(())
+}

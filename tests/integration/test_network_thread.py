@@ -1,0 +1,179 @@
+"""The broker's network thread (rmq._store.NetServer) and its SEND fast path, against real brokers.
+
+The fast path must be indistinguishable from the Python send processor: same answers, same stored
+records, same order, same errors (which it leaves to Python).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import orjson
+import pytest
+from rmq.common.codes import FLAG_ONEWAY, RequestCode, ResponseCode
+from rmq.remoting.client import RemotingClient
+from rmq.remoting.codec import FrameDecoder, encode
+from rmq.remoting.command import RemotingCommand, create_request
+from rmq.store import decode_offset_msg_id, decode_records
+
+from tests.brokerproc import BrokerProcess, start_broker
+
+SEP, KV = "\x02", "\x01"
+
+
+def send_request(topic: str, body: bytes, props: str = "", qid: int = 0) -> RemotingCommand:
+    f = {"a": "PG", "b": topic, "c": "TBW102", "d": "4", "e": str(qid), "f": "0"}
+    f.update({"g": str(int(time.time() * 1000)), "h": "0", "i": props, "j": "0", "k": "false", "m": "false"})
+    return create_request(RequestCode.SEND_MESSAGE_V2, f, body)
+
+
+async def pull_all(client: RemotingClient, addr: str, topic: str, qid: int) -> list:
+    f = {"consumerGroup": "CG", "topic": topic, "queueId": str(qid), "queueOffset": "0", "maxMsgNums": "64"}
+    f.update({"sysFlag": "4", "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*"})
+    f["subVersion"] = "0"
+    deadline = time.monotonic() + 10
+    while True:
+        r = await client.invoke(addr, create_request(RequestCode.PULL_MESSAGE, f), 5000)
+        if r.code == ResponseCode.SUCCESS or time.monotonic() > deadline:
+            return decode_records(r.body) if r.code == ResponseCode.SUCCESS else []
+        await asyncio.sleep(0.05)
+
+
+async def put_total(client: RemotingClient, addr: str) -> int:
+    r = await client.invoke(addr, create_request(RequestCode.GET_BROKER_RUNTIME_INFO), 5000)
+    return int(orjson.loads(r.body)["table"]["msgPutTotalTodayNow"])
+
+
+@pytest.fixture
+async def brokers(tmp_path):
+    """The same broker twice: with the network thread (default) and with the asyncio server only."""
+    started: list[BrokerProcess] = []
+    for name, prop in (("native", "networkThread=true"), ("asyncio", "networkThread=false")):
+        started.append(await asyncio.to_thread(start_broker, tmp_path / name, prop))
+    client = RemotingClient()
+    yield started, client
+    await client.close()
+    for b in started:
+        b.stop()
+
+
+async def test_fast_path_answers_and_stores_like_the_python_path(brokers):
+    started, client = brokers
+    props = f"KEYS{KV}k1{SEP}TAGS{KV}tg{SEP}WAIT{KV}true{SEP}UNIQ_KEY{KV}AA{SEP}"
+    results = []
+    for b in started:
+        answers = []
+        # The first send auto-creates the topic through Python; the others take the fast path
+        # on the network-thread broker (oneway included).
+        for i in range(3):
+            r = await client.invoke(b.broker_addr, send_request("Same", b"body-%d" % i, props, 1), 5000)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            answers.append(r)
+        oneway = send_request("Same", b"body-oneway", props, 1)
+        oneway.flag |= FLAG_ONEWAY
+        await client.invoke_oneway(b.broker_addr, oneway)
+        records = await pull_all(client, b.broker_addr, "Same", 1)
+        for _ in range(50):
+            if len(records) == 4:
+                break
+            await asyncio.sleep(0.1)
+            records = await pull_all(client, b.broker_addr, "Same", 1)
+        results.append((answers, records, await put_total(client, b.broker_addr)))
+
+    (native_answers, native_records, native_total), (py_answers, py_records, py_total) = results
+    for a, p in zip(native_answers, py_answers, strict=True):
+        assert set(a.ext_fields) == set(p.ext_fields)
+        assert a.ext_fields["queueId"] == p.ext_fields["queueId"] == "1"
+        assert a.ext_fields["queueOffset"] == p.ext_fields["queueOffset"]
+        assert a.ext_fields["MSG_REGION"] == p.ext_fields["MSG_REGION"]
+        assert a.ext_fields["TRACE_ON"] == p.ext_fields["TRACE_ON"]
+        assert (a.language, a.version, a.remark, a.serialize_type) == (
+            p.language,
+            p.version,
+            p.remark,
+            p.serialize_type,
+        )
+    for ans, rec in zip(native_answers, native_records, strict=False):
+        assert decode_offset_msg_id(ans.ext_fields["msgId"])[1] == rec[3]  # commitlog offset
+    assert (
+        [r[12] for r in native_records]
+        == [r[12] for r in py_records]
+        == [
+            b"body-0",
+            b"body-1",
+            b"body-2",
+            b"body-oneway",
+        ]
+    )
+    # Same stored properties (WAIT dropped, CLUSTER appended), flags and queue offsets.
+    assert [r[13] for r in native_records] == [r[13] for r in py_records]
+    assert [(r[4], r[5], r[2]) for r in native_records] == [(r[4], r[5], r[2]) for r in py_records]
+    assert native_total == py_total == 4
+
+
+async def test_pipelined_sends_keep_their_order_across_the_python_hand_off(tmp_path):
+    b = await asyncio.to_thread(start_broker, tmp_path / "s")
+    client = RemotingClient()
+    try:
+        host, port = b.broker_addr.rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        # One write: the first frame needs Python (the topic does not exist yet), the rest could be
+        # fast; every one must be stored in the order sent.
+        frames = []
+        for i in range(200):
+            req = send_request("Ordered", b"%d" % i, "", 0)
+            req.opaque = i
+            frames.append(encode(req))
+        writer.write(b"".join(frames))
+        await writer.drain()
+        decoder = FrameDecoder()
+        answers: dict[int, RemotingCommand] = {}
+        while len(answers) < 200:
+            for cmd in decoder.feed(await asyncio.wait_for(reader.read(65536), 10)):
+                answers[cmd.opaque] = cmd
+        writer.close()
+        assert all(a.code == ResponseCode.SUCCESS for a in answers.values())
+        assert [int(answers[i].ext_fields["queueOffset"]) for i in range(200)] == list(range(200))
+        records = []
+        f = {"consumerGroup": "CG", "topic": "Ordered", "queueId": "0", "maxMsgNums": "32"}
+        f.update({"sysFlag": "4", "commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*"})
+        f["subVersion"] = "0"
+        while len(records) < 200:
+            f["queueOffset"] = str(len(records))
+            r = await client.invoke(b.broker_addr, create_request(RequestCode.PULL_MESSAGE, f), 5000)
+            assert r.code == ResponseCode.SUCCESS, (r.code, r.remark)
+            records.extend(decode_records(r.body))
+        assert [int(r[12]) for r in records] == list(range(200))
+    finally:
+        await client.close()
+        b.stop()
+
+
+async def test_errors_are_answered_by_python_and_sync_flush_waits(tmp_path):
+    b = await asyncio.to_thread(
+        start_broker, tmp_path / "s", "flushDiskType=SYNC_FLUSH", "maxMessageSize=1024"
+    )
+    client = RemotingClient()
+    try:
+        addr = b.broker_addr
+        r = await client.invoke(addr, send_request("Sync", b"first"), 5000)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        # Now vetted: these take the fast path and are answered after their group commit.
+        answers = await asyncio.gather(
+            *(client.invoke(addr, send_request("Sync", b"m%d" % i, "", i % 4), 5000) for i in range(64))
+        )
+        assert all(a.code == ResponseCode.SUCCESS for a in answers)
+        wait_false = await client.invoke(addr, send_request("Sync", b"x", f"WAIT{KV}false"), 5000)
+        assert wait_false.code == ResponseCode.SUCCESS
+        # What the fast path declines still gets RocketMQ's answers from Python.
+        too_big = await client.invoke(addr, send_request("Sync", b"x" * 1025), 5000)
+        assert too_big.code == ResponseCode.MESSAGE_ILLEGAL and "maxMessageSize" in (too_big.remark or "")
+        bad_queue = await client.invoke(addr, send_request("Sync", b"x", "", 99), 5000)
+        assert bad_queue.code == ResponseCode.SYSTEM_ERROR and "queueId" in (bad_queue.remark or "")
+        empty = await client.invoke(addr, send_request("Sync", b""), 5000)
+        assert empty.code == ResponseCode.MESSAGE_ILLEGAL
+        assert await put_total(client, addr) == 66
+    finally:
+        await client.close()
+        b.stop()
