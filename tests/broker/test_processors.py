@@ -87,6 +87,7 @@ class Broker:
             flush_responder=FlushResponder(astore, 5.0),
         )
         self.s.astore.dispatched.add_listener(holds.on_dispatch)
+        holds.watch = self.s.astore.dispatched.watch
         self.send = SendProcessor(self.s)
         self.pull_proc = PullProcessor(self.s)
         self.table: dict[int, Any] = {}

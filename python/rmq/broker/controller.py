@@ -126,6 +126,7 @@ class BrokerController:
         self.timer = TimerService(store, cfg.config_dir)
         self.timer.load()
         astore.dispatched.add_listener(holds.on_dispatch)
+        holds.watch = astore.dispatched.watch
 
         self._registration = NameServerRegistration(cfg, topics, self.client)
         topics.on_change = self._topics_changed

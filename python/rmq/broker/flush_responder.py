@@ -25,6 +25,7 @@ class FlushResponder:
         self._timeout_s = timeout_s
         self._held: deque[tuple[int, float, RequestContext, RemotingCommand]] = deque()
         self._timer: asyncio.TimerHandle | None = None
+        self._waiters = astore.flushed
         astore.flushed.add_listener(self.release)
 
     def __len__(self) -> int:
@@ -37,15 +38,19 @@ class FlushResponder:
             self._timer = self._loop.call_later(self._timeout_s, self._expire)
         if self._store.flushed_offset() >= end_offset:
             self.release()
+        else:
+            self._waiters.watch()
 
-    def release(self) -> None:
+    def release(self) -> bool:
+        """Send the answers whose records are durable; returns whether any are still held."""
         held = self._held
         if not held:
-            return
+            return False
         flushed = self._store.flushed_offset()
         while held and held[0][0] <= flushed:
             _, _, ctx, response = held.popleft()
             ctx.send_response(response)
+        return bool(held)
 
     def _expire(self) -> None:
         self._timer = None

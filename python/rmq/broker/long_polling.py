@@ -38,6 +38,8 @@ class PullHoldService:
         self._max_offset = max_offset
         self._execute = execute
         self._held: dict[tuple[str, int], list[HeldPull]] = {}
+        self.watch: Callable[[], None] = lambda: None
+        """Start hearing about dispatches (``AsyncStore.dispatched.watch``): called when a pull is held."""
 
     def __len__(self) -> int:
         return sum(len(v) for v in self._held.values())
@@ -46,6 +48,7 @@ class PullHoldService:
         key = (held.topic, held.queue_id)
         self._held.setdefault(key, []).append(held)
         held.timer = self._loop.call_later(max(timeout_ms, 0) / 1000, self._expire, held)
+        self.watch()
 
     def _expire(self, held: HeldPull) -> None:
         key = (held.topic, held.queue_id)
@@ -64,10 +67,11 @@ class PullHoldService:
         if not held.ctx.is_closed:
             self._execute(held)
 
-    def on_dispatch(self) -> None:
-        """New records were dispatched: wake the pulls whose queue grew past their offset."""
+    def on_dispatch(self) -> bool:
+        """New records were dispatched: wake the pulls whose queue grew past their offset. Returns
+        whether pulls are still held."""
         if not self._held:
-            return
+            return False
         for key in list(self._held):
             lst = self._held.get(key)
             if not lst:
@@ -83,6 +87,7 @@ class PullHoldService:
                 del self._held[key]
             for h in ready:
                 self._run(h)
+        return bool(self._held)
 
     def close(self) -> None:
         for lst in self._held.values():

@@ -33,31 +33,43 @@ class OffsetWaiters:
         self._watching = False
         self._listeners: list[Callable[[], object]] = []
 
-    def _watch(self) -> None:
+    def watch(self) -> None:
+        """Watch the fd (until nothing waits any more). A listener calls this when it starts waiting;
+        a wake-up that happened before is not lost: the fd stays readable until drained."""
         if not self._watching:
             self._loop.add_reader(self._fd, self._on_ready)
             self._watching = True
 
     def _on_ready(self) -> None:
         self._drain()
-        self.release()
+        self._resolve()
+        waiting = False
         for cb in self._listeners:
-            cb()
+            if cb():
+                waiting = True
+        if not waiting and not self._heap and self._watching:
+            # Nothing waits: stop waking the loop for every flush or dispatch round.
+            self._loop.remove_reader(self._fd)
+            self._watching = False
 
-    def add_listener(self, callback: Callable[[], object]) -> None:
-        """Call `callback` on every wake-up (the fd is watched from now on)."""
+    def add_listener(self, callback: Callable[[], bool]) -> None:
+        """Call `callback` on wake-ups; it returns whether it still waits for the offset to advance.
+        The fd is watched while a future or a listener waits (see :meth:`watch`)."""
         self._listeners.append(callback)
-        self._watch()
+        self.watch()
 
-    def release(self) -> None:
-        """Resolve every waiter whose offset has been reached."""
+    def _resolve(self) -> None:
         now = self._current()
         heap = self._heap
         while heap and heap[0][0] <= now:
             _, _, fut = heapq.heappop(heap)
             if not fut.done():
                 fut.set_result(None)
-        if not heap and not self._listeners and self._watching:
+
+    def release(self) -> None:
+        """Resolve every waiter whose offset has been reached."""
+        self._resolve()
+        if not self._heap and not self._listeners and self._watching:
             self._loop.remove_reader(self._fd)
             self._watching = False
 
@@ -68,7 +80,7 @@ class OffsetWaiters:
             fut.set_result(None)
             return fut
         heapq.heappush(self._heap, (offset, next(self._seq), fut))
-        self._watch()
+        self.watch()
         return fut
 
     async def wait(self, offset: int, timeout: float | None) -> bool:
