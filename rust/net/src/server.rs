@@ -32,7 +32,8 @@ use crate::send::{FastSend, Held, Sent};
 
 const LISTENER: Token = Token(0);
 const WAKER: Token = Token(1);
-const READ_CHUNK: usize = 256 * 1024;
+/// Initial read buffer of a connection; it grows (doubling) for larger frames or bursts.
+const READ_BUF: usize = 64 * 1024;
 
 /// Settings of the network thread.
 #[derive(Debug, Clone)]
@@ -347,7 +348,10 @@ impl Drop for Server {
 struct Local {
     conn: Arc<Conn>,
     peer: SocketAddr,
+    /// Read buffer: `rbuf[..rlen]` holds received bytes not yet framed. Its length is its
+    /// capacity (zeroed once when it grows), so reads never re-initialise memory.
     rbuf: Vec<u8>,
+    rlen: usize,
     paused: bool,
     closing: bool,
 }
@@ -455,7 +459,8 @@ impl Worker {
                         Local {
                             conn,
                             peer,
-                            rbuf: Vec::new(),
+                            rbuf: vec![0; READ_BUF],
+                            rlen: 0,
                             paused: false,
                             closing: false,
                         },
@@ -514,41 +519,35 @@ impl Worker {
         let mut replies: Vec<u8> = Vec::new();
         let mut outcome = ReadOutcome::Open;
         while !l.paused {
-            let len = l.rbuf.len();
-            l.rbuf.resize(len + READ_CHUNK, 0);
-            let n = match (&l.conn.stream).read(&mut l.rbuf[len..]) {
+            if l.rlen == l.rbuf.len() {
+                let grown = l.rbuf.len() * 2;
+                l.rbuf.resize(grown, 0);
+            }
+            let n = match (&l.conn.stream).read(&mut l.rbuf[l.rlen..]) {
                 Ok(0) => {
-                    l.rbuf.truncate(len);
                     outcome = ReadOutcome::Close;
                     break;
                 }
                 Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {
-                    l.rbuf.truncate(len);
-                    continue;
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    l.rbuf.truncate(len);
-                    break;
-                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(_) => {
-                    l.rbuf.truncate(len);
                     outcome = ReadOutcome::Close;
                     break;
                 }
             };
-            l.rbuf.truncate(len + n);
+            l.rlen += n;
             l.conn.last_seen_ns.store(monotonic_ns(), Ordering::Relaxed);
             // Frame what we have.
             let mut pos = 0;
             let mut diverted = l.conn.owner_pending.load(Ordering::Acquire) > 0;
             loop {
-                let total = match frame::next_frame_len(&l.rbuf[pos..], max_frame) {
+                let total = match frame::next_frame_len(&l.rbuf[pos..l.rlen], max_frame) {
                     Ok(Some(t)) => t,
                     Ok(None) => break,
                     Err(_) => {
                         // Malformed stream: this connection only is closed.
-                        l.rbuf.clear();
+                        l.rlen = 0;
                         return ReadOutcome::Close;
                     }
                 };
@@ -584,7 +583,8 @@ impl Worker {
                 diverted = true;
                 to_owner.extend_from_slice(f);
             }
-            l.rbuf.drain(..pos);
+            l.rbuf.copy_within(pos..l.rlen, 0);
+            l.rlen -= pos;
             if !replies.is_empty() {
                 l.conn.send(&[&replies]);
                 replies.clear();
@@ -600,8 +600,10 @@ impl Worker {
                 l.paused = true;
             }
         }
-        if l.rbuf.capacity() > 4 * READ_CHUNK && l.rbuf.len() < READ_CHUNK {
-            l.rbuf.shrink_to(READ_CHUNK);
+        if l.rbuf.len() > 4 * READ_BUF && l.rlen <= READ_BUF {
+            // A burst or a large frame grew it: give the memory back.
+            l.rbuf.truncate(READ_BUF);
+            l.rbuf.shrink_to_fit();
         }
         outcome
     }

@@ -179,3 +179,31 @@ fn frames_after_a_diverted_one_wait_for_the_owner() {
     server.shutdown();
     st.shutdown().unwrap();
 }
+
+#[test]
+fn large_and_split_frames_are_reassembled() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = store(dir.path(), false);
+    let server = Server::bind("127.0.0.1", 0, ServerOptions::default()).unwrap();
+    let fs = Arc::new(common::fast(st.clone(), false));
+    fs.allow_topic("T", 1, 1, false);
+    server.set_fast_send(Some(fs.clone()));
+    let mut c = TcpStream::connect(server.local_addr()).unwrap();
+    // Larger than the initial read buffer (64 KiB) several times over.
+    let big = vec![7u8; 900 * 1024];
+    c.write_all(&frame(310, 0, 1, r#"{"b":"T","e":"0"}"#, &big))
+        .unwrap();
+    assert_eq!(read_frame(&mut c)["opaque"], 1);
+    // One frame in three writes with pauses between them.
+    let f = frame(310, 0, 2, r#"{"b":"T","e":"0"}"#, b"split");
+    for piece in [&f[..3], &f[3..20], &f[20..]] {
+        c.write_all(piece).unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(read_frame(&mut c)["opaque"], 2);
+    assert_eq!(fs.puts(), 2);
+    assert!(st.wait_dispatched(st.commitlog_max_offset(), Duration::from_secs(5)));
+    assert_eq!(st.max_offset_in_queue("T", 0), 2);
+    server.shutdown();
+    st.shutdown().unwrap();
+}
