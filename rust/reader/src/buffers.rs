@@ -199,7 +199,7 @@ impl Var {
             .extend_from_slice(&(self.data.len() as i32).to_le_bytes());
     }
     /// Append a value or a null; returns the value's length.
-    #[inline]
+    #[inline(always)]
     pub fn push_opt(&mut self, v: Option<&[u8]>) -> usize {
         match v {
             Some(s) => self.push(s),

@@ -176,13 +176,19 @@ pub struct HostText {
 }
 
 impl HostText {
+    /// The text of `a` (formatted again only when the address changes).
+    #[inline(always)]
     pub fn get(&mut self, a: &SocketAddr) -> &[u8] {
         if self.addr != Some(*a) {
-            self.text.clear();
-            let _ = write!(self.text, "{a}");
-            self.addr = Some(*a);
+            self.set(a);
         }
         &self.text
+    }
+    #[cold]
+    fn set(&mut self, a: &SocketAddr) {
+        self.text.clear();
+        let _ = write!(self.text, "{a}");
+        self.addr = Some(*a);
     }
 }
 
@@ -194,13 +200,22 @@ fn push_hex(out: &mut Vec<u8>, bytes: &[u8]) {
     }
 }
 
-/// Uppercase hex of `v`, big-endian (16 digits).
-#[inline]
+/// Uppercase hex of `v`, big-endian (16 digits), a word at a time: each nibble spread into its
+/// own byte, then `'0'` added, and `'A' - '9' - 1` more where the nibble is above 9.
+#[inline(always)]
 fn hex_u64(v: u64) -> [u8; 16] {
-    let mut out = [0u8; 16];
-    for (i, d) in out.iter_mut().enumerate() {
-        *d = HEX[(v >> (60 - 4 * i) & 15) as usize];
+    fn hex_u32(x: u32) -> [u8; 8] {
+        let x = x as u64;
+        let x = (x | x << 16) & 0x0000_ffff_0000_ffff;
+        let x = (x | x << 8) & 0x00ff_00ff_00ff_00ff;
+        let x = (x | x << 4) & 0x0f0f_0f0f_0f0f_0f0f;
+        // Bit 4 of (nibble + 6) is set exactly when the nibble is above 9.
+        let letters = ((x + 0x0606_0606_0606_0606) >> 4) & 0x0101_0101_0101_0101;
+        (x + 0x3030_3030_3030_3030 + letters * 7).to_be_bytes()
     }
+    let mut out = [0u8; 16];
+    out[..8].copy_from_slice(&hex_u32((v >> 32) as u32));
+    out[8..].copy_from_slice(&hex_u32(v as u32));
     out
 }
 
@@ -214,20 +229,24 @@ pub struct MsgIdText {
 
 impl MsgIdText {
     /// Append the id of the record at `offset` stored by `a`; returns its length.
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, out: &mut Vec<u8>, a: &SocketAddr, offset: i64) -> usize {
         if self.addr != Some(*a) {
-            self.prefix.clear();
-            match a {
-                SocketAddr::V4(v4) => push_hex(&mut self.prefix, &v4.ip().octets()),
-                SocketAddr::V6(v6) => push_hex(&mut self.prefix, &v6.ip().octets()),
-            }
-            push_hex(&mut self.prefix, &(a.port() as i32).to_be_bytes());
-            self.addr = Some(*a);
+            self.set(a);
         }
         out.extend_from_slice(&self.prefix);
         out.extend_from_slice(&hex_u64(offset as u64));
         self.prefix.len() + 16
+    }
+    #[cold]
+    fn set(&mut self, a: &SocketAddr) {
+        self.prefix.clear();
+        match a {
+            SocketAddr::V4(v4) => push_hex(&mut self.prefix, &v4.ip().octets()),
+            SocketAddr::V6(v6) => push_hex(&mut self.prefix, &v6.ip().octets()),
+        }
+        push_hex(&mut self.prefix, &(a.port() as i32).to_be_bytes());
+        self.addr = Some(*a);
     }
 }
 
@@ -305,7 +324,13 @@ mod tests {
         assert_eq!(h.get(&a), b"10.0.0.1:10911");
         assert_eq!(h.get(&b), b"[::1]:9");
         let mut m = MsgIdText::default();
-        for (addr, off) in [(a, 0x1234), (a, i64::MAX), (b, 77)] {
+        for (addr, off) in [
+            (a, 0x1234),
+            (a, i64::MAX),
+            (b, 77),
+            (a, -1),
+            (a, 0x0123_4567_89ab_cdef),
+        ] {
             let mut out = Vec::new();
             m.push(&mut out, &addr, off);
             assert_eq!(out, offset_msg_id_hex(&addr, off).into_bytes());
