@@ -17,12 +17,14 @@
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
+use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use mio::net::{TcpListener, TcpStream};
+use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token, Waker};
 use parking_lot::{Mutex, RwLock};
 use rmq_store::service::Notifier;
@@ -80,6 +82,9 @@ pub enum Event {
 struct Output {
     buf: Vec<u8>,
     closed: bool,
+    /// The poller watches the socket for writability (only while output is buffered: a
+    /// connection always watched for it would wake the thread on every ACK).
+    watching_writable: bool,
 }
 
 struct Conn {
@@ -92,12 +97,12 @@ struct Conn {
 }
 
 impl Conn {
-    /// Write `data` now as far as the socket takes it; buffer the rest (sent on the next
-    /// writable edge). Returns false when the connection is closed.
-    fn send(&self, parts: &[&[u8]]) -> bool {
+    /// Write `data` now as far as the socket takes it; buffer the rest, to be sent once the
+    /// socket is writable again.
+    fn send(&self, parts: &[&[u8]]) -> Written {
         let mut out = self.out.lock();
         if out.closed {
-            return false;
+            return Written::Closed;
         }
         for data in parts {
             if out.buf.is_empty() {
@@ -109,22 +114,45 @@ impl Conn {
                 out.buf.extend_from_slice(data);
             }
         }
-        true
+        if out.buf.is_empty() || out.watching_writable {
+            Written::Done
+        } else {
+            out.watching_writable = true;
+            Written::WatchWritable
+        }
     }
 
-    /// Write buffered output; returns the bytes still buffered.
-    fn flush(&self) -> usize {
+    /// Write buffered output; returns the bytes still buffered and whether the socket no longer
+    /// needs watching for writability.
+    fn flush(&self) -> (usize, bool) {
         let mut out = self.out.lock();
         if !out.buf.is_empty() {
             let n = write_some(&self.stream, &out.buf);
             out.buf.drain(..n);
         }
-        out.buf.len()
+        let unwatch = out.buf.is_empty() && out.watching_writable;
+        if unwatch {
+            out.watching_writable = false;
+        }
+        (out.buf.len(), unwatch)
+    }
+
+    fn fd(&self) -> i32 {
+        self.stream.as_raw_fd()
     }
 
     fn buffered(&self) -> usize {
         self.out.lock().buf.len()
     }
+}
+
+/// What became of a write.
+#[derive(PartialEq, Eq)]
+enum Written {
+    Done,
+    /// Output is left buffered: the poller must watch the socket for writability.
+    WatchWritable,
+    Closed,
 }
 
 /// Write until done or the socket would block; errors end the attempt (the poller reports
@@ -155,6 +183,7 @@ fn monotonic_ns() -> u64 {
 enum Command {
     Close(u64),
     Abort(u64),
+    WatchWritable(u64),
 }
 
 struct Shared {
@@ -296,9 +325,16 @@ impl Server {
 
     /// Write to a connection (returns false if it is closed).
     pub fn write(&self, conn: u64, parts: &[&[u8]]) -> bool {
-        match self.shared.conn(conn) {
-            Some(c) => c.send(parts),
-            None => false,
+        let Some(c) = self.shared.conn(conn) else {
+            return false;
+        };
+        match c.send(parts) {
+            Written::Done => true,
+            Written::WatchWritable => {
+                self.shared.command(Command::WatchWritable(conn));
+                true
+            }
+            Written::Closed => false,
         }
     }
 
@@ -435,11 +471,7 @@ impl Worker {
                     if self
                         .poll
                         .registry()
-                        .register(
-                            &mut stream,
-                            Token(id as usize),
-                            Interest::READABLE | Interest::WRITABLE,
-                        )
+                        .register(&mut stream, Token(id as usize), Interest::READABLE)
                         .is_err()
                     {
                         continue;
@@ -449,6 +481,7 @@ impl Worker {
                         out: Mutex::new(Output {
                             buf: Vec::new(),
                             closed: false,
+                            watching_writable: false,
                         }),
                         owner_pending: AtomicU32::new(0),
                         last_seen_ns: AtomicU64::new(monotonic_ns()),
@@ -484,7 +517,14 @@ impl Worker {
         let Some(l) = self.local.get_mut(&id) else {
             return false;
         };
-        let left = l.conn.flush();
+        let (left, unwatch) = l.conn.flush();
+        if unwatch {
+            let conn = l.conn.clone();
+            self.interest(id, &conn, Interest::READABLE);
+        }
+        let Some(l) = self.local.get_mut(&id) else {
+            return false;
+        };
         if l.closing && left == 0 {
             return true;
         }
@@ -518,6 +558,7 @@ impl Worker {
         let mut to_owner: Vec<u8> = Vec::new();
         let mut replies: Vec<u8> = Vec::new();
         let mut outcome = ReadOutcome::Open;
+        let mut watch_writable = false;
         while !l.paused {
             if l.rlen == l.rbuf.len() {
                 let grown = l.rbuf.len() * 2;
@@ -536,6 +577,9 @@ impl Worker {
                     break;
                 }
             };
+            // A short read drained the socket: new data raises a new edge, no need to read
+            // again just to hear EAGAIN.
+            let drained = l.rlen + n < l.rbuf.len();
             l.rlen += n;
             l.conn.last_seen_ns.store(monotonic_ns(), Ordering::Relaxed);
             // Frame what we have.
@@ -586,7 +630,9 @@ impl Worker {
             l.rbuf.copy_within(pos..l.rlen, 0);
             l.rlen -= pos;
             if !replies.is_empty() {
-                l.conn.send(&[&replies]);
+                if l.conn.send(&[&replies]) == Written::WatchWritable {
+                    watch_writable = true;
+                }
                 replies.clear();
             }
             if !to_owner.is_empty() {
@@ -599,13 +645,29 @@ impl Worker {
             if l.conn.buffered() > high_water {
                 l.paused = true;
             }
+            if drained {
+                break;
+            }
         }
         if l.rbuf.len() > 4 * READ_BUF && l.rlen <= READ_BUF {
             // A burst or a large frame grew it: give the memory back.
             l.rbuf.truncate(READ_BUF);
             l.rbuf.shrink_to_fit();
         }
+        if watch_writable {
+            let conn = l.conn.clone();
+            self.interest(id, &conn, Interest::READABLE | Interest::WRITABLE);
+        }
         outcome
+    }
+
+    /// Change what the poller watches on a connection.
+    fn interest(&mut self, id: u64, conn: &Conn, interest: Interest) {
+        let fd = conn.fd();
+        let _ = self
+            .poll
+            .registry()
+            .reregister(&mut SourceFd(&fd), Token(id as usize), interest);
     }
 
     fn commands(&mut self) {
@@ -615,12 +677,17 @@ impl Worker {
                 Command::Abort(id) => self.close(id),
                 Command::Close(id) => {
                     if let Some(l) = self.local.get_mut(&id) {
-                        if l.conn.flush() == 0 {
+                        if l.conn.flush().0 == 0 {
                             self.close(id);
                         } else {
                             l.closing = true;
                             let _ = l.conn.stream.shutdown(Shutdown::Read);
                         }
+                    }
+                }
+                Command::WatchWritable(id) => {
+                    if let Some(conn) = self.local.get(&id).map(|l| l.conn.clone()) {
+                        self.interest(id, &conn, Interest::READABLE | Interest::WRITABLE);
                     }
                 }
             }
@@ -655,23 +722,24 @@ impl Worker {
             }
         }
         for (id, bytes) in per_conn {
-            if let Some(l) = self.local.get(&id) {
-                l.conn.send(&[&bytes]);
+            let Some(conn) = self.local.get(&id).map(|l| l.conn.clone()) else {
+                continue;
+            };
+            if conn.send(&[&bytes]) == Written::WatchWritable {
+                self.interest(id, &conn, Interest::READABLE | Interest::WRITABLE);
             }
         }
     }
 
     fn close(&mut self, id: u64) {
-        let Some(mut l) = self.local.remove(&id) else {
+        let Some(l) = self.local.remove(&id) else {
             return;
         };
         self.shared.conns.write().remove(&id);
         l.conn.out.lock().closed = true;
-        let stream = &l.conn.stream;
-        let _ = stream.shutdown(Shutdown::Both);
-        if let Some(c) = Arc::get_mut(&mut l.conn) {
-            let _ = self.poll.registry().deregister(&mut c.stream);
-        }
+        let fd = l.conn.fd();
+        let _ = self.poll.registry().deregister(&mut SourceFd(&fd));
+        let _ = l.conn.stream.shutdown(Shutdown::Both);
         self.owner_events.push(Event::Closed { conn: id });
     }
 

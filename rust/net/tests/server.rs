@@ -207,3 +207,35 @@ fn large_and_split_frames_are_reassembled() {
     server.shutdown();
     st.shutdown().unwrap();
 }
+
+#[test]
+fn owner_writes_larger_than_the_socket_buffer_arrive_whole() {
+    let server = Server::bind("127.0.0.1", 0, ServerOptions::default()).unwrap();
+    let mut c = TcpStream::connect(server.local_addr()).unwrap();
+    let mut conn_id = 0;
+    wait_events(&server, |e| match e {
+        Event::Open { conn, .. } => {
+            conn_id = *conn;
+            true
+        }
+        _ => false,
+    });
+    // 24 MiB while the client reads nothing yet: most of it waits in the output buffer and
+    // leaves as the socket drains.
+    let chunk: Vec<u8> = (0..1024 * 1024).map(|i| (i % 251) as u8).collect();
+    for _ in 0..24 {
+        assert!(server.write(conn_id, &[&chunk]));
+    }
+    assert!(server.write_buffer_size(conn_id) > 0);
+    std::thread::sleep(Duration::from_millis(50));
+    let mut got = vec![0u8; 24 * chunk.len()];
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    c.read_exact(&mut got).unwrap();
+    assert!(got.chunks(chunk.len()).all(|c| c == chunk.as_slice()));
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while server.write_buffer_size(conn_id) > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(server.write_buffer_size(conn_id), 0);
+    server.shutdown();
+}
