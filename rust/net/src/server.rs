@@ -441,7 +441,10 @@ impl Worker {
                             close = self.on_writable(id);
                         }
                         if !close && (ev.is_readable() || ev.is_read_closed()) {
-                            close = matches!(self.on_readable(id), ReadOutcome::Close);
+                            close = matches!(
+                                self.on_readable(id, ev.is_read_closed()),
+                                ReadOutcome::Close
+                            );
                         }
                         if close {
                             self.close(id);
@@ -530,12 +533,14 @@ impl Worker {
         }
         if l.paused && left < self.shared.opts.low_water {
             l.paused = false;
-            return matches!(self.on_readable(id), ReadOutcome::Close);
+            return matches!(self.on_readable(id, true), ReadOutcome::Close);
         }
         false
     }
 
-    fn on_readable(&mut self, id: u64) -> ReadOutcome {
+    /// Read and frame what arrived. `peer_closed`: the event said the peer shut down its side,
+    /// so read until EOF even after a short read (no further edge would come).
+    fn on_readable(&mut self, id: u64, peer_closed: bool) -> ReadOutcome {
         let fast = self.shared.fast.read().clone();
         let max_frame = self.shared.opts.max_frame;
         let high_water = self.shared.opts.high_water;
@@ -579,7 +584,7 @@ impl Worker {
             };
             // A short read drained the socket: new data raises a new edge, no need to read
             // again just to hear EAGAIN.
-            let drained = l.rlen + n < l.rbuf.len();
+            let drained = !peer_closed && l.rlen + n < l.rbuf.len();
             l.rlen += n;
             l.conn.last_seen_ns.store(monotonic_ns(), Ordering::Relaxed);
             // Frame what we have.

@@ -239,3 +239,25 @@ fn owner_writes_larger_than_the_socket_buffer_arrive_whole() {
     assert_eq!(server.write_buffer_size(conn_id), 0);
     server.shutdown();
 }
+
+#[test]
+fn data_then_eof_closes_the_connection() {
+    let server = Server::bind("127.0.0.1", 0, ServerOptions::default()).unwrap();
+    for _ in 0..20 {
+        let mut c = TcpStream::connect(server.local_addr()).unwrap();
+        // Half a frame and the end of the stream in quick succession.
+        c.write_all(&[0, 0, 0, 100, 0, 0]).unwrap();
+        c.shutdown(std::net::Shutdown::Write).unwrap();
+        let mut buf = [0u8; 1];
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        assert_eq!(c.read(&mut buf).unwrap(), 0, "the server closed its side");
+    }
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while server.connections() > 0 && Instant::now() < deadline {
+        server.take_events();
+        server.ack();
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(server.connections(), 0);
+    server.shutdown();
+}
