@@ -130,22 +130,26 @@ def _decode_share(root: str, share: int, shares: int) -> tuple[int, float, float
     return rows, t1.user - t0.user + sys_s, sys_s
 
 
-def arrow_decode(root: Path, procs: int) -> tuple[float, int, float, float]:
+def busy_cpu_seconds() -> float:
+    """CPU seconds the whole machine has spent busy (not idle or waiting for I/O) since boot."""
+    v = list(map(int, Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]))
+    return (sum(v) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
+
+
+def arrow_decode(root: Path, procs: int) -> tuple[float, int, float, float, float]:
     """Seconds for `procs` fresh processes to decode every row into Arrow batches (all columns, the
-    data source's own partitions and code, no Spark); rows; CPU seconds they spent; of which kernel."""
+    data source's own partitions and code, no Spark); rows; CPU seconds they spent; of which kernel;
+    CPU seconds the rest of the machine was busy meanwhile (other load)."""
     import multiprocessing
 
     ctx = multiprocessing.get_context("forkserver")
     with ctx.Pool(procs, initializer=_import_reader) as pool:
         pool.map(abs, range(procs))  # start the workers (and import pyspark) before timing
-        t0 = time.perf_counter()
+        busy0, t0 = busy_cpu_seconds(), time.perf_counter()
         done = pool.starmap(_decode_share, [(str(root), i, procs) for i in range(procs)])
-        return (
-            time.perf_counter() - t0,
-            sum(r for r, _, _ in done),
-            sum(c for _, c, _ in done),
-            sum(k for _, _, k in done),
-        )
+        secs, busy = time.perf_counter() - t0, busy_cpu_seconds() - busy0
+        cpu = sum(c for _, c, _ in done)
+        return secs, sum(r for r, _, _ in done), cpu, sum(k for _, _, k in done), max(0.0, busy - cpu)
 
 
 HEADER_SCHEMA = (
@@ -263,7 +267,8 @@ def cpu_busy(seconds: float = 1.0) -> float:
 def render(
     meta: dict[str, int],
     raw: tuple[float, int],
-    arrow: dict[int, tuple[float, int, float, float]],
+    arrow: dict[int, tuple[float, int, float, float, float]],
+    arrow_other: float,
     spark: dict[str, tuple[float, int]],
     busy: float,
 ) -> str:
@@ -276,7 +281,8 @@ def render(
         "## PySpark reader (`python benches/spark_bench.py`)",
         "",
         f"Measured {now:%Y-%m-%d %H:%M} UTC on this machine ({os.cpu_count()} cores, {py}), Spark"
-        f" `local[2]`; other load on the machine just before: {busy:.0%} of its CPU.",
+        f" `local[2]`; other load on the machine: {arrow_other:.0%} of its CPU during the Arrow-path runs,"
+        f" {busy:.0%} just before the Spark runs.",
         "",
         f"Store: {meta['rows']:,} messages with 1 KiB bodies, {size / (1 << 30):.2f} GiB of CommitLog"
         f" in 2 files ({len(TOPICS)} topics x {QUEUES} queues), page cache warm. MB/s counts CommitLog"
@@ -291,13 +297,13 @@ def render(
         mb = size / secs / 1e6
         return f"| {name} | {secs:.2f} | {rows / secs:,.0f} | {mb:,.0f} | {mb / raw_mb:.0%} |"
 
-    for procs, (secs, rows, _cpu, _sys) in sorted(arrow.items()):
+    for procs, (secs, rows, _cpu, _sys, _other) in sorted(arrow.items()):
         what = "one process" if procs == 1 else f"{procs} processes"
         lines.append(row(f"Arrow path without Spark: decode to record batches, {what}", secs, rows))
     for name, (secs, rows) in spark.items():
         lines.append(row(f"Spark, {name}", secs, rows))
-    arrow_best = max(rows / secs for secs, rows, _cpu, _sys in arrow.values())
-    _secs, _rows, cpu_best, sys_best = min(arrow.values(), key=lambda a: a[2] / a[1])
+    arrow_best = max(rows / secs for secs, rows, _cpu, _sys, _other in arrow.values())
+    _secs, _rows, cpu_best, sys_best, _other = min(arrow.values(), key=lambda a: a[2] / a[1])
     per_cpu = _rows / cpu_best
     full = spark["all columns (noop write)"]
     ceiling = spark["ceiling: one prebuilt batch repeated, all columns (noop write)"]
@@ -355,16 +361,21 @@ def main() -> None:
     raw = min((raw_read(args.store, end) for _ in range(args.runs)), key=lambda r: r[0])
     print(f"  raw read: {raw[1] / raw[0] / 1e6:,.0f} MB/s", flush=True)
     arrow = {}
+    window = other = 0.0
     for procs in (1, 2):
-        arrow[procs] = min((arrow_decode(args.store, procs) for _ in range(args.runs)), key=lambda r: r[0])
-        secs, rows, cpu, sys_s = arrow[procs]
+        runs = [arrow_decode(args.store, procs) for _ in range(args.runs)]
+        window += sum(r[0] for r in runs)
+        other += sum(r[4] for r in runs)
+        arrow[procs] = min(runs, key=lambda r: r[0])
+        secs, rows, cpu, sys_s, _other = arrow[procs]
         print(
             f"  arrow decode, {procs} process(es): {rows / secs:,.0f} rows/s, {rows / cpu:,.0f} per cpu-s"
             f" ({sys_s / cpu:.0%} kernel)"
         )
     busy = cpu_busy()
     spark = spark_runs(args.store, args.runs)
-    section = render(meta, raw, arrow, spark, busy)
+    arrow_other = other / (window * (os.cpu_count() or 1))
+    section = render(meta, raw, arrow, arrow_other, spark, busy)
     print(section)
     if not args.no_write:
         write_section(args.out, section)
