@@ -274,31 +274,39 @@ struct Reader<'a> {
 }
 
 impl<'a> Reader<'a> {
+    // Inlined: decoding a record is a dozen of these, on every read of every message.
+    #[inline]
     fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self
-            .pos
-            .checked_add(n)
-            .filter(|&e| e <= self.buf.len())
-            .ok_or_else(|| {
-                StoreError::corrupt(
-                    "record",
-                    format!(
-                        "needs {n} bytes at {} but only {} remain",
-                        self.pos,
-                        self.buf.len() - self.pos.min(self.buf.len())
-                    ),
-                )
-            })?;
-        let s = &self.buf[self.pos..end];
-        self.pos = end;
-        Ok(s)
+        match self.pos.checked_add(n) {
+            Some(end) if end <= self.buf.len() => {
+                let s = &self.buf[self.pos..end];
+                self.pos = end;
+                Ok(s)
+            }
+            _ => Err(self.short(n)),
+        }
     }
+    #[cold]
+    #[inline(never)]
+    fn short(&self, n: usize) -> StoreError {
+        StoreError::corrupt(
+            "record",
+            format!(
+                "needs {n} bytes at {} but only {} remain",
+                self.pos,
+                self.buf.len() - self.pos.min(self.buf.len())
+            ),
+        )
+    }
+    #[inline]
     fn i32(&mut self) -> Result<i32> {
         Ok(i32::from_be_bytes(self.take(4)?.try_into().unwrap()))
     }
+    #[inline]
     fn i64(&mut self) -> Result<i64> {
         Ok(i64::from_be_bytes(self.take(8)?.try_into().unwrap()))
     }
+    #[inline]
     fn host(&mut self, v6: bool) -> Result<SocketAddr> {
         let ip: IpAddr = if v6 {
             let b: [u8; 16] = self.take(16)?.try_into().unwrap();
