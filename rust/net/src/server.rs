@@ -194,7 +194,6 @@ struct Shared {
     notifier: Notifier,
     waker: Waker,
     commands: Mutex<Vec<Command>>,
-    flushed: AtomicBool,
     stop: AtomicBool,
     fast: RwLock<Option<Arc<FastSend>>>,
     opts: ServerOptions,
@@ -242,7 +241,6 @@ impl Server {
             notifier: Notifier::new()?,
             waker,
             commands: Mutex::new(Vec::new()),
-            flushed: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             fast: RwLock::new(None),
             opts,
@@ -283,7 +281,6 @@ impl Server {
             let weak = Arc::downgrade(&self.shared);
             f.store().on_flush(Box::new(move || {
                 if let Some(s) = weak.upgrade() {
-                    s.flushed.store(true, Ordering::Release);
                     let _ = s.waker.wake();
                 }
             }));
@@ -700,7 +697,6 @@ impl Worker {
     }
 
     fn release_held(&mut self) {
-        let flushed_now = self.shared.flushed.swap(false, Ordering::AcqRel);
         if self.held.is_empty() {
             return;
         }
@@ -708,7 +704,6 @@ impl Worker {
             self.held.clear();
             return;
         };
-        let _ = flushed_now;
         let flushed = fast.store().flushed_offset();
         let now = Instant::now();
         let mut per_conn: HashMap<u64, Vec<u8>> = HashMap::new();

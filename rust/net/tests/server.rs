@@ -20,20 +20,28 @@ fn read_frame(s: &mut TcpStream) -> serde_json::Value {
     serde_json::from_slice(&rest[4..4 + hlen]).unwrap()
 }
 
-/// Wait for events until `pred` has seen what it wants.
+/// The next events, waiting on the server's eventfd (not acknowledged).
+fn next_events(server: &Server) -> Vec<Event> {
+    let mut pfd = libc::pollfd {
+        fd: server.event_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let n = unsafe { libc::poll(&mut pfd, 1, 10_000) };
+    assert!(n > 0, "no event within 10 s");
+    server.take_events()
+}
+
+/// Take and acknowledge events until `pred` has seen what it wants.
 fn wait_events(server: &Server, mut pred: impl FnMut(&Event) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        for e in server.take_events() {
-            if pred(&e) {
-                server.ack();
-                return;
-            }
-        }
+    loop {
+        let found = next_events(server).iter().any(&mut pred);
         server.ack();
-        std::thread::sleep(Duration::from_millis(5));
+        if found {
+            return;
+        }
     }
-    panic!("event not seen in time");
 }
 
 #[test]
@@ -145,30 +153,22 @@ fn frames_after_a_diverted_one_wait_for_the_owner() {
     two.extend(frame(310, 0, 2, r#"{"b":"T","e":"0"}"#, b"b"));
     c.write_all(&two).unwrap();
     let mut frames = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while frames.len() < two.len() && Instant::now() < deadline {
-        for e in server.take_events() {
+    while frames.len() < two.len() {
+        for e in next_events(&server) {
             if let Event::Data { frames: f, .. } = e {
                 frames.extend(f);
             }
         }
-        std::thread::sleep(Duration::from_millis(5));
     }
     assert_eq!(frames, two);
     assert_eq!(fs.puts(), 0);
     // Not acknowledged yet: a new send still goes to the owner.
     c.write_all(&frame(310, 0, 3, r#"{"b":"T","e":"0"}"#, b"c"))
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut third = false;
-    while !third && Instant::now() < deadline {
-        third = server
-            .take_events()
-            .iter()
-            .any(|e| matches!(e, Event::Data { .. }));
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    assert!(third, "the third send went to the owner");
+    while !next_events(&server)
+        .iter()
+        .any(|e| matches!(e, Event::Data { .. }))
+    {}
     assert_eq!(fs.puts(), 0);
     server.ack();
     // Acknowledged: the fast path answers again.
@@ -227,7 +227,6 @@ fn owner_writes_larger_than_the_socket_buffer_arrive_whole() {
         assert!(server.write(conn_id, &[&chunk]));
     }
     assert!(server.write_buffer_size(conn_id) > 0);
-    std::thread::sleep(Duration::from_millis(50));
     let mut got = vec![0u8; 24 * chunk.len()];
     c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     c.read_exact(&mut got).unwrap();
@@ -252,11 +251,13 @@ fn data_then_eof_closes_the_connection() {
         c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         assert_eq!(c.read(&mut buf).unwrap(), 0, "the server closed its side");
     }
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while server.connections() > 0 && Instant::now() < deadline {
-        server.take_events();
+    let mut closed = 0;
+    while closed < 20 {
+        closed += next_events(&server)
+            .iter()
+            .filter(|e| matches!(e, Event::Closed { .. }))
+            .count();
         server.ack();
-        std::thread::sleep(Duration::from_millis(5));
     }
     assert_eq!(server.connections(), 0);
     server.shutdown();
