@@ -66,13 +66,6 @@ class OffsetWaiters:
             if not fut.done():
                 fut.set_result(None)
 
-    def release(self) -> None:
-        """Resolve every waiter whose offset has been reached."""
-        self._resolve()
-        if not self._heap and not self._listeners and self._watching:
-            self._loop.remove_reader(self._fd)
-            self._watching = False
-
     def future(self, offset: int) -> asyncio.Future[None]:
         """A future resolved once the offset reaches `offset`."""
         fut: asyncio.Future[None] = self._loop.create_future()
