@@ -490,8 +490,11 @@ impl MessageStore {
     /// Register the SQL92 subscription `key` (`group#topic`) of `topic`: from now on the
     /// dispatcher keeps bloom bits for it so pulls skip most non-matching messages.
     pub fn register_filter(&self, topic: &str, key: &str, filter: Arc<rmq_filter::Sql92Filter>) {
+        // Bits are trusted only for messages appended after this point: those are dispatched
+        // after the registration. The dispatched offset would be too low: a message the
+        // dispatcher handles while this runs can already be past it without the new bits.
         self.filters
-            .register(topic, key, filter, self.progress.dispatched());
+            .register(topic, key, filter, self.commitlog_max_offset());
     }
 
     pub fn unregister_filter(&self, topic: &str, key: &str) {
