@@ -24,7 +24,7 @@ use crate::message::{
     self, body_crc, record_len, sysflag, MessageRef, Placement, Record, BLANK_MAGIC_CODE,
     END_FILE_MIN_BLANK_LENGTH, MESSAGE_MAGIC_CODE,
 };
-use crate::service::Signal;
+use crate::service::{Service, Signal};
 
 /// Where a message landed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,7 +92,17 @@ pub struct CommitLog {
     appended: Arc<Signal>,
     /// Store timestamp of the last appended record.
     last_store_ts: AtomicI64,
+    /// Pages are faulted in ahead of the appender up to here...
+    populated: AtomicI64,
+    /// ...and the appender wakes the populating thread when it passes this offset.
+    populate_at: AtomicI64,
+    populate_signal: Arc<Signal>,
 }
+
+/// How far ahead of the appender [`start_populating`] keeps pages faulted in...
+const POPULATE_AHEAD: i64 = 8 << 20;
+/// ...topping up when less than this is left.
+const POPULATE_REFILL: i64 = 4 << 20;
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now()
@@ -128,7 +138,38 @@ impl CommitLog {
             max_message_size,
             appended: Signal::new(),
             last_store_ts: AtomicI64::new(0),
+            populated: AtomicI64::new(0),
+            populate_at: AtomicI64::new(0),
+            populate_signal: Signal::new(),
         }
+    }
+
+    /// After an append ending at `end`: wake the populating thread when the appender gets
+    /// close to the end of what it faulted in (one wake-up every few MiB).
+    fn appended_to(&self, end: i64) {
+        self.appended.notify();
+        if end >= self.populate_at.load(Ordering::Relaxed) {
+            self.populate_signal.notify();
+        }
+    }
+
+    /// Fault in the pages the next appends will write (see [`start_populating`]).
+    pub fn populate_ahead(&self) {
+        let Some(file) = self.mfq.last_file() else {
+            return;
+        };
+        let base = file.from_offset() as i64;
+        let end = base + file.size() as i64;
+        let wrote = base + file.wrote_position() as i64;
+        let from = self.populated.load(Ordering::Acquire).max(wrote);
+        let to = end.min(wrote + POPULATE_AHEAD);
+        if to > from {
+            file.populate_for_write((from - base) as usize, (to - base) as usize);
+        }
+        self.populated.store(to.max(from), Ordering::Release);
+        // At the end of a file, wake up again once the appender has moved to the next one.
+        let at = if to >= end { end } else { to - POPULATE_REFILL };
+        self.populate_at.store(at, Ordering::Release);
     }
 
     pub fn queue(&self) -> &MappedFileQueue {
@@ -280,7 +321,7 @@ impl CommitLog {
                 store_timestamp: ts,
             }
         };
-        self.appended.notify();
+        self.appended_to(result.physical_offset + result.size as i64);
         Ok(result)
     }
 
@@ -354,7 +395,9 @@ impl CommitLog {
             }
             self.last_store_ts.store(ts, Ordering::Release);
         }
-        self.appended.notify();
+        if let Some(last) = out.last() {
+            self.appended_to(last.physical_offset + last.size as i64);
+        }
         Ok(out)
     }
 
@@ -489,6 +532,20 @@ impl CommitLog {
     }
 }
 
+/// Start the thread that faults in CommitLog pages ahead of the appender
+/// ([`CommitLog::populate_ahead`]), so appends do not take page faults themselves.
+pub fn start_populating(log: Arc<CommitLog>) -> std::io::Result<Service> {
+    let signal = log.populate_signal.clone();
+    Service::spawn("rmq-populate", signal, move |ctx| loop {
+        let seen = ctx.signal().generation();
+        log.populate_ahead();
+        if ctx.stopped() {
+            break;
+        }
+        ctx.wait(seen, std::time::Duration::from_secs(1));
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -516,6 +573,27 @@ mod tests {
             4 << 20,
             false,
         )
+    }
+
+    #[test]
+    fn populating_ahead_keeps_appends_intact() {
+        let d = tempfile::tempdir().unwrap();
+        let log = Arc::new(log(d.path(), 1 << 20));
+        let mut svc = start_populating(log.clone()).unwrap();
+        let mut put = Vec::new();
+        // Enough to roll over several 1 MiB files, each populated ahead while appending.
+        for i in 0..4000u32 {
+            let body = vec![(i % 251) as u8; 700 + (i % 300) as usize];
+            put.push((log.put(&msg("T", 0, &body, b"")).unwrap(), body));
+        }
+        log.populate_ahead();
+        assert!(log.populated.load(Ordering::Acquire) >= log.max_offset());
+        for (r, body) in &put {
+            let s = log.slice(r.physical_offset, r.size as usize).unwrap();
+            let rec = crate::message::decode(s.bytes(), true).unwrap();
+            assert_eq!(rec.body, &body[..]);
+        }
+        svc.shutdown();
     }
 
     #[test]

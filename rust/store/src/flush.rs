@@ -18,12 +18,14 @@ use std::time::{Duration, Instant};
 use crate::commitlog::CommitLog;
 use crate::config::FlushDiskType;
 use crate::error::{Result, StoreError};
-use crate::service::{Notifier, Service, Signal};
+use crate::service::{Notifier, Service, ServiceContext, Signal};
 
 /// How long the group-commit thread waits for more requests before flushing, per step...
 const GATHER_STEP: Duration = Duration::from_micros(20);
 /// ...and at most in all.
 const GATHER_MAX: Duration = Duration::from_micros(300);
+/// Group-commit flushes in flight at once (threads).
+const GROUP_COMMIT_DEPTH: usize = 2;
 
 /// The durable-offset watermark: everything below `flushed()` is on disk.
 pub struct FlushWatermark {
@@ -117,6 +119,163 @@ impl FlushWatermark {
     }
 }
 
+/// SYNC_FLUSH group commit, run by [`GROUP_COMMIT_DEPTH`] threads.
+///
+/// A thread takes everything appended so far that no other thread has taken (a range of
+/// the CommitLog), `msync`s it and marks it done; the durable watermark moves over the
+/// ranges done without a gap. While one thread waits for the disk, the writers it answers
+/// next keep appending, and a second thread flushes their range at the same time instead
+/// of after it: the disk sees two flushes in flight rather than one followed by a pause.
+struct GroupCommit {
+    log: Arc<CommitLog>,
+    watermark: Arc<FlushWatermark>,
+    after_flush: parking_lot::Mutex<Box<dyn Fn(i64) + Send>>,
+    state: parking_lot::Mutex<PipeState>,
+    /// Flush requests counted when the last range was taken.
+    requests_at_issue: std::sync::atomic::AtomicU64,
+    /// Newest store timestamp reported to `after_flush`.
+    reported_ts: AtomicI64,
+}
+
+struct PipeState {
+    /// End of the last range taken by a thread.
+    issued: i64,
+    /// Everything below is durable.
+    durable: i64,
+    /// Ranges flushed above `durable`: (from, to, newest store timestamp in them).
+    done: Vec<(i64, i64, i64)>,
+    /// Ranges whose flush failed, to be flushed again.
+    retry: Vec<(i64, i64, i64)>,
+}
+
+impl GroupCommit {
+    fn run(&self, ctx: &ServiceContext) {
+        let mut failures = 0u32;
+        loop {
+            let seen = ctx.signal().generation();
+            let pending = self.watermark.requested.load(Ordering::Acquire) > self.issued()
+                || !self.state.lock().retry.is_empty();
+            if pending {
+                self.gather(ctx);
+                if let Some(job) = self.take() {
+                    if self.flush(job) {
+                        failures = 0;
+                    } else {
+                        // Keep the watermark where it is: waiters time out with
+                        // FLUSH_DISK_TIMEOUT rather than being told a lie.
+                        failures += 1;
+                        std::thread::sleep(Duration::from_millis((10 * failures as u64).min(1000)));
+                    }
+                }
+                continue;
+            }
+            if ctx.stopped() {
+                break;
+            }
+            ctx.wait(seen, Duration::from_millis(10));
+        }
+        // Final drain: everything appended up to now.
+        if let Some(job) = self.take_all() {
+            self.flush(job);
+        }
+    }
+
+    fn issued(&self) -> i64 {
+        self.state.lock().issued
+    }
+
+    /// Several writers since the last range was taken: give the rest of them a moment to
+    /// append, so that one flush covers them all. A lone writer is not delayed.
+    fn gather(&self, ctx: &ServiceContext) {
+        let w = &self.watermark;
+        let requests = w.requests.load(Ordering::Acquire);
+        if requests.saturating_sub(self.requests_at_issue.load(Ordering::Acquire)) <= 1 {
+            return;
+        }
+        let mut want = w.requested.load(Ordering::Acquire);
+        let started = Instant::now();
+        while started.elapsed() < GATHER_MAX && !ctx.stopped() {
+            // A plain sleep, not a wait on the signal: writers only signal an idle
+            // flusher, so gathering costs them no wake-up syscall.
+            std::thread::sleep(GATHER_STEP);
+            let now = w.requested.load(Ordering::Acquire);
+            if now == want {
+                break;
+            }
+            want = now;
+        }
+    }
+
+    /// Take a failed range again, or everything appended that no thread has taken.
+    fn take(&self) -> Option<(i64, i64, i64)> {
+        let mut st = self.state.lock();
+        if let Some(job) = st.retry.pop() {
+            return Some(job);
+        }
+        self.take_new(&mut st)
+    }
+
+    fn take_all(&self) -> Option<(i64, i64, i64)> {
+        let mut st = self.state.lock();
+        if let Some(job) = st.retry.pop() {
+            // One more attempt; the rest stays unflushed, as after a failed flush.
+            return Some(job);
+        }
+        self.take_new(&mut st)
+    }
+
+    fn take_new(&self, st: &mut PipeState) -> Option<(i64, i64, i64)> {
+        // The timestamp first: every record below the offset read next is at most this old
+        // or newer, so the checkpoint never claims more than is durable.
+        let ts = self.log.last_store_timestamp();
+        let to = self.log.max_offset();
+        if to <= st.issued {
+            return None;
+        }
+        let from = st.issued;
+        st.issued = to;
+        self.requests_at_issue.store(
+            self.watermark.requests.load(Ordering::Acquire),
+            Ordering::Release,
+        );
+        Some((from, to, ts))
+    }
+
+    /// Flush one range; returns whether it reached the disk.
+    fn flush(&self, job: (i64, i64, i64)) -> bool {
+        let ok = self
+            .log
+            .queue()
+            .sync_range(job.0 as u64, job.1 as u64)
+            .is_ok();
+        let advanced = {
+            let mut st = self.state.lock();
+            if !ok {
+                st.retry.push(job);
+                return false;
+            }
+            st.done.push(job);
+            let mut advanced = None;
+            while let Some(i) = st.done.iter().position(|r| r.0 <= st.durable) {
+                let (_, to, ts) = st.done.swap_remove(i);
+                if to > st.durable {
+                    st.durable = to;
+                    advanced = Some((to, ts));
+                }
+            }
+            advanced
+        };
+        if let Some((to, ts)) = advanced {
+            self.log.queue().raise_flushed(to as u64);
+            self.watermark.publish(to);
+            if ts > self.reported_ts.fetch_max(ts, Ordering::AcqRel) {
+                (self.after_flush.lock())(ts);
+            }
+        }
+        true
+    }
+}
+
 /// Settings of the flush service.
 #[derive(Debug, Clone, Copy)]
 pub struct FlushSettings {
@@ -129,7 +288,7 @@ pub struct FlushSettings {
 /// The running flush service.
 pub struct FlushService {
     watermark: Arc<FlushWatermark>,
-    service: Option<Service>,
+    services: Vec<Service>,
 }
 
 impl FlushService {
@@ -148,60 +307,32 @@ impl FlushService {
         );
         let w = wm.clone();
         let signal = wm.request_signal.clone();
-        let service = match settings.mode {
-            FlushDiskType::SyncFlush => Service::spawn("rmq-group-commit", signal, move |ctx| {
-                let mut failures = 0u32;
-                let mut requests_at_flush = 0u64;
-                loop {
-                    let seen = ctx.signal().generation();
-                    let mut want = w.requested.load(Ordering::Acquire);
-                    if want > w.flushed() {
-                        // Several writers since the last flush: give the rest of them a moment
-                        // to append, so one flush covers them all. A lone writer is not delayed.
-                        let requests = w.requests.load(Ordering::Acquire);
-                        if requests.saturating_sub(requests_at_flush) > 1 {
-                            let started = std::time::Instant::now();
-                            while started.elapsed() < GATHER_MAX && !ctx.stopped() {
-                                // A plain sleep, not a wait on the signal: writers only signal
-                                // an idle flusher, so gathering costs them no wake-up syscall.
-                                std::thread::sleep(GATHER_STEP);
-                                let now = w.requested.load(Ordering::Acquire);
-                                if now == want {
-                                    break;
-                                }
-                                want = now;
-                            }
-                        }
-                        requests_at_flush = w.requests.load(Ordering::Acquire);
-                        let ts = log.last_store_timestamp();
-                        match log.flush(0) {
-                            Ok(off) => {
-                                failures = 0;
-                                w.publish(off);
-                                after_flush(ts);
-                            }
-                            Err(_) => {
-                                // Keep the watermark where it is: waiters time out with
-                                // FLUSH_DISK_TIMEOUT rather than being told a lie.
-                                failures += 1;
-                                std::thread::sleep(Duration::from_millis(
-                                    (10 * failures as u64).min(1000),
-                                ));
-                            }
-                        }
-                        continue;
-                    }
-                    if ctx.stopped() {
-                        break;
-                    }
-                    ctx.wait(seen, Duration::from_millis(10));
+        let services = match settings.mode {
+            FlushDiskType::SyncFlush => {
+                let gc = Arc::new(GroupCommit {
+                    log,
+                    watermark: w,
+                    after_flush: parking_lot::Mutex::new(after_flush),
+                    state: parking_lot::Mutex::new(PipeState {
+                        issued: start,
+                        durable: start,
+                        done: Vec::new(),
+                        retry: Vec::new(),
+                    }),
+                    requests_at_issue: std::sync::atomic::AtomicU64::new(0),
+                    reported_ts: AtomicI64::new(0),
+                });
+                let mut services = Vec::with_capacity(GROUP_COMMIT_DEPTH);
+                for i in 0..GROUP_COMMIT_DEPTH {
+                    let gc = gc.clone();
+                    let name = format!("rmq-group-commit-{i}");
+                    services.push(
+                        Service::spawn(&name, signal.clone(), move |ctx| gc.run(ctx))
+                            .map_err(|e| StoreError::io("flush thread", e))?,
+                    );
                 }
-                let ts = log.last_store_timestamp();
-                if let Ok(off) = log.flush(0) {
-                    w.publish(off);
-                    after_flush(ts);
-                }
-            }),
+                services
+            }
             FlushDiskType::AsyncFlush => Service::spawn("rmq-flush", signal, move |ctx| {
                 let mut last_thorough = Instant::now();
                 while !ctx.stopped() {
@@ -229,12 +360,13 @@ impl FlushService {
                         break;
                     }
                 }
-            }),
-        }
-        .map_err(|e| StoreError::io("flush thread", e))?;
+            })
+            .map(|s| vec![s])
+            .map_err(|e| StoreError::io("flush thread", e))?,
+        };
         Ok(FlushService {
             watermark: wm,
-            service: Some(service),
+            services,
         })
     }
 
@@ -244,7 +376,8 @@ impl FlushService {
 
     /// Stop after a final full flush.
     pub fn shutdown(&mut self) {
-        if let Some(mut s) = self.service.take() {
+        // Each thread drains whatever is left before it exits.
+        for mut s in self.services.drain(..) {
             s.shutdown();
         }
     }

@@ -146,7 +146,10 @@ impl MappedFileQueue {
             let files = self.files.read();
             match files.last() {
                 Some(last) if !last.is_full() => return Ok(last.clone()),
-                Some(last) => last.from_offset() + self.file_size as u64,
+                Some(last) => {
+                    last.advise_full();
+                    last.from_offset() + self.file_size as u64
+                }
                 None => start_offset - start_offset % self.file_size as u64,
             }
         };
@@ -176,6 +179,7 @@ impl MappedFileQueue {
             }
         }
         let mf = MappedFile::create(&self.dir, from, self.file_size)?;
+        mf.advise_appending();
         if self.warm {
             mf.warm();
         }
@@ -193,6 +197,7 @@ impl MappedFileQueue {
             .name("rmq-allocate".into())
             .spawn(move || {
                 let mf = MappedFile::create(&dir, from, size)?;
+                mf.advise_appending();
                 if warm {
                     mf.warm();
                 }
@@ -254,6 +259,46 @@ impl MappedFileQueue {
         self.flushed_where.store(offset, Ordering::Release);
     }
 
+    /// `msync` the bytes `[from, to)` across files, leaving the flushed watermark alone
+    /// (see [`MappedFileQueue::raise_flushed`]).
+    pub fn sync_range(&self, from: u64, to: u64) -> Result<()> {
+        let mut at = from;
+        while at < to {
+            let Some(f) = self.find(at) else {
+                // Below the first file (deleted by retention): nothing left to flush there.
+                let first = self.min_offset();
+                if at < first && !self.is_empty() {
+                    at = first;
+                    continue;
+                }
+                return Ok(());
+            };
+            let base = f.from_offset();
+            let end = (to - base).min(f.size() as u64) as usize;
+            f.sync_range((at - base) as usize, end)?;
+            at = base + f.size() as u64;
+        }
+        Ok(())
+    }
+
+    /// Record that everything below `to` is durable: raises the watermark and the flushed
+    /// positions of the files below it (never lowers either).
+    pub fn raise_flushed(&self, to: u64) {
+        let was = self.flushed_where.fetch_max(to, Ordering::AcqRel);
+        if to <= was {
+            return;
+        }
+        for f in self.files.read().iter() {
+            let base = f.from_offset();
+            if base >= to {
+                break;
+            }
+            if base + f.size() as u64 > was {
+                f.raise_flushed_position((to - base).min(f.size() as u64) as usize);
+            }
+        }
+    }
+
     /// Flush the file holding the flushed watermark (and any full files after it) when at
     /// least `least_pages` are dirty (0 = whatever is dirty). Returns the new watermark.
     pub fn flush(&self, least_pages: u64) -> Result<u64> {
@@ -299,6 +344,7 @@ impl MappedFileQueue {
                 f.zero_tail(pos)?;
                 f.set_wrote_position(pos);
                 f.set_flushed_position(pos);
+                f.advise_appending();
                 keep.push(f);
             } else {
                 f.destroy()?;
@@ -380,6 +426,33 @@ impl Drop for MappedFileQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sync_range_across_files_and_raise_flushed() {
+        let dir = tempfile::tempdir().unwrap();
+        let q = MappedFileQueue::new(dir.path(), 4096, false, false);
+        let f0 = q.last_or_create(0).unwrap();
+        f0.append(&[3u8; 4096]).unwrap();
+        let f1 = q.last_or_create(0).unwrap();
+        f1.append(&[4u8; 1000]).unwrap();
+        // Ranges in any order, crossing the file boundary; the watermark is separate.
+        q.sync_range(3000, 5096).unwrap();
+        q.sync_range(100, 3000).unwrap();
+        assert_eq!(q.flushed_where(), 0);
+        q.raise_flushed(4500);
+        assert_eq!(q.flushed_where(), 4500);
+        assert_eq!(f0.flushed_position(), 4096);
+        assert_eq!(f1.flushed_position(), 404);
+        // Never lowered.
+        q.raise_flushed(4200);
+        assert_eq!(q.flushed_where(), 4500);
+        assert_eq!(f1.flushed_position(), 404);
+        // The ordinary flush continues from there.
+        assert_eq!(q.flush(0).unwrap(), 5096);
+        assert_eq!(f1.flushed_position(), 1000);
+        // Past the end or below the first file: nothing to do, no error.
+        q.sync_range(5096, 9000).unwrap();
+    }
 
     #[test]
     fn roll_find_truncate_delete() {

@@ -72,6 +72,8 @@ pub struct MessageStore {
     watermark: Arc<FlushWatermark>,
     progress: Arc<DispatchProgress>,
     reput: Mutex<Option<Service>>,
+    /// Faults in CommitLog pages ahead of the appender.
+    populate: Mutex<Option<Service>>,
     background: Mutex<Option<Service>>,
     disk_full: Arc<AtomicBool>,
     shut_down: AtomicBool,
@@ -237,6 +239,8 @@ impl MessageStore {
         )?;
         let watermark = flush.watermark().clone();
         let reput = dispatch::start(commitlog.clone(), dispatchers, progress.clone())?;
+        let populate = crate::commitlog::start_populating(commitlog.clone())
+            .map_err(|e| StoreError::io("populate thread", e))?;
 
         let disk_full = Arc::new(AtomicBool::new(false));
         let background = retention::start(retention::Background {
@@ -261,6 +265,7 @@ impl MessageStore {
             watermark,
             progress,
             reput: Mutex::new(Some(reput)),
+            populate: Mutex::new(Some(populate)),
             background: Mutex::new(Some(background)),
             disk_full,
             shut_down: AtomicBool::new(false),
@@ -657,6 +662,9 @@ impl MessageStore {
             s.shutdown();
         }
         if let Some(mut s) = self.reput.lock().take() {
+            s.shutdown();
+        }
+        if let Some(mut s) = self.populate.lock().take() {
             s.shutdown();
         }
         if let Some(mut f) = self.flush.lock().take() {
