@@ -36,11 +36,6 @@ const LISTENER: Token = Token(0);
 const WAKER: Token = Token(1);
 /// Initial read buffer of a connection; it grows (doubling) for larger frames or bursts.
 const READ_BUF: usize = 64 * 1024;
-/// After handling events, keep polling without sleeping for this long before blocking in
-/// `epoll_wait`: under a stream of synchronous requests the next one usually arrives within
-/// tens of microseconds, and catching it awake saves a sleep and a wake-up (the larger part
-/// of a request's cost on a virtual machine). An idle broker does not spin.
-const BUSY_POLL: Duration = Duration::from_micros(50);
 
 /// Settings of the network thread.
 #[derive(Debug, Clone)]
@@ -419,19 +414,11 @@ enum ReadOutcome {
 impl Worker {
     fn run(mut self) {
         let mut events = Events::with_capacity(512);
-        let mut busy_until: Option<Instant> = None;
         loop {
-            let mut timeout = self
+            let timeout = self
                 .held
                 .front()
                 .map(|h| h.deadline.saturating_duration_since(Instant::now()));
-            if let Some(until) = busy_until {
-                if Instant::now() < until {
-                    timeout = Some(Duration::ZERO);
-                } else {
-                    busy_until = None;
-                }
-            }
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     break;
@@ -439,14 +426,6 @@ impl Worker {
             }
             if self.shared.stop.load(Ordering::Acquire) {
                 break;
-            }
-            if events.is_empty() {
-                if busy_until.is_some() {
-                    std::hint::spin_loop();
-                    continue;
-                }
-            } else {
-                busy_until = Some(Instant::now() + BUSY_POLL);
             }
             for ev in events.iter() {
                 match ev.token() {

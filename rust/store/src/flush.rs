@@ -164,6 +164,9 @@ impl GroupCommit {
                         // Keep the watermark where it is: waiters time out with
                         // FLUSH_DISK_TIMEOUT rather than being told a lie.
                         failures += 1;
+                        if ctx.stopped() {
+                            break;
+                        }
                         std::thread::sleep(Duration::from_millis((10 * failures as u64).min(1000)));
                     }
                 }
@@ -174,8 +177,8 @@ impl GroupCommit {
             }
             ctx.wait(seen, Duration::from_millis(10));
         }
-        // Final drain: everything appended up to now.
-        if let Some(job) = self.take_all() {
+        // Final drain: everything appended up to now (or one more try of a failed range).
+        if let Some(job) = self.take() {
             self.flush(job);
         }
     }
@@ -215,18 +218,9 @@ impl GroupCommit {
         self.take_new(&mut st)
     }
 
-    fn take_all(&self) -> Option<(i64, i64, i64)> {
-        let mut st = self.state.lock();
-        if let Some(job) = st.retry.pop() {
-            // One more attempt; the rest stays unflushed, as after a failed flush.
-            return Some(job);
-        }
-        self.take_new(&mut st)
-    }
-
     fn take_new(&self, st: &mut PipeState) -> Option<(i64, i64, i64)> {
-        // The timestamp first: every record below the offset read next is at most this old
-        // or newer, so the checkpoint never claims more than is durable.
+        // The timestamp before the offset: the newest record below the offset is at least
+        // this new, so the checkpoint never names a record that this flush did not cover.
         let ts = self.log.last_store_timestamp();
         let to = self.log.max_offset();
         if to <= st.issued {
