@@ -8,7 +8,10 @@
 //! Large buffers come from a small process-wide pool ([`alloc`], [`recycle`]): a batch's
 //! buffers are handed to Python and dropped when Spark has consumed the batch, and without the
 //! pool every batch would take fresh pages from the kernel (the allocator maps and unmaps
-//! buffers this large), paying a page fault and a page of zeroing per 4 KiB written.
+//! buffers this large), paying a page fault and a page of zeroing per 4 KiB written. The
+//! pool's first buffers still take fresh pages; those of [`HUGE_MIN`] bytes or more are
+//! advised to be backed by transparent huge pages, one fault per 2 MiB (a batch's 16 MiB body
+//! buffer takes 8 faults instead of 4,096).
 
 use parking_lot::Mutex;
 
@@ -18,6 +21,8 @@ use crate::text::{self, Props};
 const POOL_MIN: usize = 256 << 10;
 /// Bytes of capacity the pool keeps at most (about two batches' large buffers).
 const POOL_MAX: usize = 96 << 20;
+/// New buffers at least this large are advised to use transparent huge pages (x86-64's 2 MiB).
+pub const HUGE_MIN: usize = 2 << 20;
 
 /// Idle buffers (cleared) and the sum of their capacities.
 struct Pool(Mutex<(Vec<Vec<u8>>, usize)>);
@@ -39,7 +44,11 @@ impl Pool {
                 return v;
             }
         }
-        Vec::with_capacity(cap)
+        let v = Vec::with_capacity(cap);
+        if cap >= HUGE_MIN {
+            advise_huge_pages(&v);
+        }
+        v
     }
     fn recycle(&self, mut v: Vec<u8>) {
         if v.capacity() < POOL_MIN {
@@ -56,6 +65,23 @@ impl Pool {
 }
 
 static POOL: Pool = Pool::new();
+
+/// Ask the kernel to back the whole pages of `v`'s capacity with transparent huge pages
+/// (`MADV_HUGEPAGE`: only the mapping's flags change, never the bytes). Nothing happens where
+/// huge pages are disabled or unsupported.
+fn advise_huge_pages(v: &Vec<u8>) {
+    const PAGE: usize = 4096;
+    let start = v.as_ptr() as usize;
+    let (lo, hi) = (
+        start.next_multiple_of(PAGE),
+        (start + v.capacity()) / PAGE * PAGE,
+    );
+    if lo < hi {
+        // SAFETY: `[lo, hi)` lies inside `v`'s allocation, which stays mapped while `v` is
+        // alive; MADV_HUGEPAGE neither moves nor alters the memory. Errors are ignored.
+        unsafe { libc::madvise(lo as *mut libc::c_void, hi - lo, libc::MADV_HUGEPAGE) };
+    }
+}
 
 /// An empty vector with room for at least `cap` bytes: the smallest pooled buffer that fits,
 /// else a new one.
@@ -295,6 +321,8 @@ mod tests {
         pool.recycle(Vec::with_capacity(POOL_MIN - 1)); // small: not kept
         let big = pool.alloc(cap + 1); // does not fit: a new buffer
         assert_ne!(big.as_ptr(), ptr);
+        let huge = pool.alloc(HUGE_MIN); // advised to use huge pages: still an empty vector
+        assert!(huge.is_empty() && huge.capacity() >= HUGE_MIN);
         let again = pool.alloc(POOL_MIN);
         assert_eq!(
             (again.as_ptr(), again.len(), again.capacity()),
