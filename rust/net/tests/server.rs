@@ -44,15 +44,42 @@ fn wait_events(server: &Server, mut pred: impl FnMut(&Event) -> bool) {
     }
 }
 
-#[test]
-fn fast_sends_are_answered_and_other_frames_go_to_the_owner() {
+/// A store on disk, a server on loopback with the fast path for topic `T` (`queues` queues),
+/// and one client connection.
+struct Fixture {
+    _dir: tempfile::TempDir,
+    st: Arc<rmq_store::MessageStore>,
+    server: Server,
+    fs: Arc<rmq_net::FastSend>,
+    c: TcpStream,
+}
+
+fn fixture(sync: bool, queues: i32) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let st = store(dir.path(), false);
+    let st = store(dir.path(), sync);
     let server = Server::bind("127.0.0.1", 0, ServerOptions::default()).unwrap();
     let fs = Arc::new(common::fast(st.clone(), false));
-    fs.allow_topic("T", 2, 2, false);
+    fs.allow_topic("T", queues, queues, false);
     server.set_fast_send(Some(fs.clone()));
-    let mut c = TcpStream::connect(server.local_addr()).unwrap();
+    let c = TcpStream::connect(server.local_addr()).unwrap();
+    Fixture {
+        _dir: dir,
+        st,
+        server,
+        fs,
+        c,
+    }
+}
+
+#[test]
+fn fast_sends_are_answered_and_other_frames_go_to_the_owner() {
+    let Fixture {
+        _dir,
+        st,
+        server,
+        fs,
+        mut c,
+    } = fixture(false, 2);
     let mut conn_id = 0;
     wait_events(&server, |e| match e {
         Event::Open { conn, .. } => {
@@ -114,13 +141,13 @@ fn fast_sends_are_answered_and_other_frames_go_to_the_owner() {
 
 #[test]
 fn sync_flush_answers_after_the_group_commit() {
-    let dir = tempfile::tempdir().unwrap();
-    let st = store(dir.path(), true);
-    let server = Server::bind("127.0.0.1", 0, ServerOptions::default()).unwrap();
-    let fs = Arc::new(common::fast(st.clone(), false));
-    fs.allow_topic("T", 1, 1, false);
-    server.set_fast_send(Some(fs));
-    let mut c = TcpStream::connect(server.local_addr()).unwrap();
+    let Fixture {
+        _dir,
+        st,
+        server,
+        fs: _,
+        mut c,
+    } = fixture(true, 1);
     let mut batch = Vec::new();
     for i in 0..64 {
         batch.extend(frame(310, 0, i, r#"{"b":"T","e":"0"}"#, b"durable"));
@@ -141,13 +168,13 @@ fn sync_flush_answers_after_the_group_commit() {
 
 #[test]
 fn frames_after_a_diverted_one_wait_for_the_owner() {
-    let dir = tempfile::tempdir().unwrap();
-    let st = store(dir.path(), false);
-    let server = Server::bind("127.0.0.1", 0, ServerOptions::default()).unwrap();
-    let fs = Arc::new(common::fast(st.clone(), false));
-    fs.allow_topic("T", 1, 1, false);
-    server.set_fast_send(Some(fs.clone()));
-    let mut c = TcpStream::connect(server.local_addr()).unwrap();
+    let Fixture {
+        _dir,
+        st,
+        server,
+        fs,
+        mut c,
+    } = fixture(false, 1);
     // A send for an unvetted topic, then one for a vetted topic: both go to the owner, in order.
     let mut two = frame(310, 0, 1, r#"{"b":"New","e":"0"}"#, b"a");
     two.extend(frame(310, 0, 2, r#"{"b":"T","e":"0"}"#, b"b"));
@@ -182,13 +209,13 @@ fn frames_after_a_diverted_one_wait_for_the_owner() {
 
 #[test]
 fn large_and_split_frames_are_reassembled() {
-    let dir = tempfile::tempdir().unwrap();
-    let st = store(dir.path(), false);
-    let server = Server::bind("127.0.0.1", 0, ServerOptions::default()).unwrap();
-    let fs = Arc::new(common::fast(st.clone(), false));
-    fs.allow_topic("T", 1, 1, false);
-    server.set_fast_send(Some(fs.clone()));
-    let mut c = TcpStream::connect(server.local_addr()).unwrap();
+    let Fixture {
+        _dir,
+        st,
+        server,
+        fs,
+        mut c,
+    } = fixture(false, 1);
     // Larger than the initial read buffer (64 KiB) several times over.
     let big = vec![7u8; 900 * 1024];
     c.write_all(&frame(310, 0, 1, r#"{"b":"T","e":"0"}"#, &big))
