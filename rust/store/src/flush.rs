@@ -153,9 +153,7 @@ impl GroupCommit {
         let mut failures = 0u32;
         loop {
             let seen = ctx.signal().generation();
-            let pending = self.watermark.requested.load(Ordering::Acquire) > self.issued()
-                || !self.state.lock().retry.is_empty();
-            if pending {
+            if self.has_work() {
                 self.gather(ctx);
                 if let Some(job) = self.take() {
                     if self.flush(job) {
@@ -183,8 +181,10 @@ impl GroupCommit {
         }
     }
 
-    fn issued(&self) -> i64 {
-        self.state.lock().issued
+    /// A range failed and waits for another try, or a writer asked for more than is taken.
+    fn has_work(&self) -> bool {
+        let st = self.state.lock();
+        !st.retry.is_empty() || self.watermark.requested.load(Ordering::Acquire) > st.issued
     }
 
     /// Several writers since the last range was taken: give the rest of them a moment to
@@ -215,10 +215,6 @@ impl GroupCommit {
         if let Some(job) = st.retry.pop() {
             return Some(job);
         }
-        self.take_new(&mut st)
-    }
-
-    fn take_new(&self, st: &mut PipeState) -> Option<(i64, i64, i64)> {
         // The timestamp before the offset: the newest record below the offset is at least
         // this new, so the checkpoint never names a record that this flush did not cover.
         let ts = self.log.last_store_timestamp();
