@@ -8,6 +8,7 @@
 //!   fast-path sends (holding SYNC_FLUSH answers for the group commit) and hands every other
 //!   frame to its owner, the Python event loop.
 
+pub mod batch;
 pub mod frame;
 pub mod send;
 pub mod server;

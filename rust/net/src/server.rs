@@ -29,6 +29,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use parking_lot::{Mutex, RwLock};
 use rmq_store::service::Notifier;
 
+use crate::batch::SendBatch;
 use crate::frame;
 use crate::send::{FastSend, Held, Sent};
 
@@ -254,6 +255,8 @@ impl Server {
             next_id: 2,
             seed: (monotonic_ns() as u32) | 1,
             owner_events: Vec::new(),
+            replying: Vec::new(),
+            sender: SendBatch::new(),
         };
         let thread = std::thread::Builder::new()
             .name("rmq-net".into())
@@ -385,6 +388,9 @@ struct Local {
     /// capacity (zeroed once when it grows), so reads never re-initialise memory.
     rbuf: Vec<u8>,
     rlen: usize,
+    /// Fast-path answers produced in this poll round, written once the round's events are
+    /// all handled (see [`Worker::write_replies`]).
+    replies: Vec<u8>,
     paused: bool,
     closing: bool,
 }
@@ -404,7 +410,14 @@ struct Worker {
     next_id: u64,
     seed: u32,
     owner_events: Vec<Event>,
+    /// Connections with answers in [`Local::replies`].
+    replying: Vec<u64>,
+    sender: SendBatch,
 }
+
+/// Answers buffered for one connection beyond this are written at once rather than at the end
+/// of the poll round.
+const REPLY_BATCH: usize = 64 * 1024;
 
 enum ReadOutcome {
     Open,
@@ -449,6 +462,7 @@ impl Worker {
                     }
                 }
             }
+            self.write_replies();
             self.commands();
             self.release_held();
             self.publish();
@@ -494,6 +508,7 @@ impl Worker {
                             peer,
                             rbuf: vec![0; READ_BUF],
                             rlen: 0,
+                            replies: Vec::new(),
                             paused: false,
                             closing: false,
                         },
@@ -558,7 +573,7 @@ impl Worker {
             }
         }
         let mut to_owner: Vec<u8> = Vec::new();
-        let mut replies: Vec<u8> = Vec::new();
+        let had_replies = !l.replies.is_empty();
         let mut outcome = ReadOutcome::Open;
         let mut watch_writable = false;
         while !l.paused {
@@ -610,7 +625,7 @@ impl Worker {
                         };
                         match fs.handle(f, l.peer, &mut random) {
                             Some(Sent::Reply(r)) => {
-                                replies.extend_from_slice(&r);
+                                l.replies.extend_from_slice(&r);
                                 continue;
                             }
                             Some(Sent::NoReply) => continue,
@@ -631,11 +646,11 @@ impl Worker {
             }
             l.rbuf.copy_within(pos..l.rlen, 0);
             l.rlen -= pos;
-            if !replies.is_empty() {
-                if l.conn.send(&[&replies]) == Written::WatchWritable {
+            if l.replies.len() > REPLY_BATCH {
+                if l.conn.send(&[&l.replies]) == Written::WatchWritable {
                     watch_writable = true;
                 }
-                replies.clear();
+                l.replies.clear();
             }
             if !to_owner.is_empty() {
                 l.conn.owner_pending.fetch_add(1, Ordering::AcqRel);
@@ -656,11 +671,104 @@ impl Worker {
             l.rbuf.truncate(READ_BUF);
             l.rbuf.shrink_to_fit();
         }
+        if !had_replies && !l.replies.is_empty() {
+            self.replying.push(id);
+        }
         if watch_writable {
             let conn = l.conn.clone();
             self.interest(id, &conn, Interest::READABLE | Interest::WRITABLE);
         }
         outcome
+    }
+
+    /// Write the fast-path answers of this poll round, all in one system call where io_uring
+    /// is there ([`SendBatch`]). Answering only after every ready connection is read, and
+    /// together, keeps the woken clients from preempting this thread in the middle of a
+    /// round: on two cores a woken client often lands on this thread's CPU.
+    fn write_replies(&mut self) {
+        let ids = std::mem::take(&mut self.replying);
+        let mut batch: Vec<(u64, Arc<Conn>, Vec<u8>)> = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(l) = self.local.get_mut(&id) {
+                if !l.replies.is_empty() {
+                    batch.push((id, l.conn.clone(), std::mem::take(&mut l.replies)));
+                }
+            }
+        }
+        let mut watch: Vec<u64> = Vec::new();
+        let mut abort: Vec<u64> = Vec::new();
+        if batch.len() >= 2 && self.sender.available() {
+            // Hold every connection's output while its bytes are in flight, so no write of
+            // the owner slips in between.
+            let mut outs: Vec<_> = batch.iter().map(|(_, c, _)| c.out.lock()).collect();
+            let mut items: Vec<(i32, &[u8])> = Vec::with_capacity(batch.len());
+            let mut which: Vec<usize> = Vec::with_capacity(batch.len());
+            for (i, out) in outs.iter().enumerate() {
+                if !out.closed && out.buf.is_empty() {
+                    items.push((batch[i].1.fd(), &batch[i].2));
+                    which.push(i);
+                }
+            }
+            let sent: Option<Vec<Option<usize>>> = if items.is_empty() {
+                Some(Vec::new())
+            } else {
+                self.sender.send_all(&items).map(|s| s.to_vec())
+            };
+            let mut took: Vec<Option<usize>> = vec![Some(0); batch.len()];
+            match sent {
+                Some(sent) => {
+                    for (k, i) in which.into_iter().enumerate() {
+                        took[i] = sent[k];
+                    }
+                }
+                None => {
+                    // No io_uring after all: plain sends, under the same locks.
+                    for i in which {
+                        took[i] = Some(write_some(&batch[i].1.stream, &batch[i].2));
+                    }
+                }
+            }
+            for (i, out) in outs.iter_mut().enumerate() {
+                let (id, _, data) = &batch[i];
+                if out.closed {
+                    continue;
+                }
+                let Some(n) = took[i] else {
+                    abort.push(*id);
+                    continue;
+                };
+                if n < data.len() {
+                    out.buf.extend_from_slice(&data[n..]);
+                    if !out.watching_writable {
+                        out.watching_writable = true;
+                        watch.push(*id);
+                    }
+                }
+            }
+        } else {
+            for (id, conn, data) in &batch {
+                if conn.send(&[data]) == Written::WatchWritable {
+                    watch.push(*id);
+                }
+            }
+        }
+        for (id, _, mut data) in batch {
+            // Give the buffer back for the next round (keeping a modest capacity).
+            if let Some(l) = self.local.get_mut(&id) {
+                data.clear();
+                if data.capacity() <= 4 * REPLY_BATCH {
+                    l.replies = data;
+                }
+            }
+        }
+        for id in watch {
+            if let Some(conn) = self.local.get(&id).map(|l| l.conn.clone()) {
+                self.interest(id, &conn, Interest::READABLE | Interest::WRITABLE);
+            }
+        }
+        for id in abort {
+            self.close(id);
+        }
     }
 
     /// Change what the poller watches on a connection.
@@ -736,6 +844,10 @@ impl Worker {
             return;
         };
         self.shared.conns.write().remove(&id);
+        if !l.replies.is_empty() {
+            // Answers of this round to a peer that has shut down its side: best effort.
+            l.conn.send(&[&l.replies]);
+        }
         l.conn.out.lock().closed = true;
         let fd = l.conn.fd();
         let _ = self.poll.registry().deregister(&mut SourceFd(&fd));

@@ -289,3 +289,59 @@ fn data_then_eof_closes_the_connection() {
     assert_eq!(server.connections(), 0);
     server.shutdown();
 }
+
+#[test]
+fn answers_to_many_busy_connections_arrive_whole_and_in_order() {
+    let Fixture {
+        _dir,
+        st,
+        server,
+        fs,
+        c,
+    } = fixture(false, 4);
+    drop(c);
+    // Eight clients pipeline 2,000 sends each before reading anything, with small receive
+    // buffers: the answers of one poll round go out together, and many only in part, the
+    // rest waiting in the output buffer for the socket to drain.
+    const CONNS: usize = 8;
+    const SENDS: i32 = 2000;
+    let addr = server.local_addr();
+    let clients: Vec<_> = (0..CONNS)
+        .map(|k| {
+            std::thread::spawn(move || {
+                let mut c = TcpStream::connect(addr).unwrap();
+                let small: libc::c_int = 16384;
+                // SAFETY: a valid socket and a c_int option value of the right size.
+                unsafe {
+                    libc::setsockopt(
+                        std::os::fd::AsRawFd::as_raw_fd(&c),
+                        libc::SOL_SOCKET,
+                        libc::SO_RCVBUF,
+                        (&small as *const libc::c_int).cast(),
+                        std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+                    );
+                }
+                let mut all = Vec::new();
+                for i in 0..SENDS {
+                    let ext = format!(r#"{{"b":"T","e":"{}"}}"#, k % 4);
+                    all.extend(frame(310, 0, i, &ext, format!("c{k}m{i}").as_bytes()));
+                }
+                c.write_all(&all).unwrap();
+                c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+                (0..SENDS)
+                    .map(|_| {
+                        let r = read_frame(&mut c);
+                        assert_eq!(r["code"], 0);
+                        r["opaque"].as_i64().unwrap()
+                    })
+                    .collect::<Vec<_>>()
+            })
+        })
+        .collect();
+    for t in clients {
+        assert_eq!(t.join().unwrap(), (0..SENDS as i64).collect::<Vec<_>>());
+    }
+    assert_eq!(fs.puts(), CONNS as u64 * SENDS as u64);
+    server.shutdown();
+    st.shutdown().unwrap();
+}
