@@ -7,7 +7,7 @@
 //! H bytes header, B bytes body
 //! ```
 
-use std::fmt::Write as _;
+use std::io::Write as _;
 
 /// Serialize type of a JSON header (what every official client sends).
 pub const SERIALIZE_JSON: u8 = 0;
@@ -94,7 +94,37 @@ pub fn response_header(
     remark_json: &str,
     ext_json: &str,
 ) -> Vec<u8> {
-    let mut h = String::with_capacity(96 + ext_json.len() + remark_json.len());
+    let mut h = Vec::with_capacity(96 + ext_json.len() + remark_json.len());
+    write_response_header(&mut h, code, opaque, version, remark_json, ext_json);
+    h
+}
+
+/// A whole response frame (length, header length, JSON header; no body) appended to `out`.
+pub fn push_response(
+    out: &mut Vec<u8>,
+    code: i32,
+    opaque: i32,
+    version: i32,
+    remark_json: &str,
+    ext_json: &str,
+) {
+    let start = out.len();
+    out.extend_from_slice(&[0; 8]);
+    write_response_header(out, code, opaque, version, remark_json, ext_json);
+    let header_len = out.len() - start - 8;
+    out[start..start + 4].copy_from_slice(&(4 + header_len as i32).to_be_bytes());
+    out[start + 4..start + 8].copy_from_slice(&(header_len as u32).to_be_bytes());
+}
+
+fn write_response_header(
+    h: &mut Vec<u8>,
+    code: i32,
+    opaque: i32,
+    version: i32,
+    remark_json: &str,
+    ext_json: &str,
+) {
+    // Writing into a Vec cannot fail.
     let _ = write!(h, "{{\"code\":{code},");
     if !ext_json.is_empty() {
         let _ = write!(h, "\"extFields\":{ext_json},");
@@ -110,7 +140,6 @@ pub fn response_header(
         h,
         "\"serializeTypeCurrentRPC\":\"JSON\",\"version\":{version}}}"
     );
-    h.into_bytes()
 }
 
 #[cfg(test)]

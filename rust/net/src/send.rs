@@ -10,12 +10,13 @@
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::RwLock;
-use rmq_store::message::{offset_msg_id_hex, MessageRef};
+use rmq_store::message::{push_offset_msg_id_hex, MessageRef};
 use rmq_store::{FlushDiskType, MessageStore};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -129,6 +130,17 @@ pub enum Sent {
     Hold(Held),
 }
 
+/// What [`FastSend::handle_into`] did with a request it took.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Handled {
+    /// A oneway send: stored, nothing to answer.
+    NoReply,
+    /// The answer frame was appended to the output.
+    Replied,
+    /// SYNC_FLUSH: answer once the CommitLog is durable up to `end`.
+    Hold(Held),
+}
+
 /// A SYNC_FLUSH answer waiting for its group commit.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Held {
@@ -208,6 +220,24 @@ impl FastSend {
         born_host: SocketAddr,
         random: &mut dyn FnMut() -> u32,
     ) -> Option<Sent> {
+        let mut out = Vec::new();
+        Some(
+            match self.handle_into(frame_bytes, born_host, random, &mut out)? {
+                Handled::NoReply => Sent::NoReply,
+                Handled::Replied => Sent::Reply(out),
+                Handled::Hold(h) => Sent::Hold(h),
+            },
+        )
+    }
+
+    /// [`FastSend::handle`], appending an immediate answer to `out` (no allocation of its own).
+    pub fn handle_into(
+        &self,
+        frame_bytes: &[u8],
+        born_host: SocketAddr,
+        random: &mut dyn FnMut() -> u32,
+        out: &mut Vec<u8>,
+    ) -> Option<Handled> {
         let p = frame::parts(frame_bytes)?;
         if p.serialize_type != SERIALIZE_JSON {
             return None;
@@ -285,24 +315,30 @@ impl FastSend {
         let r = self.store.put(&msg).ok()?;
         self.puts.fetch_add(1, Ordering::Relaxed);
         if h.flag & FLAG_ONEWAY != 0 {
-            return Some(Sent::NoReply);
+            return Some(Handled::NoReply);
         }
-        let ext_json = format!(
-            "{{\"msgId\":\"{}\",\"queueId\":\"{}\",\"queueOffset\":\"{}\"{}",
-            offset_msg_id_hex(&self.store.config().store_host, r.physical_offset),
-            queue_id,
-            r.queue_offset,
-            self.ext_tail
+        let mut ext_json = String::with_capacity(128 + self.ext_tail.len());
+        ext_json.push_str("{\"msgId\":\"");
+        push_offset_msg_id_hex(
+            &mut ext_json,
+            &self.store.config().store_host,
+            r.physical_offset,
+        );
+        let _ = write!(
+            ext_json,
+            "\",\"queueId\":\"{}\",\"queueOffset\":\"{}\"{}",
+            queue_id, r.queue_offset, self.ext_tail
         );
         let end = r.end_offset();
         if self.sync_flush && wait && self.store.flushed_offset() < end {
-            return Some(Sent::Hold(Held {
+            return Some(Handled::Hold(Held {
                 end,
                 opaque: h.opaque,
                 ext_json,
             }));
         }
-        Some(Sent::Reply(self.reply(0, h.opaque, "", &ext_json)))
+        frame::push_response(out, 0, h.opaque, self.cfg.version, "", &ext_json);
+        Some(Handled::Replied)
     }
 
     /// The answer to a held send: SUCCESS, or FLUSH_DISK_TIMEOUT when its flush timed out.
@@ -316,9 +352,15 @@ impl FastSend {
     }
 
     fn reply(&self, code: i32, opaque: i32, remark_json: &str, ext_json: &str) -> Vec<u8> {
-        let header = frame::response_header(code, opaque, self.cfg.version, remark_json, ext_json);
-        let mut out = Vec::with_capacity(header.len() + 8);
-        frame::push_frame(&mut out, &header);
+        let mut out = Vec::with_capacity(128 + ext_json.len() + remark_json.len());
+        frame::push_response(
+            &mut out,
+            code,
+            opaque,
+            self.cfg.version,
+            remark_json,
+            ext_json,
+        );
         out
     }
 

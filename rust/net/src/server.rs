@@ -31,7 +31,7 @@ use rmq_store::service::Notifier;
 
 use crate::batch::SendBatch;
 use crate::frame;
-use crate::send::{FastSend, Held, Sent};
+use crate::send::{FastSend, Handled, Held};
 
 const LISTENER: Token = Token(0);
 const WAKER: Token = Token(1);
@@ -623,13 +623,9 @@ impl Worker {
                             *seed ^= *seed << 5;
                             *seed
                         };
-                        match fs.handle(f, l.peer, &mut random) {
-                            Some(Sent::Reply(r)) => {
-                                l.replies.extend_from_slice(&r);
-                                continue;
-                            }
-                            Some(Sent::NoReply) => continue,
-                            Some(Sent::Hold(h)) => {
+                        match fs.handle_into(f, l.peer, &mut random, &mut l.replies) {
+                            Some(Handled::Replied) | Some(Handled::NoReply) => continue,
+                            Some(Handled::Hold(h)) => {
                                 self.held.push_back(HeldReply {
                                     held: h,
                                     conn: id,

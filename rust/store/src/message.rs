@@ -478,10 +478,25 @@ pub fn offset_msg_id(store_host: &SocketAddr, physical_offset: i64) -> Vec<u8> {
 /// The offset message id as RocketMQ renders it: uppercase hex.
 pub fn offset_msg_id_hex(store_host: &SocketAddr, physical_offset: i64) -> String {
     let mut s = String::with_capacity(56);
-    for b in offset_msg_id(store_host, physical_offset) {
-        s.push_str(&format!("{b:02X}"));
-    }
+    push_offset_msg_id_hex(&mut s, store_host, physical_offset);
     s
+}
+
+/// [`offset_msg_id_hex`] appended to `out`.
+pub fn push_offset_msg_id_hex(out: &mut String, store_host: &SocketAddr, physical_offset: i64) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut push = |bytes: &[u8]| {
+        for &b in bytes {
+            out.push(HEX[(b >> 4) as usize] as char);
+            out.push(HEX[(b & 15) as usize] as char);
+        }
+    };
+    match store_host {
+        SocketAddr::V4(a) => push(&a.ip().octets()),
+        SocketAddr::V6(a) => push(&a.ip().octets()),
+    }
+    push(&(store_host.port() as i32).to_be_bytes());
+    push(&physical_offset.to_be_bytes());
 }
 
 /// Decode an offset message id (either case) into store host and commitlog offset.
