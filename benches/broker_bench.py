@@ -38,7 +38,8 @@ What runs (every process is a child of this script, bound to 127.0.0.1, killed o
 Each produce row runs ``--warmup`` seconds unmeasured, then counts the responses completing inside a
 ``--duration`` window; latency is per request (send to response) for requests sent inside the window.
 Besides rates the script samples CPU time from /proc: per request for the load generator and for the
-server (broker or echo), and the machine's CPU use just before each measurement (other load).
+server (broker or echo), the machine's CPU use just before each measurement (other load), and the
+share of CPU time the hypervisor gave to other guests during it (steal).
 """
 
 from __future__ import annotations
@@ -192,6 +193,7 @@ class Measure:
     server_cpu_us: float | None = None  # server (broker or echo) CPU per request
     busy: float | None = None  # share of all CPUs busy during the run, %
     background: float | None = None  # share of all CPUs busy just before the run (other work), %
+    steal: float | None = None  # share of CPU time stolen by the hypervisor during the run, %
 
 
 def _percentile(sorted_vals: array[float] | list[float], q: float) -> float | None:
@@ -213,12 +215,23 @@ def proc_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _TICK
 
 
+def _cpu_jiffies() -> list[int]:
+    return [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+
+
 def sys_cpu() -> tuple[float, float]:
     """(busy, total) jiffies over all CPUs."""
-    vals = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    vals = _cpu_jiffies()
     idle = vals[3] + (vals[4] if len(vals) > 4 else 0)
     total = sum(vals[:8])
     return total - idle, total
+
+
+def steal_cpu() -> tuple[float, float]:
+    """(steal, total) jiffies over all CPUs: time a virtual machine's CPUs were runnable but the
+    hypervisor ran something else."""
+    vals = _cpu_jiffies()
+    return (vals[7] if len(vals) > 7 else 0), sum(vals[:8])
 
 
 def python_worker(script: str, cfg: dict[str, Any]) -> Callable[[int, Path], list[str]]:
@@ -267,6 +280,7 @@ def run_workers(
         end_at = start_at + duration
         srv0 = proc_cpu(server_pid) if server_pid else 0.0
         sys0 = sys_cpu()
+        steal0 = steal_cpu()
         for c in children:
             c.send(f"GO {start_at:.6f} {end_at:.6f}")
         results = []
@@ -275,6 +289,7 @@ def run_workers(
             results.append(json.loads(c.expect("{", max(left, 5))))
         srv1 = proc_cpu(server_pid) if server_pid else 0.0
         sys1 = sys_cpu()
+        steal1 = steal_cpu()
         lat = array("d")
         for i in range(len(workers)):
             p = tmp / f"lat-{i}.bin"
@@ -320,6 +335,8 @@ def run_workers(
         m.background = 100.0 * (bg1[0] - bg0[0]) / (bg1[1] - bg0[1])
     if sys1[1] > sys0[1]:
         m.busy = 100.0 * (sys1[0] - sys0[0]) / (sys1[1] - sys0[1])
+    if steal1[1] > steal0[1]:
+        m.steal = 100.0 * (steal1[0] - steal0[0]) / (steal1[1] - steal0[1])
     return m
 
 
@@ -693,7 +710,7 @@ def describe(m: Measure) -> str:
     if m.note:
         s += f" ({m.note})"
     s += f" | CPU/req: generator {fmt_us(m.gen_cpu_us)}, server {fmt_us(m.server_cpu_us)}"
-    s += f"; busy {m.busy or 0:.0f}% (before: {m.background or 0:.0f}%)"
+    s += f"; busy {m.busy or 0:.0f}% (before: {m.background or 0:.0f}%), steal {m.steal or 0:.0f}%"
     return s
 
 
@@ -842,7 +859,7 @@ def machine_info() -> str:
 
 HEADER = (
     "| scenario | flush | client | producers / in flight | msgs/s | p50 | p99 | ceiling req/s "
-    "| % of ceiling | server CPU/msg: broker (echo) | other load | target | met |"
+    "| % of ceiling | server CPU/msg: broker (echo) | other load | steal: broker (echo) | target | met |"
 )
 
 
@@ -854,18 +871,27 @@ def fmt_cpu(r: Row) -> str:
     return f"{b:.1f} µs ({e:.1f} µs)" if e is not None else f"{b:.1f} µs"
 
 
+def fmt_steal(r: Row) -> str:
+    b = r.m.steal
+    e = r.ceiling.steal if r.ceiling is not None else None
+    if b is None:
+        return "n/a"
+    return f"{b:.0f}% ({e:.0f}%)" if e is not None else f"{b:.0f}%"
+
+
 def table(rows: list[Row]) -> list[str]:
-    out = [HEADER, "|" + "---|" * 13]
+    out = [HEADER, "|" + "---|" * 14]
     for r in rows:
         pct = f"{r.pct:.0f}%" if r.pct is not None else "n/a"
         met = "" if r.met is None else ("**met**" if r.met else "**missed**")
         err = f" ({r.m.errors} errors)" if r.m.errors else ""
         note = f" ({r.m.note})" if r.m.note else ""
         bg = f"{r.m.background:.0f}%" if r.m.background is not None else "n/a"
+        steal = fmt_steal(r)
         out.append(
             f"| {r.section} | {r.flush} | {r.client} | {r.concurrency} | {fmt_rate(r.m)}{err}{note} "
             f"| {fmt_us(r.m.p50)} | {fmt_us(r.m.p99)} | {fmt_rate(r.ceiling)} | {pct} | {fmt_cpu(r)} | {bg} "
-            f"| {r.target} | {met} |"
+            f"| {steal} | {r.target} | {met} |"
         )
     return out
 
@@ -949,7 +975,9 @@ def section(rows: list[Row], a: argparse.Namespace, elapsed: float, errors: list
         "for consume one `LitePullConsumer` (batches of 32) reading the topic from its first offset.",
         "- Latency: send to response, per request. *Server CPU/msg*: user + system CPU of the broker (echo "
         "server) process over the run divided by the requests it answered (per message for pulls). *Other "
-        "load*: CPU use on the machine just before the measurement, from processes outside the benchmark.",
+        "load*: CPU use on the machine just before the measurement, from processes outside the benchmark. "
+        "*Steal*: share of the machine's CPU time during the measurement that the hypervisor gave to other "
+        "guests (from /proc/stat); this virtual machine's host is shared, and rates fall as steal rises.",
         "",
         *table(rows),
         "",

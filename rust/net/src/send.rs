@@ -343,25 +343,27 @@ impl FastSend {
 
     /// The answer to a held send: SUCCESS, or FLUSH_DISK_TIMEOUT when its flush timed out.
     pub fn held_reply(&self, held: &Held, timed_out: bool) -> Vec<u8> {
-        if timed_out {
-            let remark = frame::json_string("flush to disk timed out");
-            self.reply(FLUSH_DISK_TIMEOUT, held.opaque, &remark, &held.ext_json)
-        } else {
-            self.reply(0, held.opaque, "", &held.ext_json)
-        }
+        let mut out = Vec::with_capacity(160 + held.ext_json.len());
+        self.held_reply_into(held, timed_out, &mut out);
+        out
     }
 
-    fn reply(&self, code: i32, opaque: i32, remark_json: &str, ext_json: &str) -> Vec<u8> {
-        let mut out = Vec::with_capacity(128 + ext_json.len() + remark_json.len());
-        frame::push_response(
-            &mut out,
-            code,
-            opaque,
-            self.cfg.version,
-            remark_json,
-            ext_json,
-        );
-        out
+    /// [`FastSend::held_reply`] appended to `out`.
+    pub fn held_reply_into(&self, held: &Held, timed_out: bool, out: &mut Vec<u8>) {
+        let v = self.cfg.version;
+        if timed_out {
+            let remark = frame::json_string("flush to disk timed out");
+            frame::push_response(
+                out,
+                FLUSH_DISK_TIMEOUT,
+                held.opaque,
+                v,
+                &remark,
+                &held.ext_json,
+            );
+        } else {
+            frame::push_response(out, 0, held.opaque, v, "", &held.ext_json);
+        }
     }
 
     /// The properties to store and whether the producer waits for the store (WAIT), or `None`

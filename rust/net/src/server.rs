@@ -465,6 +465,7 @@ impl Worker {
             self.write_replies();
             self.commands();
             self.release_held();
+            self.write_replies();
             self.publish();
         }
         let ids: Vec<u64> = self.local.keys().copied().collect();
@@ -810,27 +811,19 @@ impl Worker {
         };
         let flushed = fast.store().flushed_offset();
         let now = Instant::now();
-        let mut per_conn: HashMap<u64, Vec<u8>> = HashMap::new();
-        // Held answers are in append order per thread: release the durable prefix.
+        // Held answers are in append order per thread: release the durable prefix. They leave
+        // with the round's other answers (`write_replies`).
         while let Some(h) = self.held.front() {
             let timed_out = h.held.end > flushed;
             if timed_out && h.deadline > now {
                 break;
             }
             let h = self.held.pop_front().expect("front exists");
-            if self.local.contains_key(&h.conn) {
-                per_conn
-                    .entry(h.conn)
-                    .or_default()
-                    .extend_from_slice(&fast.held_reply(&h.held, timed_out));
-            }
-        }
-        for (id, bytes) in per_conn {
-            let Some(conn) = self.local.get(&id).map(|l| l.conn.clone()) else {
-                continue;
-            };
-            if conn.send(&[&bytes]) == Written::WatchWritable {
-                self.interest(id, &conn, Interest::READABLE | Interest::WRITABLE);
+            if let Some(l) = self.local.get_mut(&h.conn) {
+                if l.replies.is_empty() {
+                    self.replying.push(h.conn);
+                }
+                fast.held_reply_into(&h.held, timed_out, &mut l.replies);
             }
         }
     }
