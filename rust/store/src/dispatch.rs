@@ -125,7 +125,17 @@ pub struct DispatchRequest<'a> {
 /// Build the dispatch request of a record. For `SCHEDULE_TOPIC_XXXX` the tags code is the
 /// delivery time (store time + the delay of the record's level, clamped to the table).
 pub fn dispatch_request<'a>(rec: &Record<'a>, delay_levels: &[u64]) -> DispatchRequest<'a> {
-    let mut tags_code = message::tags_code(rec.properties);
+    // One pass over the properties for the three this needs (later duplicates win).
+    let (mut tags, mut keys, mut uniq_key) = (None, None, None);
+    for (k, v) in message::properties_iter(rec.properties) {
+        match k {
+            property::TAGS => tags = Some(v),
+            property::KEYS => keys = Some(v),
+            property::UNIQ_KEY => uniq_key = Some(v),
+            _ => {}
+        }
+    }
+    let mut tags_code = tags.map_or(0, |t| message::java_string_hash(t) as i64);
     if rec.topic == message::SCHEDULE_TOPIC && !delay_levels.is_empty() {
         let level = message::property(rec.properties, property::DELAY)
             .and_then(|v| v.trim().parse::<i64>().ok())
@@ -142,8 +152,8 @@ pub fn dispatch_request<'a>(rec: &Record<'a>, delay_levels: &[u64]) -> DispatchR
         store_timestamp: rec.store_timestamp,
         queue_offset: rec.queue_offset,
         sys_flag: rec.sys_flag,
-        keys: message::property(rec.properties, property::KEYS),
-        uniq_key: message::property(rec.properties, property::UNIQ_KEY),
+        keys,
+        uniq_key,
     }
 }
 
@@ -176,17 +186,17 @@ impl Dispatchers {
             if tran != sysflag::TRANSACTION_ROLLBACK_TYPE
                 && req.commitlog_offset >= index.end_phy_offset()
             {
-                let mut keys: Vec<String> = Vec::new();
+                let mut hashes: Vec<i32> = Vec::new();
                 if let Some(u) = req.uniq_key {
-                    keys.push(format!("{}#{}", req.topic, u));
+                    hashes.push(crate::index::topic_key_hash(req.topic, u));
                 }
                 if let Some(ks) = req.keys {
                     for k in ks.split(' ').filter(|k| !k.is_empty()) {
-                        keys.push(format!("{}#{}", req.topic, k));
+                        hashes.push(crate::index::topic_key_hash(req.topic, k));
                     }
                 }
-                if !keys.is_empty() {
-                    index.put_keys(&keys, req.commitlog_offset, req.store_timestamp)?;
+                if !hashes.is_empty() {
+                    index.put_hashes(&hashes, req.commitlog_offset, req.store_timestamp)?;
                 }
             }
         }

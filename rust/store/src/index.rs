@@ -75,7 +75,16 @@ pub fn index_file_size(slot_num: u32, index_num: u32) -> u64 {
 
 /// RocketMQ's `indexKeyHashMethod`: `abs(String.hashCode(key))`, 0 when that overflows.
 pub fn index_key_hash(key: &str) -> i32 {
-    let h = java_string_hash(key);
+    slot_hash(java_string_hash(key))
+}
+
+/// The index hash of the key `topic#key`, without building that string.
+pub fn topic_key_hash(topic: &str, key: &str) -> i32 {
+    let h = crate::message::java_string_hash_on(java_string_hash(topic), "#");
+    slot_hash(crate::message::java_string_hash_on(h, key))
+}
+
+fn slot_hash(h: i32) -> i32 {
     if h == i32::MIN {
         0
     } else {
@@ -509,16 +518,22 @@ impl IndexService {
         phy_offset: i64,
         store_timestamp: i64,
     ) -> Result<()> {
+        let hashes: Vec<i32> = keys
+            .iter()
+            .map(|k| k.as_ref())
+            .filter(|k| !k.is_empty())
+            .map(index_key_hash)
+            .collect();
+        self.put_hashes(&hashes, phy_offset, store_timestamp)
+    }
+
+    /// [`IndexService::put_keys`] with the keys' hashes ([`index_key_hash`], [`topic_key_hash`]).
+    pub fn put_hashes(&self, hashes: &[i32], phy_offset: i64, store_timestamp: i64) -> Result<()> {
         let _w = self.writer.lock();
         if phy_offset < self.end_phy_offset() {
             return Ok(());
         }
-        for key in keys {
-            let key = key.as_ref();
-            if key.is_empty() {
-                continue;
-            }
-            let hash = index_key_hash(key);
+        for &hash in hashes {
             let mut file = self.writable_file()?;
             if !file.put(hash, phy_offset, store_timestamp) {
                 // Full (or damaged beyond use): continue in a fresh file.
@@ -689,6 +704,18 @@ impl IndexService {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn topic_key_hash_is_the_hash_of_the_joined_key() {
+        for (t, k) in [
+            ("T", "k"),
+            ("Topic", ""),
+            ("主题", "kéy😀"),
+            ("%RETRY%G", "a b"),
+        ] {
+            assert_eq!(topic_key_hash(t, k), index_key_hash(&format!("{t}#{k}")));
+        }
+    }
 
     const T0: i64 = 1_700_000_000_000;
 
