@@ -6,22 +6,49 @@
 //! can be preempted, and each client wakes once to find all of its answers.
 //!
 //! Every send carries `MSG_DONTWAIT`: it completes at once with what the socket took (or
-//! `EAGAIN`), never waits, so no buffer outlives the call. Where io_uring is not available
-//! (old kernel, disabled by sysctl or seccomp) [`SendBatch::send_all`] returns `None` and the
-//! caller writes with plain `send`s.
+//! `EAGAIN`), never waits, so no buffer outlives the call. A single socket, or every socket
+//! where io_uring is not available (old kernel, disabled by sysctl or seccomp), is written with
+//! plain `send` calls ([`send_some`]).
+
+use std::os::fd::RawFd;
 
 use io_uring::{opcode, types, IoUring};
 
 /// Submission queue size; larger batches go in several submissions.
 const RING_ENTRIES: u32 = 64;
 
+const SEND_FLAGS: i32 = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+
+/// Write `data` to the socket until done or it would block; errors end the attempt (the
+/// poller reports the broken connection). Returns the bytes written.
+pub fn send_some(fd: RawFd, data: &[u8]) -> usize {
+    let mut n = 0;
+    while n < data.len() {
+        let rest = &data[n..];
+        // SAFETY: `rest` is a valid, initialised buffer of `rest.len()` bytes for the call.
+        let k = unsafe { libc::send(fd, rest.as_ptr().cast(), rest.len(), SEND_FLAGS) };
+        if k > 0 {
+            n += k as usize;
+        } else if k < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted
+        {
+            continue;
+        } else {
+            break;
+        }
+    }
+    n
+}
+
 pub struct SendBatch {
     ring: Option<IoUring>,
     sent: Vec<Option<usize>>,
 }
 
+/// Nothing of the batch was submitted: send it the plain way.
+struct NotSubmitted;
+
 impl SendBatch {
-    /// A batch sender; without io_uring every [`SendBatch::send_all`] returns `None`.
+    /// A batch sender using io_uring where the kernel allows it.
     pub fn new() -> SendBatch {
         SendBatch {
             ring: IoUring::new(RING_ENTRIES).ok(),
@@ -29,20 +56,33 @@ impl SendBatch {
         }
     }
 
-    /// Whether batches go through io_uring.
-    pub fn available(&self) -> bool {
-        self.ring.is_some()
+    /// A batch sender that always makes plain `send` calls.
+    pub fn without_io_uring() -> SendBatch {
+        SendBatch {
+            ring: None,
+            sent: Vec::new(),
+        }
     }
 
-    /// Send each `(fd, bytes)` without blocking, all in as few system calls as the ring
-    /// allows. Returns what each socket took: `Some(n)` bytes (0 when it took none or failed:
-    /// a broken connection is reported by the poller), or `None` when it is unknown whether
-    /// the bytes left (the connection can only be closed). Returns `None` as a whole when
-    /// nothing could be submitted and nothing was sent.
-    pub fn send_all(&mut self, items: &[(i32, &[u8])]) -> Option<&[Option<usize>]> {
-        let ring = self.ring.as_mut()?;
+    /// Send each `(fd, bytes)` without blocking. Returns what each socket took: `Some(n)`
+    /// bytes (0 when it took none or failed: a broken connection is reported by the poller),
+    /// or `None` when it is unknown whether the bytes left (the connection can only be
+    /// closed; io_uring failing after a submission, which does not happen in practice).
+    pub fn send_all(&mut self, items: &[(RawFd, &[u8])]) -> &[Option<usize>] {
         self.sent.clear();
         self.sent.resize(items.len(), Some(0));
+        if items.len() < 2 || self.submit(items).is_err() {
+            for (slot, (fd, data)) in self.sent.iter_mut().zip(items) {
+                *slot = Some(send_some(*fd, data));
+            }
+        }
+        &self.sent
+    }
+
+    /// The io_uring way; `Err` when nothing was sent (no ring, or it refused the first
+    /// submission, after which it is given up).
+    fn submit(&mut self, items: &[(RawFd, &[u8])]) -> Result<(), NotSubmitted> {
+        let ring = self.ring.as_mut().ok_or(NotSubmitted)?;
         let mut broken = false;
         for (chunk_no, chunk) in items.chunks(RING_ENTRIES as usize).enumerate() {
             let base = chunk_no * RING_ENTRIES as usize;
@@ -51,7 +91,7 @@ impl SendBatch {
                 for (i, (fd, data)) in chunk.iter().enumerate() {
                     let len = data.len().min(u32::MAX as usize) as u32;
                     let sqe = opcode::Send::new(types::Fd(*fd), data.as_ptr(), len)
-                        .flags(libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL)
+                        .flags(SEND_FLAGS)
                         .build()
                         .user_data((base + i) as u64);
                     // SAFETY: the buffer stays borrowed (and alive) until this function
@@ -73,8 +113,7 @@ impl SendBatch {
                     }
                 }
                 for cqe in ring.completion() {
-                    let k = cqe.user_data() as usize;
-                    if let Some(slot) = self.sent.get_mut(k) {
+                    if let Some(slot) = self.sent.get_mut(cqe.user_data() as usize) {
                         *slot = Some(cqe.result().max(0) as usize);
                     }
                     done += 1;
@@ -83,9 +122,9 @@ impl SendBatch {
             if broken {
                 if !submitted {
                     if chunk_no == 0 {
-                        // Nothing left: the caller sends the plain way, now and from now on.
+                        // Dropping the ring discards what is queued in it.
                         self.ring = None;
-                        return None;
+                        return Err(NotSubmitted);
                     }
                     // This chunk and the rest stay unsent (0): the caller buffers them.
                 } else {
@@ -98,10 +137,9 @@ impl SendBatch {
             }
         }
         if broken {
-            // Dropping the ring discards whatever is still queued in it.
             self.ring = None;
         }
-        Some(&self.sent)
+        Ok(())
     }
 }
 
@@ -120,6 +158,13 @@ mod tests {
 
     #[test]
     fn sends_to_several_sockets_and_never_blocks_on_a_full_one() {
+        // io_uring where the kernel has it, and the plain calls.
+        for mut batch in [SendBatch::new(), SendBatch::without_io_uring()] {
+            several_sockets(&mut batch);
+        }
+    }
+
+    fn several_sockets(batch: &mut SendBatch) {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         let a = TcpStream::connect(addr).unwrap();
@@ -128,15 +173,8 @@ mod tests {
         let (b_peer, _) = listener.accept().unwrap();
         a.set_nonblocking(true).unwrap();
         b.set_nonblocking(true).unwrap();
-        let mut batch = SendBatch::new();
-        if !batch.available() {
-            assert!(batch.send_all(&[(a.as_raw_fd(), b"x")]).is_none());
-            return;
-        }
-        let sent = batch
-            .send_all(&[(a.as_raw_fd(), b"hello"), (b.as_raw_fd(), b"world!")])
-            .unwrap()
-            .to_vec();
+        let (a, b) = (a.as_raw_fd(), b.as_raw_fd());
+        let sent = batch.send_all(&[(a, b"hello"), (b, b"world!")]).to_vec();
         assert_eq!(sent, vec![Some(5), Some(6)]);
         let mut got = [0u8; 5];
         a_peer.read_exact(&mut got).unwrap();
@@ -146,7 +184,7 @@ mod tests {
         let mut total = 0;
         let mut short = false;
         for _ in 0..256 {
-            let n = batch.send_all(&[(b.as_raw_fd(), &big)]).unwrap()[0].unwrap();
+            let n = batch.send_all(&[(b, &big), (a, b"")])[0].unwrap();
             total += n;
             if n < big.len() {
                 short = true;
@@ -158,10 +196,7 @@ mod tests {
             "a socket nobody reads took {total} bytes without a short send"
         );
         // A full socket answers at once with nothing taken, and the other socket still works.
-        let sent = batch
-            .send_all(&[(b.as_raw_fd(), b"more"), (a.as_raw_fd(), b"again")])
-            .unwrap()
-            .to_vec();
+        let sent = batch.send_all(&[(b, b"more"), (a, b"again")]).to_vec();
         assert_eq!(sent, vec![Some(0), Some(5)]);
         a_peer.read_exact(&mut got).unwrap();
         assert_eq!(&got, b"again");

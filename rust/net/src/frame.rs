@@ -73,33 +73,14 @@ pub fn parts(frame: &[u8]) -> Option<Parts<'_>> {
     })
 }
 
-/// Append a frame with a JSON `header` and no body to `out`.
-pub fn push_frame(out: &mut Vec<u8>, header: &[u8]) {
-    out.extend_from_slice(&(4 + header.len() as i32).to_be_bytes());
-    out.extend_from_slice(&(header.len() as u32).to_be_bytes());
-    out.extend_from_slice(header);
-}
-
 /// A JSON string literal (quotes included) for `s`.
 pub fn json_string(s: &str) -> String {
     serde_json::to_string(s).expect("a str always serializes")
 }
 
-/// The JSON header of a response: `ext_json` is the complete `extFields` object (or empty for
-/// none), `remark` an already escaped JSON string literal (or empty for none).
-pub fn response_header(
-    code: i32,
-    opaque: i32,
-    version: i32,
-    remark_json: &str,
-    ext_json: &str,
-) -> Vec<u8> {
-    let mut h = Vec::with_capacity(96 + ext_json.len() + remark_json.len());
-    write_response_header(&mut h, code, opaque, version, remark_json, ext_json);
-    h
-}
-
-/// A whole response frame (length, header length, JSON header; no body) appended to `out`.
+/// A whole response frame (length, header length, JSON header; no body) appended to `out`:
+/// `ext_json` is the complete `extFields` object (or empty for none), `remark_json` an already
+/// escaped JSON string literal (or empty for none).
 pub fn push_response(
     out: &mut Vec<u8>,
     code: i32,
@@ -109,21 +90,9 @@ pub fn push_response(
     ext_json: &str,
 ) {
     let start = out.len();
+    // The two lengths are patched in once the header is written.
     out.extend_from_slice(&[0; 8]);
-    write_response_header(out, code, opaque, version, remark_json, ext_json);
-    let header_len = out.len() - start - 8;
-    out[start..start + 4].copy_from_slice(&(4 + header_len as i32).to_be_bytes());
-    out[start + 4..start + 8].copy_from_slice(&(header_len as u32).to_be_bytes());
-}
-
-fn write_response_header(
-    h: &mut Vec<u8>,
-    code: i32,
-    opaque: i32,
-    version: i32,
-    remark_json: &str,
-    ext_json: &str,
-) {
+    let h = &mut *out;
     // Writing into a Vec cannot fail.
     let _ = write!(h, "{{\"code\":{code},");
     if !ext_json.is_empty() {
@@ -140,6 +109,9 @@ fn write_response_header(
         h,
         "\"serializeTypeCurrentRPC\":\"JSON\",\"version\":{version}}}"
     );
+    let header_len = out.len() - start - 8;
+    out[start..start + 4].copy_from_slice(&(4 + header_len as i32).to_be_bytes());
+    out[start + 4..start + 8].copy_from_slice(&(header_len as u32).to_be_bytes());
 }
 
 #[cfg(test)]
@@ -148,9 +120,7 @@ mod tests {
 
     #[test]
     fn splits_on_the_length_prefix() {
-        let mut f = Vec::new();
-        push_frame(&mut f, b"{}");
-        assert_eq!(f.len(), 10);
+        let f = [0, 0, 0, 6, 0, 0, 0, 2, b'{', b'}'];
         assert_eq!(next_frame_len(&f[..3], 100), Ok(None));
         assert_eq!(next_frame_len(&f[..9], 100), Ok(None));
         assert_eq!(next_frame_len(&f, 100), Ok(Some(10)));
@@ -171,16 +141,29 @@ mod tests {
     }
 
     #[test]
-    fn response_header_is_json() {
-        let h = response_header(10, 7, 409, &json_string("flush \"x\""), r#"{"a":"1"}"#);
-        let v: serde_json::Value = serde_json::from_slice(&h).unwrap();
+    fn responses_are_frames_with_a_json_header() {
+        let mut f = b"before".to_vec();
+        push_response(
+            &mut f,
+            10,
+            7,
+            409,
+            &json_string("flush \"x\""),
+            r#"{"a":"1"}"#,
+        );
+        let f = &f[6..];
+        assert_eq!(next_frame_len(f, 1 << 20), Ok(Some(f.len())));
+        let p = parts(f).unwrap();
+        assert!(p.body.is_empty());
+        let v: serde_json::Value = serde_json::from_slice(p.header).unwrap();
         assert_eq!(v["code"], 10);
         assert_eq!(v["opaque"], 7);
         assert_eq!(v["flag"], 1);
         assert_eq!(v["remark"], "flush \"x\"");
         assert_eq!(v["extFields"]["a"], "1");
-        let h = response_header(0, 1, 409, "", "");
-        let v: serde_json::Value = serde_json::from_slice(&h).unwrap();
+        let mut f = Vec::new();
+        push_response(&mut f, 0, 1, 409, "", "");
+        let v: serde_json::Value = serde_json::from_slice(&f[8..]).unwrap();
         assert!(v.get("remark").is_none() && v.get("extFields").is_none());
     }
 }

@@ -119,20 +119,9 @@ struct SendHeader<'a> {
     batch: Field<'a>,
 }
 
-/// What the fast path did with a request it took.
+/// What [`FastSend::handle`] did with a request it took.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Sent {
-    /// A oneway send: stored, nothing to answer.
-    NoReply,
-    /// Answer with this frame now.
-    Reply(Vec<u8>),
-    /// SYNC_FLUSH: answer once the CommitLog is durable up to `end`.
-    Hold(Held),
-}
-
-/// What [`FastSend::handle_into`] did with a request it took.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Handled {
     /// A oneway send: stored, nothing to answer.
     NoReply,
     /// The answer frame was appended to the output.
@@ -212,32 +201,16 @@ impl FastSend {
         self.puts.load(Ordering::Relaxed)
     }
 
-    /// Handle `frame` (length prefix included) if it is a send the fast path takes.
-    /// `random` picks a queue when the request asks for any (queueId < 0).
+    /// Handle `frame` (length prefix included) if it is a send the fast path takes; an
+    /// immediate answer is appended to `out`. `random` picks a queue when the request asks
+    /// for any (queueId < 0).
     pub fn handle(
         &self,
         frame_bytes: &[u8],
         born_host: SocketAddr,
         random: &mut dyn FnMut() -> u32,
-    ) -> Option<Sent> {
-        let mut out = Vec::new();
-        Some(
-            match self.handle_into(frame_bytes, born_host, random, &mut out)? {
-                Handled::NoReply => Sent::NoReply,
-                Handled::Replied => Sent::Reply(out),
-                Handled::Hold(h) => Sent::Hold(h),
-            },
-        )
-    }
-
-    /// [`FastSend::handle`], appending an immediate answer to `out` (no allocation of its own).
-    pub fn handle_into(
-        &self,
-        frame_bytes: &[u8],
-        born_host: SocketAddr,
-        random: &mut dyn FnMut() -> u32,
         out: &mut Vec<u8>,
-    ) -> Option<Handled> {
+    ) -> Option<Sent> {
         let p = frame::parts(frame_bytes)?;
         if p.serialize_type != SERIALIZE_JSON {
             return None;
@@ -315,7 +288,7 @@ impl FastSend {
         let r = self.store.put(&msg).ok()?;
         self.puts.fetch_add(1, Ordering::Relaxed);
         if h.flag & FLAG_ONEWAY != 0 {
-            return Some(Handled::NoReply);
+            return Some(Sent::NoReply);
         }
         let mut ext_json = String::with_capacity(128 + self.ext_tail.len());
         ext_json.push_str("{\"msgId\":\"");
@@ -331,25 +304,19 @@ impl FastSend {
         );
         let end = r.end_offset();
         if self.sync_flush && wait && self.store.flushed_offset() < end {
-            return Some(Handled::Hold(Held {
+            return Some(Sent::Hold(Held {
                 end,
                 opaque: h.opaque,
                 ext_json,
             }));
         }
         frame::push_response(out, 0, h.opaque, self.cfg.version, "", &ext_json);
-        Some(Handled::Replied)
+        Some(Sent::Replied)
     }
 
-    /// The answer to a held send: SUCCESS, or FLUSH_DISK_TIMEOUT when its flush timed out.
-    pub fn held_reply(&self, held: &Held, timed_out: bool) -> Vec<u8> {
-        let mut out = Vec::with_capacity(160 + held.ext_json.len());
-        self.held_reply_into(held, timed_out, &mut out);
-        out
-    }
-
-    /// [`FastSend::held_reply`] appended to `out`.
-    pub fn held_reply_into(&self, held: &Held, timed_out: bool, out: &mut Vec<u8>) {
+    /// The answer to a held send, appended to `out`: SUCCESS, or FLUSH_DISK_TIMEOUT when its
+    /// flush timed out.
+    pub fn held_reply(&self, held: &Held, timed_out: bool, out: &mut Vec<u8>) {
         let v = self.cfg.version;
         if timed_out {
             let remark = frame::json_string("flush to disk timed out");

@@ -15,7 +15,7 @@
 //! [`Server::take_events`], handles them in order, then [`Server::ack`].
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -29,9 +29,9 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use parking_lot::{Mutex, RwLock};
 use rmq_store::service::Notifier;
 
-use crate::batch::SendBatch;
+use crate::batch::{send_some, SendBatch};
 use crate::frame;
-use crate::send::{FastSend, Handled, Held};
+use crate::send::{FastSend, Held, Sent};
 
 const LISTENER: Token = Token(0);
 const WAKER: Token = Token(1);
@@ -88,6 +88,18 @@ struct Output {
     watching_writable: bool,
 }
 
+impl Output {
+    /// Whether the poller must start watching the socket for writability: output is left
+    /// buffered and nobody watches yet (from now on somebody does).
+    fn start_watching(&mut self) -> bool {
+        if self.buf.is_empty() || self.watching_writable {
+            return false;
+        }
+        self.watching_writable = true;
+        true
+    }
+}
+
 struct Conn {
     stream: TcpStream,
     out: Mutex<Output>,
@@ -106,20 +118,17 @@ impl Conn {
             return Written::Closed;
         }
         for data in parts {
-            if out.buf.is_empty() {
-                let n = write_some(&self.stream, data);
-                if n < data.len() {
-                    out.buf.extend_from_slice(&data[n..]);
-                }
+            let n = if out.buf.is_empty() {
+                send_some(self.fd(), data)
             } else {
-                out.buf.extend_from_slice(data);
-            }
+                0
+            };
+            out.buf.extend_from_slice(&data[n..]);
         }
-        if out.buf.is_empty() || out.watching_writable {
-            Written::Done
-        } else {
-            out.watching_writable = true;
+        if out.start_watching() {
             Written::WatchWritable
+        } else {
+            Written::Done
         }
     }
 
@@ -128,7 +137,7 @@ impl Conn {
     fn flush(&self) -> (usize, bool) {
         let mut out = self.out.lock();
         if !out.buf.is_empty() {
-            let n = write_some(&self.stream, &out.buf);
+            let n = send_some(self.fd(), &out.buf);
             out.buf.drain(..n);
         }
         let unwatch = out.buf.is_empty() && out.watching_writable;
@@ -154,21 +163,6 @@ enum Written {
     /// Output is left buffered: the poller must watch the socket for writability.
     WatchWritable,
     Closed,
-}
-
-/// Write until done or the socket would block; errors end the attempt (the poller reports
-/// the broken connection).
-fn write_some(mut stream: &TcpStream, data: &[u8]) -> usize {
-    let mut n = 0;
-    while n < data.len() {
-        match stream.write(&data[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => break,
-        }
-    }
-    n
 }
 
 fn monotonic_ns() -> u64 {
@@ -624,9 +618,9 @@ impl Worker {
                             *seed ^= *seed << 5;
                             *seed
                         };
-                        match fs.handle_into(f, l.peer, &mut random, &mut l.replies) {
-                            Some(Handled::Replied) | Some(Handled::NoReply) => continue,
-                            Some(Handled::Hold(h)) => {
+                        match fs.handle(f, l.peer, &mut random, &mut l.replies) {
+                            Some(Sent::Replied) | Some(Sent::NoReply) => continue,
+                            Some(Sent::Hold(h)) => {
                                 self.held.push_back(HeldReply {
                                     held: h,
                                     conn: id,
@@ -694,9 +688,10 @@ impl Worker {
         }
         let mut watch: Vec<u64> = Vec::new();
         let mut abort: Vec<u64> = Vec::new();
-        if batch.len() >= 2 && self.sender.available() {
+        {
             // Hold every connection's output while its bytes are in flight, so no write of
-            // the owner slips in between.
+            // the owner slips in between. A connection with output already buffered queues
+            // behind it instead.
             let mut outs: Vec<_> = batch.iter().map(|(_, c, _)| c.out.lock()).collect();
             let mut items: Vec<(i32, &[u8])> = Vec::with_capacity(batch.len());
             let mut which: Vec<usize> = Vec::with_capacity(batch.len());
@@ -706,45 +701,20 @@ impl Worker {
                     which.push(i);
                 }
             }
-            let sent: Option<Vec<Option<usize>>> = if items.is_empty() {
-                Some(Vec::new())
-            } else {
-                self.sender.send_all(&items).map(|s| s.to_vec())
-            };
             let mut took: Vec<Option<usize>> = vec![Some(0); batch.len()];
-            match sent {
-                Some(sent) => {
-                    for (k, i) in which.into_iter().enumerate() {
-                        took[i] = sent[k];
-                    }
-                }
-                None => {
-                    // No io_uring after all: plain sends, under the same locks.
-                    for i in which {
-                        took[i] = Some(write_some(&batch[i].1.stream, &batch[i].2));
-                    }
-                }
+            for (&i, &n) in which.iter().zip(self.sender.send_all(&items)) {
+                took[i] = n;
             }
-            for (i, out) in outs.iter_mut().enumerate() {
-                let (id, _, data) = &batch[i];
+            for ((out, (id, _, data)), took) in outs.iter_mut().zip(&batch).zip(took) {
                 if out.closed {
                     continue;
                 }
-                let Some(n) = took[i] else {
+                let Some(n) = took else {
                     abort.push(*id);
                     continue;
                 };
-                if n < data.len() {
-                    out.buf.extend_from_slice(&data[n..]);
-                    if !out.watching_writable {
-                        out.watching_writable = true;
-                        watch.push(*id);
-                    }
-                }
-            }
-        } else {
-            for (id, conn, data) in &batch {
-                if conn.send(&[data]) == Written::WatchWritable {
+                out.buf.extend_from_slice(&data[n..]);
+                if out.start_watching() {
                     watch.push(*id);
                 }
             }
@@ -823,7 +793,7 @@ impl Worker {
                 if l.replies.is_empty() {
                     self.replying.push(h.conn);
                 }
-                fast.held_reply_into(&h.held, timed_out, &mut l.replies);
+                fast.held_reply(&h.held, timed_out, &mut l.replies);
             }
         }
     }

@@ -7,15 +7,23 @@ use std::time::Duration;
 
 use common::{fast, frame as send_frame, store};
 use rmq_net::send::{Sent, FLUSH_DISK_TIMEOUT, SEND_MESSAGE, SEND_MESSAGE_V2};
+use rmq_net::FastSend;
 
 fn host() -> SocketAddr {
     "127.0.0.1:40000".parse().unwrap()
 }
 
-fn reply_header(sent: Sent) -> serde_json::Value {
-    let Sent::Reply(bytes) = sent else {
-        panic!("expected a reply, got {sent:?}")
-    };
+/// The fast path's verdict on `frame`, with the answer it appended (if any).
+fn handle(fs: &FastSend, frame: &[u8], random: &mut dyn FnMut() -> u32) -> Option<(Sent, Vec<u8>)> {
+    let mut out = b"kept".to_vec();
+    let sent = fs.handle(frame, host(), random, &mut out)?;
+    assert_eq!(&out[..4], b"kept", "appends, never overwrites");
+    Some((sent, out.split_off(4)))
+}
+
+fn reply_header(handled: Option<(Sent, Vec<u8>)>) -> serde_json::Value {
+    let (sent, bytes) = handled.expect("taken");
+    assert_eq!(sent, Sent::Replied, "expected a reply");
     serde_json::from_slice(&bytes[8..]).unwrap()
 }
 
@@ -27,13 +35,9 @@ fn stores_a_v2_send_and_answers_like_the_broker() {
     let ext = r#"{"a":"pg","b":"T","c":"TBW102","d":"4","e":"2","f":"0","g":"1700000000000","h":"0","i":"KEYS\u0001k1\u0002TAGS\u0001tg\u0002WAIT\u0001true\u0002","j":"0","k":"false","m":"false"}"#;
     let frame = send_frame(SEND_MESSAGE_V2, 0, 42, ext, b"hello");
     let mut rnd = || 0u32;
-    assert_eq!(
-        fs.handle(&frame, host(), &mut rnd),
-        None,
-        "topic not vetted yet"
-    );
+    assert_eq!(handle(&fs, &frame, &mut rnd), None, "topic not vetted yet");
     fs.allow_topic("T", 4, 4, false);
-    let v = reply_header(fs.handle(&frame, host(), &mut rnd).unwrap());
+    let v = reply_header(handle(&fs, &frame, &mut rnd));
     assert_eq!(v["code"], 0);
     assert_eq!(v["opaque"], 42);
     assert_eq!(v["flag"], 1);
@@ -62,7 +66,7 @@ fn declines_what_python_must_answer() {
     let mut rnd = || 0u32;
     let declined = |ext: &str, body: &[u8], code: i32| {
         let frame = send_frame(code, 0, 1, ext, body);
-        fs.handle(&frame, host(), &mut || 0u32).is_none()
+        handle(&fs, &frame, &mut || 0u32).is_none()
     };
     assert!(declined(
         r#"{"b":"T","e":"0","m":"true"}"#,
@@ -107,21 +111,24 @@ fn declines_what_python_must_answer() {
     assert!(declined(r#"{"b":"T","e":"0"}"#, &big, SEND_MESSAGE_V2));
     // a V1 send is taken
     let frame = send_frame(SEND_MESSAGE, 0, 3, r#"{"topic":"T","queueId":"1"}"#, b"x");
-    let v = reply_header(fs.handle(&frame, host(), &mut rnd).unwrap());
+    let v = reply_header(handle(&fs, &frame, &mut rnd));
     assert_eq!(v["extFields"]["queueId"], "1");
     // oneway: stored, no answer
     let frame = send_frame(SEND_MESSAGE_V2, 2, 4, r#"{"b":"T","e":"1"}"#, b"x");
-    assert_eq!(fs.handle(&frame, host(), &mut rnd), Some(Sent::NoReply));
+    assert_eq!(
+        handle(&fs, &frame, &mut rnd),
+        Some((Sent::NoReply, Vec::new()))
+    );
     assert!(s.wait_dispatched(s.commitlog_max_offset(), Duration::from_secs(5)));
     assert_eq!(s.max_offset_in_queue("T", 1), 2);
     // any queue
     let frame = send_frame(SEND_MESSAGE_V2, 0, 5, r#"{"b":"T","e":"-1"}"#, b"x");
     let mut three = || 7u32;
-    let v = reply_header(fs.handle(&frame, host(), &mut three).unwrap());
+    let v = reply_header(handle(&fs, &frame, &mut three));
     assert_eq!(v["extFields"]["queueId"], "3");
     fs.forget_topics();
     let frame = send_frame(SEND_MESSAGE_V2, 0, 6, r#"{"b":"T","e":"1"}"#, b"x");
-    assert!(fs.handle(&frame, host(), &mut rnd).is_none());
+    assert!(handle(&fs, &frame, &mut rnd).is_none());
     s.shutdown().unwrap();
 }
 
@@ -132,10 +139,10 @@ fn sync_flush_holds_until_durable() {
     let fs = fast(s.clone(), true);
     fs.allow_topic("T", 1, 1, true);
     let frame = send_frame(SEND_MESSAGE_V2, 0, 9, r#"{"b":"T","e":"0"}"#, b"durable");
-    let sent = fs.handle(&frame, host(), &mut || 0u32).unwrap();
+    let (sent, _) = handle(&fs, &frame, &mut || 0u32).unwrap();
     let held = match sent {
         Sent::Hold(h) => h,
-        Sent::Reply(_) => {
+        Sent::Replied => {
             // the flush thread may already have caught up; nothing else to check
             s.shutdown().unwrap();
             return;
@@ -143,9 +150,14 @@ fn sync_flush_holds_until_durable() {
         Sent::NoReply => panic!("not oneway"),
     };
     s.wait_flushed(held.end, Duration::from_secs(5)).unwrap();
-    let ok: serde_json::Value = serde_json::from_slice(&fs.held_reply(&held, false)[8..]).unwrap();
+    let held_reply = |timed_out| {
+        let mut out = Vec::new();
+        fs.held_reply(&held, timed_out, &mut out);
+        serde_json::from_slice::<serde_json::Value>(&out[8..]).unwrap()
+    };
+    let ok = held_reply(false);
     assert_eq!(ok["code"], 0);
-    let late: serde_json::Value = serde_json::from_slice(&fs.held_reply(&held, true)[8..]).unwrap();
+    let late = held_reply(true);
     assert_eq!(late["code"], FLUSH_DISK_TIMEOUT);
     assert_eq!(late["remark"], "flush to disk timed out");
     assert_eq!(late["extFields"]["queueId"], "0");
@@ -158,8 +170,8 @@ fn sync_flush_holds_until_durable() {
         b"x",
     );
     assert!(matches!(
-        fs.handle(&frame, host(), &mut || 0u32),
-        Some(Sent::Reply(_))
+        handle(&fs, &frame, &mut || 0u32),
+        Some((Sent::Replied, _))
     ));
     s.shutdown().unwrap();
 }
