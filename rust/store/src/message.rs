@@ -486,19 +486,8 @@ pub fn tags_code(props: &str) -> i64 {
         .unwrap_or(0)
 }
 
-/// The 16-byte (IPv4) or 28-byte (IPv6) offset message id.
-pub fn offset_msg_id(store_host: &SocketAddr, physical_offset: i64) -> Vec<u8> {
-    let mut v = Vec::with_capacity(28);
-    match store_host {
-        SocketAddr::V4(a) => v.extend_from_slice(&a.ip().octets()),
-        SocketAddr::V6(a) => v.extend_from_slice(&a.ip().octets()),
-    }
-    v.extend_from_slice(&(store_host.port() as i32).to_be_bytes());
-    v.extend_from_slice(&physical_offset.to_be_bytes());
-    v
-}
-
-/// The offset message id as RocketMQ renders it: uppercase hex.
+/// The offset message id as RocketMQ renders it: the store host's address (4 or 16 bytes),
+/// its port (4 bytes) and the CommitLog offset (8 bytes), big-endian, in uppercase hex.
 pub fn offset_msg_id_hex(store_host: &SocketAddr, physical_offset: i64) -> String {
     let mut s = String::with_capacity(56);
     push_offset_msg_id_hex(&mut s, store_host, physical_offset);
