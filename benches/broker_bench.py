@@ -878,20 +878,13 @@ HEADER = (
 )
 
 
-def fmt_cpu(r: Row) -> str:
-    b = r.m.server_cpu_us
-    e = r.ceiling.server_cpu_us if r.ceiling is not None else None
+def fmt_pair(r: Row, field: str, fmt: Callable[[float], str]) -> str:
+    """A measure of the row beside the same measure of its ceiling run: "broker (echo)"."""
+    b = getattr(r.m, field)
+    e = getattr(r.ceiling, field) if r.ceiling is not None else None
     if b is None:
         return "n/a"
-    return f"{b:.1f} µs ({e:.1f} µs)" if e is not None else f"{b:.1f} µs"
-
-
-def fmt_steal(r: Row) -> str:
-    b = r.m.steal
-    e = r.ceiling.steal if r.ceiling is not None else None
-    if b is None:
-        return "n/a"
-    return f"{b:.0f}% ({e:.0f}%)" if e is not None else f"{b:.0f}%"
+    return f"{fmt(b)} ({fmt(e)})" if e is not None else fmt(b)
 
 
 def table(rows: list[Row]) -> list[str]:
@@ -902,10 +895,11 @@ def table(rows: list[Row]) -> list[str]:
         err = f" ({r.m.errors} errors)" if r.m.errors else ""
         note = f" ({r.m.note})" if r.m.note else ""
         bg = f"{r.m.background:.0f}%" if r.m.background is not None else "n/a"
-        steal = fmt_steal(r)
+        cpu = fmt_pair(r, "server_cpu_us", lambda v: f"{v:.1f} µs")
+        steal = fmt_pair(r, "steal", lambda v: f"{v:.0f}%")
         out.append(
             f"| {r.section} | {r.flush} | {r.client} | {r.concurrency} | {fmt_rate(r.m)}{err}{note} "
-            f"| {fmt_us(r.m.p50)} | {fmt_us(r.m.p99)} | {fmt_rate(r.ceiling)} | {pct} | {fmt_cpu(r)} | {bg} "
+            f"| {fmt_us(r.m.p50)} | {fmt_us(r.m.p99)} | {fmt_rate(r.ceiling)} | {pct} | {cpu} | {bg} "
             f"| {steal} | {r.target} | {met} |"
         )
     return out
