@@ -265,6 +265,12 @@ async def test_clustering_rebalance_between_two_consumers(broker: BrokerProcess,
     # Delivery is at least once: a queue moving to another client while a consumed offset is only in
     # memory is delivered again. Commit first so the count below is exact.
     await c1.wait_for(1)
+    # The listener has the message before the client moves its consumed offset past it.
+    for _ in range(200):
+        if sum(a.consume_status(topic).values()) >= 1:
+            break
+        await asyncio.sleep(0.01)
+    assert sum(a.consume_status(topic).values()) >= 1
     await a.persist_consumer_offset(oneway=False)
     b = await push_consumer(broker, group, topic, c2, instance="B")
     try:
