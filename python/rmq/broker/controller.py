@@ -9,6 +9,7 @@ import logging
 import time
 from typing import Any
 
+from rmq.broker import journal
 from rmq.broker.clients import ConsumerManager, ProducerManager
 from rmq.broker.config import BrokerConfig
 from rmq.broker.consumer_offset import ConsumerOffsetManager
@@ -75,6 +76,7 @@ class BrokerController:
         cfg.listen_port = self.remoting.port
         store = await loop.run_in_executor(None, lambda: MessageStore(cfg.store_config()))
         self.store = store
+        journal.log_new_events(store)
         astore = AsyncStore(store, loop)
         topics = TopicConfigManager(
             cfg.config_dir,
@@ -158,6 +160,7 @@ class BrokerController:
                 final_tick=True,
             ),
             PeriodicTask("scan-expired-clients", 10.0, self._scan_clients),
+            PeriodicTask("log-store-journal", 1.0, lambda: journal.log_new_events(store), final_tick=True),
             PeriodicTask("schedule-delay-levels", 0.1, self.schedule.tick, initial_delay_s=0.1),
             PeriodicTask("timer-messages", 0.1, self.timer.tick, initial_delay_s=0.1),
             PeriodicTask(

@@ -419,6 +419,14 @@ impl MessageStore {
         d.set_item("scan_seconds", r.scan_seconds)?;
         Ok(d)
     }
+    /// Every event of the repair journal: `(time_ms, level, kind, message)`, oldest first.
+    fn journal(&self) -> Vec<(i64, &'static str, String, String)> {
+        to_tuples(self.inner.journal().all())
+    }
+    /// Journal events recorded since the last call, for the broker's log.
+    fn take_new_journal_events(&self) -> Vec<(i64, &'static str, String, String)> {
+        to_tuples(self.inner.journal().take_new())
+    }
     /// Running counters.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         use std::sync::atomic::Ordering::Relaxed;
@@ -531,6 +539,15 @@ fn encode_batch_body<'py>(
         .map(|(f, b, p)| (*f, b.as_slice(), p.as_slice()))
         .collect();
     PyBytes::new(py, &message::encode_batch_body(&refs))
+}
+
+fn to_tuples(
+    events: Vec<rmq_store::journal::StoreEvent>,
+) -> Vec<(i64, &'static str, String, String)> {
+    events
+        .into_iter()
+        .map(|e| (e.time_ms, e.level.as_str(), e.kind, e.message))
+        .collect()
 }
 
 #[pymodule]

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use crate::error::{Result, StoreError};
 use crate::mapped_file::MappedFile;
@@ -72,7 +72,7 @@ struct PutState {
 }
 
 /// Outcome of a recovery scan.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct ScanResult {
     /// First byte after the last valid record (where the log continues).
     pub end_offset: i64,
@@ -80,6 +80,64 @@ pub struct ScanResult {
     pub bytes: u64,
     /// Valid records seen.
     pub records: u64,
+    /// Damaged byte ranges `[from, to)` that valid records follow (skipped, in order).
+    pub damaged: Vec<(i64, i64)>,
+}
+
+/// What a scan finds at a position.
+enum At<'a> {
+    /// A valid message record.
+    Record(Record<'a>),
+    /// The end-of-file blank.
+    Blank,
+    Invalid,
+}
+
+fn record_at_pos(data: &[u8], pos: usize, base: i64, check_crc: bool) -> At<'_> {
+    let (Some(total), Some(magic)) = (
+        message::read_i32(data, pos),
+        message::read_i32(data, pos + 4),
+    ) else {
+        return At::Invalid;
+    };
+    if magic == BLANK_MAGIC_CODE {
+        return At::Blank;
+    }
+    if magic != MESSAGE_MAGIC_CODE || total <= 0 {
+        return At::Invalid;
+    }
+    match message::decode(&data[pos..], check_crc) {
+        Ok(rec) if rec.physical_offset == base + pos as i64 => At::Record(rec),
+        _ => At::Invalid,
+    }
+}
+
+/// The first position at or after `from` in a file's bytes (`data`, the file starting at log
+/// offset `base`) where a valid record starts, if any: the magic code, sizes that add up, the
+/// CRC when `check_crc`, and a PHYSICALOFFSET field equal to the position — which stray bytes
+/// practically never match. A run of zeros longer than any record ends the search (nothing
+/// was written past it).
+pub fn next_valid_record(data: &[u8], from: usize, base: i64, check_crc: bool) -> Option<usize> {
+    let magic = MESSAGE_MAGIC_CODE.to_be_bytes();
+    let mut zeros = 0usize;
+    let mut q = from;
+    while q + 8 <= data.len() {
+        if data[q] == 0 {
+            zeros += 1;
+            if zeros > crate::mapped_file::ZERO_RUN_END {
+                return None;
+            }
+        } else {
+            zeros = 0;
+        }
+        if data[q + 4..q + 8] == magic {
+            if let At::Record(_) = record_at_pos(data, q, base, check_crc) {
+                return Some(q);
+            }
+        }
+        q += 1;
+    }
+    None
 }
 
 /// The CommitLog.
@@ -97,6 +155,8 @@ pub struct CommitLog {
     /// ...and the appender wakes the populating thread when it passes this offset.
     populate_at: AtomicI64,
     populate_signal: Arc<Signal>,
+    /// Damaged ranges recovery skipped (see [`CommitLog::scan_from`]).
+    damaged: RwLock<Vec<(i64, i64)>>,
 }
 
 /// How far ahead of the appender [`start_populating`] keeps pages faulted in...
@@ -141,6 +201,7 @@ impl CommitLog {
             populated: AtomicI64::new(0),
             populate_at: AtomicI64::new(0),
             populate_signal: Signal::new(),
+            damaged: RwLock::new(Vec::new()),
         }
     }
 
@@ -439,7 +500,13 @@ impl CommitLog {
     }
 
     /// Walk the records from file index `start_file`, validating each; `visit` sees every
-    /// valid record with its physical offset. Stops at the first invalid record.
+    /// valid record with its physical offset.
+    ///
+    /// An invalid record followed by valid ones (checked by [`next_valid_record`]: magic, sizes,
+    /// CRC if asked, and the record's own PHYSICALOFFSET field) is damage in the middle of the
+    /// log: its range is listed in [`ScanResult::damaged`] and the walk goes on after it. An
+    /// invalid record with nothing valid after it, in this file or any later one, is the torn
+    /// tail at the write position: the walk ends there.
     pub fn scan_from(
         &self,
         start_file: usize,
@@ -454,48 +521,76 @@ impl CommitLog {
                 .unwrap_or_else(|| self.min_offset()),
             ..Default::default()
         };
-        'files: for f in files.iter().skip(start_file) {
+        let later_data = |i: usize| {
+            files[i + 1..].iter().any(|f| {
+                next_valid_record(f.raw_from(0), 0, f.from_offset() as i64, check_crc).is_some()
+            })
+        };
+        'files: for (i, f) in files.iter().enumerate().skip(start_file) {
             let data = f.raw_from(0);
+            let base = f.from_offset() as i64;
             let mut pos = 0usize;
-            loop {
-                let (Some(total), Some(magic)) = (
-                    message::read_i32(data, pos),
-                    message::read_i32(data, pos + 4),
-                ) else {
-                    // Not even a header fits: the file ended without a blank.
-                    res.end_offset = f.from_offset() as i64 + pos as i64;
-                    break 'files;
-                };
-                if magic == BLANK_MAGIC_CODE {
-                    // Rest of this file is padding; continue with the next one.
-                    res.bytes += (data.len() - pos) as u64;
-                    res.end_offset = f.from_offset() as i64 + data.len() as i64;
-                    continue 'files;
-                }
-                if magic != MESSAGE_MAGIC_CODE || total <= 0 {
-                    res.end_offset = f.from_offset() as i64 + pos as i64;
-                    break 'files;
-                }
-                let Ok(rec) = message::decode(&data[pos..], check_crc) else {
-                    res.end_offset = f.from_offset() as i64 + pos as i64;
-                    break 'files;
-                };
-                let phys = f.from_offset() as i64 + pos as i64;
-                if rec.physical_offset != phys {
-                    res.end_offset = phys;
-                    break 'files;
-                }
-                visit(&rec, phys);
-                pos += rec.total_size as usize;
-                res.bytes += rec.total_size as u64;
-                res.records += 1;
-                res.end_offset = f.from_offset() as i64 + pos as i64;
-                if pos >= data.len() {
-                    continue 'files;
+            while pos < data.len() {
+                match record_at_pos(data, pos, base, check_crc) {
+                    At::Record(rec) => {
+                        visit(&rec, base + pos as i64);
+                        let len = rec.total_size as usize;
+                        pos += len;
+                        res.bytes += len as u64;
+                        res.records += 1;
+                        res.end_offset = base + pos as i64;
+                    }
+                    At::Blank => {
+                        // Rest of this file is padding; continue with the next one.
+                        res.bytes += (data.len() - pos) as u64;
+                        res.end_offset = base + data.len() as i64;
+                        continue 'files;
+                    }
+                    At::Invalid => {
+                        let resume = next_valid_record(data, pos + 1, base, check_crc);
+                        let to = match resume {
+                            Some(q) => q,
+                            None if later_data(i) => data.len(),
+                            None => {
+                                res.end_offset = base + pos as i64;
+                                break 'files;
+                            }
+                        };
+                        res.damaged.push((base + pos as i64, base + to as i64));
+                        res.bytes += (to - pos) as u64;
+                        pos = to;
+                        res.end_offset = base + pos as i64;
+                    }
                 }
             }
         }
         res
+    }
+
+    /// Ranges of the log recovery found damaged (skipped by dispatch and reads).
+    pub fn set_damaged(&self, ranges: Vec<(i64, i64)>) {
+        *self.damaged.write() = ranges;
+    }
+
+    /// The damaged ranges overlapping `[from, to)`, in order.
+    pub fn damaged_in(&self, from: i64, to: i64) -> Vec<(i64, i64)> {
+        let d = self.damaged.read();
+        if d.is_empty() {
+            return Vec::new();
+        }
+        d.iter()
+            .filter(|r| r.0 < to && r.1 > from)
+            .copied()
+            .collect()
+    }
+
+    /// How many stale bytes follow `end` in its file (a torn record's), before truncation.
+    pub fn stale_bytes_after(&self, end: i64) -> usize {
+        let Some(f) = self.mfq.find(end.max(0) as u64) else {
+            return 0;
+        };
+        let pos = (end as u64 - f.from_offset()) as usize;
+        f.stale_end(pos) - pos
     }
 
     /// Make `end` the end of the log: positions of the last file set, later data removed.
@@ -662,7 +757,7 @@ mod tests {
     }
 
     #[test]
-    fn scan_stops_at_corruption_and_truncates() {
+    fn scan_skips_damage_and_stops_at_a_torn_tail() {
         let d = tempfile::tempdir().unwrap();
         let cl = log(d.path(), 1 << 16);
         let mut ends = Vec::new();
@@ -671,21 +766,52 @@ mod tests {
         }
         cl.flush(0).unwrap();
         drop(cl);
-        // Flip a body byte of the 8th record.
+        // Flip a body byte of the 8th record, and tear the 10th (its last 20 bytes zeroed).
         let path = d.path().join("00000000000000000000");
         let mut raw = std::fs::read(&path).unwrap();
         raw[ends[7].physical_offset as usize + 90] ^= 0x55;
+        let tenth = ends[9].physical_offset as usize;
+        raw[tenth + ends[9].size as usize - 20..tenth + ends[9].size as usize].fill(0);
         std::fs::write(&path, &raw).unwrap();
         let cl = log(d.path(), 1 << 16);
         cl.load().unwrap();
-        let res = cl.scan_from(0, true, |_, _| {});
-        assert_eq!(res.records, 7);
-        assert_eq!(res.end_offset, ends[7].physical_offset);
+        let mut seen = Vec::new();
+        let res = cl.scan_from(0, true, |r, _| seen.push(r.body[0]));
+        assert_eq!(seen, vec![0, 1, 2, 3, 4, 5, 6, 8]);
+        assert_eq!(
+            res.damaged,
+            vec![(ends[7].physical_offset, ends[8].physical_offset)]
+        );
+        assert_eq!(res.end_offset, ends[9].physical_offset);
+        // Without the CRC check the flipped body byte goes unnoticed.
+        assert!(cl.scan_from(0, false, |_, _| {}).damaged.is_empty());
         cl.truncate_to(res.end_offset).unwrap();
-        assert_eq!(cl.max_offset(), ends[7].physical_offset);
-        cl.set_queue_offsets([("T".to_string(), 0, 7)]);
+        assert_eq!(cl.max_offset(), ends[9].physical_offset);
+        cl.set_queue_offsets([("T".to_string(), 0, 9)]);
         let r = cl.put(&msg("T", 0, b"new", b"")).unwrap();
-        assert_eq!(r.physical_offset, ends[7].physical_offset);
-        assert_eq!(r.queue_offset, 7);
+        assert_eq!(r.physical_offset, ends[9].physical_offset);
+        assert_eq!(r.queue_offset, 9);
+    }
+
+    #[test]
+    fn next_valid_record_needs_the_records_own_offset() {
+        let d = tempfile::tempdir().unwrap();
+        let cl = log(d.path(), 1 << 16);
+        let a = cl.put(&msg("T", 0, b"first", b"")).unwrap();
+        let b = cl.put(&msg("T", 0, b"second", b"")).unwrap();
+        let data = cl.queue().files()[0].raw_from(0).to_vec();
+        assert_eq!(next_valid_record(&data, 0, 0, true), Some(0));
+        assert_eq!(
+            next_valid_record(&data, 1, 0, true),
+            Some(b.physical_offset as usize)
+        );
+        // The same bytes seen at another log offset are not records.
+        assert_eq!(next_valid_record(&data, 0, 1 << 16, true), None);
+        // Past the last record only zeros follow.
+        assert_eq!(
+            next_valid_record(&data, (b.physical_offset + 1) as usize, 0, true),
+            None
+        );
+        assert_eq!(a.physical_offset, 0);
     }
 }

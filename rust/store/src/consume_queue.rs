@@ -201,7 +201,12 @@ impl ConsumeQueue {
         self.files.file_size()
     }
 
-    /// Map the files on disk (every file must have the configured size). Call
+    /// Files the last load found short and extended with zeros (path, former length).
+    pub fn extended_files(&self) -> Vec<(PathBuf, u64)> {
+        self.files.extended_files()
+    }
+
+    /// Map the files on disk (a short file is extended, see [`MappedFile::open`]). Call
     /// [`ConsumeQueue::recover`] next: until then every file counts as full.
     pub fn load(&self) -> Result<()> {
         let _w = self.writer.lock();
@@ -855,13 +860,18 @@ mod tests {
     }
 
     #[test]
-    fn load_rejects_wrong_size() {
+    fn load_rejects_long_files_and_extends_short_ones() {
         let dir = tempfile::tempdir().unwrap();
         let q = qdir(dir.path());
         std::fs::create_dir_all(&q).unwrap();
-        std::fs::write(q.join("00000000000000000000"), [0u8; 100]).unwrap();
+        std::fs::write(q.join("00000000000000000000"), vec![0u8; FS as usize + 1]).unwrap();
         let cq = ConsumeQueue::new(dir.path(), "TopicA", 3, FS);
         assert!(matches!(cq.load(), Err(StoreError::Corrupt { .. })));
+        std::fs::write(q.join("00000000000000000000"), [0u8; 100]).unwrap();
+        cq.load().unwrap();
+        assert_eq!(cq.extended_files().len(), 1);
+        cq.recover().unwrap();
+        assert_eq!(cq.max_offset(), 0);
     }
 
     #[test]

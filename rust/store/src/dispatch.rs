@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use parking_lot::RwLock;
 
-use crate::commitlog::CommitLog;
+use crate::commitlog::{next_valid_record, CommitLog};
 use crate::consume_queue::ConsumeQueue;
-use crate::error::Result;
+use crate::error::{Result, StoreError};
 use crate::index::IndexService;
 use crate::message::{self, property, sysflag, Record, BLANK_MAGIC_CODE, MESSAGE_MAGIC_CODE};
 use crate::service::{Notifier, Service, Signal};
@@ -279,25 +279,43 @@ pub fn dispatch_range(
         let mut pos = (from - base) as usize;
         let mut last_ts = 0i64;
         let mut n = 0u32;
+        // Ranges recovery found damaged: stepped over, never dispatched.
+        let damaged = log.damaged_in(from, base + wrote as i64);
+        let mut next_damage = damaged.iter().peekable();
         while pos + 8 <= wrote {
+            let at = base + pos as i64;
+            while next_damage.next_if(|d| d.1 <= at).is_some() {}
+            if let Some(&&(d_from, d_to)) = next_damage.peek() {
+                if d_from <= at {
+                    pos = ((d_to - base) as usize).min(file.size());
+                    continue;
+                }
+            }
             let magic = message::read_i32(data, pos + 4).unwrap_or(0);
             if magic == BLANK_MAGIC_CODE {
                 pos = file.size();
                 break;
             }
-            if magic != MESSAGE_MAGIC_CODE {
-                // Cannot happen below the wrote position of a healthy log; skip the rest of
-                // the file rather than spin (recovery truncates such data on restart).
-                pos = file.size();
-                break;
-            }
-            let Ok(rec) = message::decode(&data[pos..wrote], false) else {
-                pos = file.size();
-                break;
+            let rec = if magic == MESSAGE_MAGIC_CODE {
+                message::decode(&data[pos..wrote], false).ok()
+            } else {
+                None
             };
-            // A failing dispatcher (disk error) must not stop the log: the record stays
-            // readable and a restart re-dispatches it.
-            let _ = dispatchers.dispatch(&rec);
+            let Some(rec) = rec else {
+                // Cannot happen below the wrote position of a healthy log (recovery lists
+                // damage); step to the next valid record rather than stop or spin.
+                pos = next_valid_record(&data[..wrote], pos + 1, base, false).unwrap_or(wrote);
+                continue;
+            };
+            // A dispatcher failing for want of disk space or on an I/O error must not skip the
+            // record: dispatching stops here and resumes at this record in the next round. A
+            // record the queues refuse (a damaged queue offset) stays readable in the log.
+            if let Err(StoreError::Io { .. } | StoreError::DiskFull { .. }) =
+                dispatchers.dispatch(&rec)
+            {
+                progress.publish(at, last_ts);
+                return at;
+            }
             last_ts = rec.store_timestamp;
             pos += rec.total_size as usize;
             n += 1;

@@ -115,8 +115,11 @@ impl MappedFile {
         Self::map(path, file, from_offset, size)
     }
 
-    /// Open an existing segment; its length must equal `size`.
-    pub fn open(path: &Path, size: usize) -> Result<MappedFile> {
+    /// Open an existing segment of `size` bytes. With `extend_short`, a shorter file (a last
+    /// file cut short by a copy or a full disk) is extended with zeros, so its missing tail
+    /// reads as unwritten, and its former length is returned; otherwise, and for a longer
+    /// file, a size other than `size` is refused.
+    pub fn open(path: &Path, size: usize, extend_short: bool) -> Result<(MappedFile, Option<u64>)> {
         let name = path
             .file_name()
             .and_then(|n| n.to_str())
@@ -136,7 +139,7 @@ impl MappedFile {
             .open(path)
             .at(path)?;
         let len = file.metadata().at(path)?.len();
-        if len != size as u64 {
+        if len > size as u64 || (len < size as u64 && !extend_short) {
             return Err(StoreError::corrupt(
                 "segment size",
                 format!(
@@ -145,7 +148,14 @@ impl MappedFile {
                 ),
             ));
         }
-        Self::map(path.to_path_buf(), file, from_offset, size)
+        let short = (len < size as u64).then_some(len);
+        if short.is_some() {
+            file.set_len(size as u64).at(path)?;
+        }
+        Ok((
+            Self::map(path.to_path_buf(), file, from_offset, size)?,
+            short,
+        ))
     }
 
     fn map(path: PathBuf, file: File, from_offset: u64, size: usize) -> Result<MappedFile> {
@@ -375,6 +385,19 @@ impl MappedFile {
     /// (mostly sparse) file.
     pub fn zero_tail(&self, pos: usize) -> Result<()> {
         let pos = pos.min(self.size);
+        let dirty_end = self.stale_end(pos);
+        if dirty_end > pos {
+            let zeros = vec![0u8; dirty_end - pos];
+            self.write_at(pos, &zeros)?;
+            self.map.flush_range(pos, dirty_end - pos).at(&self.path)?;
+        }
+        Ok(())
+    }
+
+    /// End of the non-zero bytes from `pos` on, up to the first run of zeros longer than any
+    /// record ([`ZERO_RUN_END`]), page-granular; `pos` when there are none.
+    pub fn stale_end(&self, pos: usize) -> usize {
+        let pos = pos.min(self.size);
         let mut p = pos;
         let mut dirty_end = pos;
         while p < self.size && p - dirty_end <= ZERO_RUN_END {
@@ -384,12 +407,7 @@ impl MappedFile {
             }
             p += n;
         }
-        if dirty_end > pos {
-            let zeros = vec![0u8; dirty_end - pos];
-            self.write_at(pos, &zeros)?;
-            self.map.flush_range(pos, dirty_end - pos).at(&self.path)?;
-        }
-        Ok(())
+        dirty_end
     }
 
     /// Last-modified time of the file, as ms since the epoch.
@@ -464,13 +482,24 @@ mod tests {
         let mf = MappedFile::create(dir.path(), 0, 4096).unwrap();
         let p = mf.path().to_path_buf();
         drop(mf);
-        assert!(MappedFile::open(&p, 4096).is_ok());
+        assert_eq!(MappedFile::open(&p, 4096, false).unwrap().1, None);
+        for extend in [false, true] {
+            assert!(matches!(
+                MappedFile::open(&p, 2048, extend),
+                Err(StoreError::Corrupt { .. })
+            ));
+        }
         assert!(matches!(
-            MappedFile::open(&p, 8192),
+            MappedFile::open(&p, 8192, false),
             Err(StoreError::Corrupt { .. })
         ));
+        // A short file is extended when asked; its former length is reported.
+        let (mf, short) = MappedFile::open(&p, 8192, true).unwrap();
+        assert_eq!(short, Some(4096));
+        assert_eq!(mf.raw_from(0).len(), 8192);
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), 8192);
         let bad = dir.path().join("notanumber");
         std::fs::write(&bad, b"x").unwrap();
-        assert!(MappedFile::open(&bad, 1).is_err());
+        assert!(MappedFile::open(&bad, 1, true).is_err());
     }
 }

@@ -10,7 +10,7 @@
 //! over does not stall the appender.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -30,6 +30,10 @@ pub struct MappedFileQueue {
     preallocate: bool,
     warm: bool,
     next: Mutex<Option<Pending>>,
+    /// Files found shorter than `file_size` at load and extended, with their former length.
+    extended: Mutex<Vec<(PathBuf, u64)>>,
+    /// Whether a short last file is extended even when it is the only file.
+    allow_short_last: AtomicBool,
 }
 
 impl std::fmt::Debug for MappedFileQueue {
@@ -53,6 +57,8 @@ impl MappedFileQueue {
             preallocate,
             warm,
             next: Mutex::new(None),
+            extended: Mutex::new(Vec::new()),
+            allow_short_last: AtomicBool::new(true),
         }
     }
 
@@ -67,6 +73,7 @@ impl MappedFileQueue {
     /// positions of the tail back to the last valid byte.
     pub fn load(&self) -> Result<()> {
         crate::mapped_file::remove_creating_leftovers(&self.dir);
+        self.extended.lock().clear();
         let mut paths: Vec<PathBuf> = match std::fs::read_dir(&self.dir) {
             Ok(rd) => rd
                 .filter_map(|e| e.ok())
@@ -76,16 +83,25 @@ impl MappedFileQueue {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(StoreError::io(&self.dir, e)),
         };
+        // Not a segment (e.g. a temp file a crash left behind): ignored.
+        paths.retain(|p| {
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit())
+        });
         paths.sort();
         let mut files = Vec::with_capacity(paths.len());
         let mut expected: Option<u64> = None;
-        for p in paths {
-            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
-            if name.len() != 20 || !name.bytes().all(|b| b.is_ascii_digit()) {
-                // Not a segment (e.g. a temp file a crash left behind): ignore it.
-                continue;
+        let last = paths.len().saturating_sub(1);
+        let allow_short_last = self.allow_short_last.load(Ordering::Acquire);
+        for (i, p) in paths.into_iter().enumerate() {
+            // Only the last file may be short, and only where the segment size is known to
+            // be right (an earlier file has it, or the owner vouches for it): a short single
+            // file is as likely a store written with a smaller size.
+            let extend = i == last && (i > 0 || allow_short_last);
+            let (mf, short) = MappedFile::open(&p, self.file_size, extend)?;
+            if let Some(len) = short {
+                self.extended.lock().push((p.clone(), len));
             }
-            let mf = MappedFile::open(&p, self.file_size)?;
             if let Some(exp) = expected {
                 if mf.from_offset() != exp {
                     return Err(StoreError::corrupt(
@@ -120,6 +136,17 @@ impl MappedFileQueue {
         self.flushed_where.store(flushed, Ordering::Release);
         *self.files.write() = files;
         Ok(())
+    }
+
+    /// Whether [`MappedFileQueue::load`] extends a short file that is the only one (default:
+    /// yes). A short last file after full ones is always extended.
+    pub fn set_allow_short_last(&self, allow: bool) {
+        self.allow_short_last.store(allow, Ordering::Release);
+    }
+
+    /// Files the last [`MappedFileQueue::load`] found short and extended (path, former length).
+    pub fn extended_files(&self) -> Vec<(PathBuf, u64)> {
+        self.extended.lock().clone()
     }
 
     /// A snapshot of the files, oldest first.

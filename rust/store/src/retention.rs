@@ -145,6 +145,14 @@ impl Background {
             }
         }
         let _ = self.checkpoint.flush();
+        if thorough {
+            let _ = crate::rebuild::write_manifest(
+                &self.config.store_path_root_dir,
+                &self.commitlog,
+                &self.queues,
+                self.index.as_deref(),
+            );
+        }
     }
 
     fn clean(&self) {

@@ -21,6 +21,7 @@ use crate::error::{IoContext, Result, StoreError};
 use crate::filter_bitmap::FilterBitmaps;
 use crate::flush::{FlushService, FlushSettings, FlushWatermark};
 use crate::index::IndexService;
+use crate::journal::Journal;
 use crate::message::{self, property, MessageRef};
 use crate::read::{GetMessageStatus, GetRequest, GetResult, SqlFilter};
 use crate::retention;
@@ -78,6 +79,8 @@ pub struct MessageStore {
     disk_full: Arc<AtomicBool>,
     shut_down: AtomicBool,
     report: RecoveryReport,
+    /// Every recovery step, repair and refusal, for the broker's log and runtime info.
+    journal: Arc<Journal>,
     stats: StoreStats,
     /// The flock on `<root>/lock`, released at shutdown.
     lock: Mutex<Option<File>>,
@@ -101,6 +104,58 @@ fn lock_dir(root: &Path) -> Result<File> {
     Ok(f)
 }
 
+/// Journal what CommitLog recovery found: how the last run ended, what was scanned, each
+/// damaged range skipped, a torn tail cut off and files found short.
+fn report_commitlog_recovery(
+    journal: &Journal,
+    commitlog: &CommitLog,
+    scan: &crate::commitlog::ScanResult,
+    end: i64,
+    torn: usize,
+    crashed: bool,
+) {
+    journal.info(
+        "recovery",
+        format!(
+            "{} shutdown; scanned {} records ({} bytes) of the CommitLog, which ends at offset {end}",
+            if crashed { "unclean" } else { "clean" },
+            scan.records,
+            scan.bytes
+        ),
+    );
+    for (path, len) in commitlog.queue().extended_files() {
+        journal.warn(
+            "short-file",
+            format!(
+                "CommitLog file {} was {len} bytes, shorter than the segment size {}: \
+                 extended, its last {} bytes treated as unwritten",
+                path.display(),
+                commitlog.queue().file_size(),
+                commitlog.queue().file_size() - len
+            ),
+        );
+    }
+    for &(from, to) in &scan.damaged {
+        journal.warn(
+            "commitlog-damage",
+            format!(
+                "CommitLog bytes [{from}, {to}) ({} bytes) hold no valid record: skipped, the \
+                 intact records after them are kept",
+                to - from
+            ),
+        );
+    }
+    if torn > 0 {
+        journal.warn(
+            "torn-tail",
+            format!(
+                "CommitLog ends at offset {end}: up to {torn} bytes of an incomplete record \
+                 after it were discarded"
+            ),
+        );
+    }
+}
+
 impl MessageStore {
     /// Open (creating if needed) and recover the store, then start its services. Returns
     /// once every record in the CommitLog is in the ConsumeQueues and the index.
@@ -111,6 +166,7 @@ impl MessageStore {
         let delay_levels = parse_delay_levels(&config.message_delay_level)?;
         let abort_path = root.join("abort");
         let crashed = abort_path.exists();
+        let journal = Arc::new(Journal::open(&root.join("repairs"), crashed));
 
         let checkpoint = Arc::new(StoreCheckpoint::open(&root.join("checkpoint"))?);
         let commitlog = Arc::new(CommitLog::new(
@@ -120,6 +176,12 @@ impl MessageStore {
             config.max_message_size,
             config.warm_mapped_file_enable,
         ));
+        // The manifest of the last run says which queues exist and vouches for the segment
+        // size, so a short single CommitLog file is a truncated one, not a misconfiguration.
+        let manifest = crate::rebuild::Manifest::read(&root);
+        commitlog.queue().set_allow_short_last(
+            manifest.commitlog_file_size == Some(config.mapped_file_size_commit_log),
+        );
         commitlog.load()?;
         let queues = Arc::new(QueueTable::new(
             config.consume_queue_dir(),
@@ -139,6 +201,17 @@ impl MessageStore {
         };
         for cq in queues.all() {
             cq.recover()?;
+            for (path, len) in cq.extended_files() {
+                journal.warn(
+                    "short-file",
+                    format!(
+                        "ConsumeQueue file {} was {len} bytes, shorter than {}: extended, its \
+                         missing units are dispatched again",
+                        path.display(),
+                        cq.file_size()
+                    ),
+                );
+            }
         }
 
         // CommitLog recovery: find where the valid log ends.
@@ -167,25 +240,26 @@ impl MessageStore {
         };
         let scan = commitlog.scan_from(start_file, config.check_crc_on_recover, |_, _| {});
         let end = if files.is_empty() { 0 } else { scan.end_offset };
+        let torn = commitlog.stale_bytes_after(end);
         commitlog.truncate_to(end)?;
         let scan_seconds = started.elapsed().as_secs_f64();
+        report_commitlog_recovery(&journal, &commitlog, &scan, end, torn, crashed);
+        commitlog.set_damaged(scan.damaged.clone());
 
-        // ConsumeQueues must not point at or past the end.
+        // ConsumeQueues must not point at or past the end, nor into or past damage: what
+        // follows the first damaged range is dispatched again (skipping the damage).
+        let first_damage = scan.damaged.first().map(|d| d.0);
+        let cq_end = first_damage.map_or(end, |d| d.min(end));
         for cq in queues.all() {
-            cq.truncate_dirty(end)?;
+            cq.truncate_dirty(cq_end)?;
         }
         let cl_min = commitlog.min_offset();
         for cq in queues.all() {
             cq.correct_min_offset(cl_min);
         }
-        commitlog.set_queue_offsets(
-            queues
-                .all()
-                .iter()
-                .map(|q| (q.topic().to_string(), q.queue_id(), q.max_offset())),
-        );
 
-        // Resume dispatching where the ConsumeQueues end (or earlier after a crash).
+        // Resume dispatching where the ConsumeQueues end (or earlier after a crash, damage,
+        // or a missing, short or inconsistent ConsumeQueue or index).
         let mut reput_from = queues
             .all()
             .iter()
@@ -199,7 +273,21 @@ impl MessageStore {
                 .unwrap_or(cl_min);
             reput_from = reput_from.min(first_of_scan);
         }
+        if let Some(d) = first_damage {
+            reput_from = reput_from.min(d);
+        }
+        let rebuild = crate::rebuild::plan(&manifest, &commitlog, &queues, index.as_deref(), end);
+        rebuild.report(&journal);
+        if let Some(from) = rebuild.from {
+            reput_from = reput_from.min(from);
+        }
         reput_from = reput_from.clamp(cl_min, end.max(cl_min));
+        commitlog.set_queue_offsets(
+            queues
+                .all()
+                .iter()
+                .map(|q| (q.topic().to_string(), q.queue_id(), q.max_offset())),
+        );
 
         let progress =
             DispatchProgress::new(reput_from).map_err(|e| StoreError::io("eventfd", e))?;
@@ -220,6 +308,13 @@ impl MessageStore {
                 .map(|q| (q.topic().to_string(), q.queue_id(), q.max_offset())),
         );
 
+        let manifest = crate::rebuild::write_manifest(&root, &commitlog, &queues, index.as_deref());
+        if let Err(e) = manifest {
+            journal.warn(
+                "manifest",
+                format!("could not write {}: {e}", crate::rebuild::MANIFEST),
+            );
+        }
         std::fs::write(&abort_path, b"").at(&abort_path)?;
 
         let cp = checkpoint.clone();
@@ -281,6 +376,7 @@ impl MessageStore {
                 scan_seconds,
             },
             stats: StoreStats::default(),
+            journal,
             config,
             lock: Mutex::new(Some(lock)),
         })
@@ -294,6 +390,10 @@ impl MessageStore {
     }
     pub fn recovery_report(&self) -> RecoveryReport {
         self.report
+    }
+    /// The repair journal (see [`crate::journal`]).
+    pub fn journal(&self) -> &Journal {
+        &self.journal
     }
     pub fn stats(&self) -> &StoreStats {
         &self.stats
@@ -631,7 +731,20 @@ impl MessageStore {
         self.commitlog.remove_topic(topic);
         let dir = self.config.consume_queue_dir().join(topic);
         let _ = std::fs::remove_dir_all(dir);
+        // A deleted queue must not look missing (and be rebuilt) at the next start.
+        self.write_manifest()?;
         Ok(())
+    }
+
+    /// Record which queues exist and how far they reach (see [`crate::rebuild`]).
+    fn write_manifest(&self) -> Result<()> {
+        crate::rebuild::write_manifest(
+            &self.root,
+            &self.commitlog,
+            &self.queues,
+            self.index.as_deref(),
+        )
+        .at(&self.root.join(crate::rebuild::MANIFEST))
     }
 
     /// Run retention now: delete CommitLog files older than `reserved_ms` (all but the
@@ -690,6 +803,7 @@ impl MessageStore {
             self.checkpoint.set_index_msg_timestamp(index_ts);
         }
         self.checkpoint.flush()?;
+        self.write_manifest()?;
         self.commitlog.queue().discard_preallocated();
         let abort = self.root.join("abort");
         let removed = match std::fs::remove_file(&abort) {

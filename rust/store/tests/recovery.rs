@@ -315,3 +315,197 @@ fn a_second_open_is_refused_and_bad_config_reported() {
         Err(StoreError::Corrupt { .. })
     ));
 }
+
+fn journal_has(store: &MessageStore, kind: &str) -> Vec<String> {
+    store
+        .journal()
+        .all()
+        .into_iter()
+        .filter(|e| e.kind == kind)
+        .map(|e| e.message)
+        .collect()
+}
+
+/// Bodies of `fill(n)`'s messages of queue `qid`, in order, skipping indexes in `gone`.
+fn expected_bodies(n: usize, qid: usize, gone: &[usize]) -> Vec<Vec<u8>> {
+    (0..n)
+        .filter(|i| i % 2 == qid && !gone.contains(i))
+        .map(|i| format!("message-{i:05}-").repeat(1 + i % 9).into_bytes())
+        .collect()
+}
+
+#[test]
+fn damage_in_the_middle_keeps_every_intact_record_after_it() {
+    // A flipped body byte (CRC) and a flipped size field, after clean and unclean shutdowns.
+    for (crashed, field_offset) in [(false, 90usize), (true, 90), (false, 1), (true, 1)] {
+        let d = tempfile::tempdir().unwrap();
+        let cfg = config(d.path());
+        let store = MessageStore::open(cfg.clone()).unwrap();
+        let n = 700;
+        let written = fill(&store, n);
+        let end = store.commitlog_max_offset();
+        store.shutdown().unwrap();
+        drop(store);
+        // Damage record 650: in the last files, which every start scans.
+        let victim = written[650];
+        let file = commitlog_file(
+            d.path(),
+            victim.physical_offset,
+            cfg.mapped_file_size_commit_log,
+        );
+        let pos = (victim.physical_offset as u64 % cfg.mapped_file_size_commit_log) as usize;
+        let mut data = std::fs::read(&file).unwrap();
+        data[pos + field_offset] ^= 0x40;
+        std::fs::write(&file, data).unwrap();
+        if crashed {
+            std::fs::write(d.path().join("abort"), b"").unwrap();
+        }
+
+        let store = MessageStore::open(cfg.clone()).unwrap();
+        assert_eq!(
+            store.commitlog_max_offset(),
+            end,
+            "nothing after the damage is cut"
+        );
+        assert_eq!(read_all(&store, "Topic", 0), expected_bodies(n, 0, &[650]));
+        assert_eq!(read_all(&store, "Topic", 1), expected_bodies(n, 1, &[650]));
+        let damage = journal_has(&store, "commitlog-damage");
+        assert_eq!(damage.len(), 1, "{damage:?}");
+        let range = format!(
+            "[{}, {})",
+            victim.physical_offset,
+            victim.physical_offset + victim.size as i64
+        );
+        assert!(damage[0].contains(&range), "{damage:?} lacks {range}");
+        assert!(journal_has(&store, "torn-tail").is_empty());
+        // New messages go after the intact ones, never over them; queue offsets continue.
+        let r = store.put(&msg("Topic", 0, b"after", b"")).unwrap();
+        assert_eq!(r.physical_offset, end);
+        assert_eq!(r.queue_offset, 350);
+        store.shutdown().unwrap();
+        drop(store);
+        // The next clean start still serves everything once.
+        let store = MessageStore::open(cfg).unwrap();
+        // Queue 0: 349 intact messages and the new one; queue 1 untouched.
+        assert_eq!(read_all(&store, "Topic", 0).len(), 350);
+        assert_eq!(read_all(&store, "Topic", 1), expected_bodies(n, 1, &[]));
+    }
+}
+
+#[test]
+fn one_deleted_consume_queue_is_rebuilt_after_a_clean_shutdown() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = config(d.path());
+    let store = MessageStore::open(cfg.clone()).unwrap();
+    fill(&store, 300);
+    store.shutdown().unwrap();
+    drop(store);
+    std::fs::remove_dir_all(d.path().join("consumequeue/Topic/1")).unwrap();
+
+    let store = MessageStore::open(cfg.clone()).unwrap();
+    assert_eq!(read_all(&store, "Topic", 1), expected_bodies(300, 1, &[]));
+    assert_eq!(read_all(&store, "Topic", 0), expected_bodies(300, 0, &[]));
+    let found = journal_has(&store, "rebuild");
+    assert!(
+        found.iter().any(|m| m.contains("Topic-1 is missing")),
+        "{found:?}"
+    );
+    let r = store.put(&msg("Topic", 1, b"next", b"")).unwrap();
+    assert_eq!(r.queue_offset, 150);
+}
+
+#[test]
+fn short_and_inconsistent_consume_queues_are_rebuilt() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = config(d.path());
+    let store = MessageStore::open(cfg.clone()).unwrap();
+    fill(&store, 300);
+    store.shutdown().unwrap();
+    drop(store);
+    // Queue 1's last unit points at queue 0's last record (a later one, so the queue's own
+    // recovery, which checks that offsets grow, keeps it); queue 0's second file is cut in
+    // the middle of a unit.
+    let q0 = d.path().join("consumequeue/Topic/0/00000000000000002000");
+    let q0_last = std::fs::read(&q0).unwrap()[49 * 20..50 * 20].to_vec();
+    let q1 = d.path().join("consumequeue/Topic/1/00000000000000002000");
+    patch(&q1, 49 * 20, &q0_last);
+    let len = std::fs::metadata(&q0).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&q0)
+        .unwrap()
+        .set_len(len / 2 - 15)
+        .unwrap();
+
+    let store = MessageStore::open(cfg).unwrap();
+    assert_eq!(read_all(&store, "Topic", 0), expected_bodies(300, 0, &[]));
+    assert_eq!(read_all(&store, "Topic", 1), expected_bodies(300, 1, &[]));
+    let found = journal_has(&store, "rebuild");
+    assert!(
+        found.iter().any(|m| m.contains("Topic-0 is short")),
+        "{found:?}"
+    );
+    assert!(
+        found.iter().any(|m| m.contains("Topic-1 disagrees")),
+        "{found:?}"
+    );
+    assert_eq!(journal_has(&store, "short-file").len(), 1);
+}
+
+#[test]
+fn a_deleted_index_is_rebuilt() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = config(d.path());
+    let store = MessageStore::open(cfg.clone()).unwrap();
+    let written = fill(&store, 300);
+    store.shutdown().unwrap();
+    drop(store);
+    std::fs::remove_dir_all(d.path().join("index")).unwrap();
+    let store = MessageStore::open(cfg).unwrap();
+    let q = store.query_by_key("Topic", "key-17", 10, 0, i64::MAX);
+    assert_eq!(q.records.len(), 1);
+    assert_eq!(
+        message::decode(&q.records[0], true)
+            .unwrap()
+            .physical_offset,
+        written[17].physical_offset
+    );
+    assert!(!journal_has(&store, "rebuild").is_empty());
+}
+
+#[test]
+fn a_short_last_commitlog_file_is_recovered() {
+    for crashed in [false, true] {
+        let d = tempfile::tempdir().unwrap();
+        let cfg = config(d.path());
+        let store = MessageStore::open(cfg.clone()).unwrap();
+        let written = fill(&store, 700);
+        store.shutdown().unwrap();
+        drop(store);
+        let size = cfg.mapped_file_size_commit_log;
+        let last = written.last().unwrap();
+        let file = commitlog_file(d.path(), last.physical_offset, size);
+        // Cut the last file inside record 690.
+        let cut = written[690].physical_offset as u64 % size + 30;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .set_len(cut)
+            .unwrap();
+        if crashed {
+            std::fs::write(d.path().join("abort"), b"").unwrap();
+        }
+        let store = MessageStore::open(cfg.clone()).unwrap();
+        assert_eq!(std::fs::metadata(&file).unwrap().len(), size);
+        assert_eq!(store.commitlog_max_offset(), written[690].physical_offset);
+        let gone: Vec<usize> = (690..700).collect();
+        assert_eq!(read_all(&store, "Topic", 0), expected_bodies(700, 0, &gone));
+        assert_eq!(read_all(&store, "Topic", 1), expected_bodies(700, 1, &gone));
+        assert_eq!(journal_has(&store, "short-file").len(), 1);
+        assert_eq!(journal_has(&store, "torn-tail").len(), 1);
+        let r = store.put(&msg("Topic", 0, b"after", b"")).unwrap();
+        assert_eq!(r.physical_offset, written[690].physical_offset);
+        assert_eq!(r.queue_offset, 345);
+    }
+}

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
+from rmq.broker import journal
 from rmq.broker.config import RUNTIME_UPDATABLE, ConfigError, parse_properties_text
 from rmq.broker.services import BrokerServices
 from rmq.broker.subscription_group import SubscriptionGroupConfig
@@ -220,6 +221,7 @@ class AdminProcessors:
             "runtime": f"[ {(now - boot) // 86_400_000} days, {(now - boot) // 3_600_000 % 24} hours, "
             f"{(now - boot) // 60_000 % 60} minutes, {(now - boot) // 1000 % 60} seconds ]",
             "diskFull": "true" if store.is_disk_full() else "false",
+            **journal.runtime_info(store),
         }
         return create_response(request, body=fastjson.dumps({"table": table}))
 
