@@ -88,7 +88,7 @@ fn to_py_err(e: StoreError) -> PyErr {
         StoreError::Io { .. } => StoreIOError::new_err(msg),
         StoreError::Corrupt { .. } => CorruptStoreError::new_err(msg),
         StoreError::MessageIllegal(_) => MessageIllegalError::new_err(msg),
-        StoreError::DiskFull { .. } => DiskFullError::new_err(msg),
+        StoreError::DiskFull { .. } | StoreError::NoSpace { .. } => DiskFullError::new_err(msg),
         StoreError::FlushTimeout(_) => FlushTimeoutError::new_err(msg),
         StoreError::ShutDown => StoreShutDownError::new_err(msg),
         StoreError::Config(_) => StoreConfigError::new_err(msg),

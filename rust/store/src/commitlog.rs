@@ -192,7 +192,7 @@ impl CommitLog {
         preallocate: bool,
     ) -> CommitLog {
         CommitLog {
-            mfq: MappedFileQueue::new(dir, file_size, preallocate, warm),
+            mfq: MappedFileQueue::new(dir, file_size, preallocate, warm).reserving_whole_files(),
             put: Mutex::new(PutState::default()),
             store_host,
             max_message_size,
@@ -294,10 +294,17 @@ impl CommitLog {
                 "a record of {len} bytes does not fit a CommitLog file of {file_size} bytes"
             )));
         }
-        let file = self.mfq.last_or_create(0)?;
+        let file = match self.mfq.last_file() {
+            Some(f) if !f.is_full() => f,
+            _ => self.start_segment()?,
+        };
+        // A file mapped at start (written by an earlier run) gets its blocks reserved here,
+        // once; new files were reserved when created.
+        file.ensure_allocated(file.size(), file.size())?;
         if len + END_FILE_MIN_BLANK_LENGTH <= file.remaining() {
             return Ok(file);
         }
+        self.check_headroom()?;
         let pos = file.wrote_position();
         let remaining = file.remaining();
         if remaining >= END_FILE_MIN_BLANK_LENGTH {
@@ -307,7 +314,28 @@ impl CommitLog {
             file.write_at(pos, &blank)?;
         }
         file.set_wrote_position(file.size());
-        self.mfq.last_or_create(0)
+        self.start_segment()
+    }
+
+    /// The next segment is (or will be) reserved whole; refuse to start it unless the queues
+    /// and the index built from it still find room on the disk.
+    fn check_headroom(&self) -> Result<()> {
+        let headroom = crate::disk::headroom(self.mfq.file_size());
+        if crate::disk::available_bytes(self.mfq.dir()).is_some_and(|a| a < headroom) {
+            return Err(StoreError::NoSpace {
+                path: self.mfq.dir().to_path_buf(),
+                needed: headroom,
+            });
+        }
+        Ok(())
+    }
+
+    /// Take a new segment to append to (reserved whole).
+    fn start_segment(&self) -> Result<Arc<MappedFile>> {
+        self.check_headroom()?;
+        let next = self.mfq.last_or_create(0)?;
+        next.ensure_allocated(next.size(), next.size())?;
+        Ok(next)
     }
 
     fn next_offset(st: &mut PutState, topic: &str, queue_id: i32) -> i64 {

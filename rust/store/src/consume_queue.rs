@@ -125,6 +125,7 @@ pub struct ConsumeQueue {
     topic: String,
     queue_id: i32,
     units_per_file: u64,
+    alloc_chunk: usize,
     files: MappedFileQueue,
     /// First consumable logical offset (before clamping to the files present).
     min_logic: AtomicI64,
@@ -154,6 +155,14 @@ impl ConsumeQueue {
             topic: topic.to_string(),
             queue_id,
             units_per_file,
+            // Disk blocks reserved ahead of the writer: a page, what a write into a sparse
+            // file takes anyway (thousands of small queues hold no more than they use); a
+            // whole file where reading a hole takes space (tmpfs).
+            alloc_chunk: if crate::disk::holes_take_space(root) {
+                (units_per_file * CQ_UNIT_SIZE) as usize
+            } else {
+                crate::mapped_file::OS_PAGE_SIZE
+            },
             files: MappedFileQueue::new(dir, units_per_file * CQ_UNIT_SIZE, false, false),
             min_logic: AtomicI64::new(0),
             max_physic: AtomicI64::new(-1),
@@ -351,6 +360,7 @@ impl ConsumeQueue {
         };
         self.fill_placeholders(fill_from, queue_offset as u64)?;
         let (f, pos) = self.file_at(byte)?;
+        f.ensure_allocated(pos + UNIT, self.alloc_chunk)?;
         f.write_at(pos, &encode_unit(cl_offset, size, tags_code))?;
         f.set_wrote_position(pos + UNIT);
         if !had_consumable {
@@ -397,6 +407,7 @@ impl ConsumeQueue {
             let (f, pos) = self.file_at(byte)?;
             let room = ((f.size() - pos) / UNIT) as u64;
             let n = (to - cur).min(room).min(chunk_units as u64) as usize;
+            f.ensure_allocated(pos + n * UNIT, self.alloc_chunk)?;
             f.write_at(pos, &chunk[..n * UNIT])?;
             f.set_wrote_position(pos + n * UNIT);
             cur += n as u64;

@@ -163,6 +163,8 @@ pub struct Dispatchers {
     pub filters: Arc<crate::filter_bitmap::FilterBitmaps>,
     pub index: Option<Arc<IndexService>>,
     pub delay_levels: Vec<u64>,
+    /// Told when a queue or the index finds no space (writes are then refused).
+    pub disk: Arc<crate::disk::DiskGuard>,
 }
 
 impl Dispatchers {
@@ -310,11 +312,17 @@ pub fn dispatch_range(
             // A dispatcher failing for want of disk space or on an I/O error must not skip the
             // record: dispatching stops here and resumes at this record in the next round. A
             // record the queues refuse (a damaged queue offset) stays readable in the log.
-            if let Err(StoreError::Io { .. } | StoreError::DiskFull { .. }) =
-                dispatchers.dispatch(&rec)
-            {
-                progress.publish(at, last_ts);
-                return at;
+            match dispatchers.dispatch(&rec) {
+                Err(StoreError::NoSpace { path, needed }) => {
+                    dispatchers.disk.on_no_space(&path, needed);
+                    progress.publish(at, last_ts);
+                    return at;
+                }
+                Err(StoreError::Io { .. }) => {
+                    progress.publish(at, last_ts);
+                    return at;
+                }
+                _ => {}
             }
             last_ts = rec.store_timestamp;
             pos += rec.total_size as usize;

@@ -22,11 +22,16 @@ pub enum StoreError {
     #[error("illegal message: {0}")]
     MessageIllegal(String),
     /// Disk usage is above the configured ratio; writes are refused until space is freed.
-    #[error("disk full: {used_percent:.1}% used, writes refused above {limit_percent}%")]
+    #[error("disk full: the disk of {} is {used_percent:.1}% used, writes refused above {limit_percent}% (diskSpaceWarningLevelRatio)", dir.display())]
     DiskFull {
+        dir: PathBuf,
         used_percent: f64,
         limit_percent: u32,
     },
+    /// The filesystem could not reserve space for a file the store writes; writes are refused
+    /// until the space is available.
+    #[error("disk full: no space left on device for {path} ({needed} bytes could not be reserved); writes are refused until space is freed")]
+    NoSpace { path: PathBuf, needed: u64 },
     /// A synchronous flush did not complete within the configured timeout.
     #[error("flush to disk timed out after {0} ms")]
     FlushTimeout(u64),

@@ -210,8 +210,13 @@ impl IndexFile {
                 format!("{} exists already", path.display()),
             ));
         }
-        let file =
-            crate::mapped_file::create_sized_file(&path, index_file_size(slot_num, index_num))?;
+        let size = index_file_size(slot_num, index_num);
+        let file = crate::mapped_file::create_sized_file(&path, size)?;
+        // Every byte may be written (slots at random): reserve the whole file, see crate::disk.
+        if let Err(e) = crate::disk::reserve_blocks(&path, 0, size as usize) {
+            let _ = std::fs::remove_file(&path);
+            return Err(e);
+        }
         let made = Self::map(path.clone(), file, slot_num, index_num);
         let f = match made {
             Ok(f) => f,

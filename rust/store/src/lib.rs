@@ -15,6 +15,7 @@ pub use error::{Result, StoreError};
 pub mod checkpoint;
 pub mod commitlog;
 pub mod consume_queue;
+pub mod disk;
 pub mod dispatch;
 pub mod filter_bitmap;
 pub mod flush;

@@ -81,6 +81,8 @@ pub struct MappedFile {
     /// Store timestamp (ms) of the last record written into this file.
     last_store_ts: AtomicU64,
     deleted: AtomicBool,
+    /// Bytes `[0, allocated)` have disk blocks reserved ([`MappedFile::ensure_allocated`]).
+    allocated: AtomicUsize,
 }
 
 // SAFETY: `base` points into `map`, which lives as long as `self`. Writes happen only through
@@ -174,6 +176,7 @@ impl MappedFile {
             flushed: AtomicUsize::new(0),
             last_store_ts: AtomicU64::new(0),
             deleted: AtomicBool::new(false),
+            allocated: AtomicUsize::new(0),
         })
     }
 
@@ -262,6 +265,21 @@ impl MappedFile {
     }
     pub fn set_last_store_timestamp(&self, ts: u64) {
         self.last_store_ts.store(ts, Ordering::Release);
+    }
+
+    /// Reserve disk blocks for the bytes below `end` (at least `chunk` more at a time) before
+    /// writing there through the mapping, which would otherwise die of SIGBUS on a full disk
+    /// (see [`crate::disk`]). Cheap when already reserved: one atomic load.
+    pub fn ensure_allocated(&self, end: usize, chunk: usize) -> Result<()> {
+        let have = self.allocated.load(Ordering::Acquire);
+        if end <= have {
+            return Ok(());
+        }
+        let from = have / OS_PAGE_SIZE * OS_PAGE_SIZE;
+        let to = (end.max(from + chunk).div_ceil(OS_PAGE_SIZE) * OS_PAGE_SIZE).min(self.size);
+        crate::disk::reserve_blocks(&self.path, from, to)?;
+        self.allocated.fetch_max(to, Ordering::AcqRel);
+        Ok(())
     }
 
     /// Copy `data` to `pos` without publishing it. Only the single appender of the owning

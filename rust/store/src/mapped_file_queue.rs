@@ -34,6 +34,8 @@ pub struct MappedFileQueue {
     extended: Mutex<Vec<(PathBuf, u64)>>,
     /// Whether a short last file is extended even when it is the only file.
     allow_short_last: AtomicBool,
+    /// Reserve each file's disk blocks whole when it is created (see [`crate::disk`]).
+    reserve_whole: bool,
 }
 
 impl std::fmt::Debug for MappedFileQueue {
@@ -59,7 +61,15 @@ impl MappedFileQueue {
             next: Mutex::new(None),
             extended: Mutex::new(Vec::new()),
             allow_short_last: AtomicBool::new(true),
+            reserve_whole: false,
         }
+    }
+
+    /// Reserve the disk blocks of every new file whole, when it is created (a CommitLog:
+    /// every byte of a segment gets written), so appends never need space the disk lacks.
+    pub fn reserving_whole_files(mut self) -> Self {
+        self.reserve_whole = true;
+        self
     }
 
     pub fn dir(&self) -> &Path {
@@ -206,6 +216,12 @@ impl MappedFileQueue {
             }
         }
         let mf = MappedFile::create(&self.dir, from, self.file_size)?;
+        if self.reserve_whole {
+            if let Err(e) = mf.ensure_allocated(self.file_size, self.file_size) {
+                let _ = mf.destroy();
+                return Err(e);
+            }
+        }
         mf.advise_appending();
         if self.warm {
             mf.warm();
@@ -220,10 +236,17 @@ impl MappedFileQueue {
         let dir = self.dir.clone();
         let size = self.file_size;
         let warm = self.warm;
+        let reserve = self.reserve_whole;
         let handle = std::thread::Builder::new()
             .name("rmq-allocate".into())
             .spawn(move || {
                 let mf = MappedFile::create(&dir, from, size)?;
+                if reserve {
+                    if let Err(e) = mf.ensure_allocated(size, size) {
+                        let _ = mf.destroy();
+                        return Err(e);
+                    }
+                }
                 mf.advise_appending();
                 if warm {
                     mf.warm();

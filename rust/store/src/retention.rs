@@ -9,8 +9,6 @@
 //!   `diskMaxUsedSpaceRatio`; then ConsumeQueue and index files wholly below the
 //!   CommitLog's new minimum offset. Files not yet dispatched are never deleted.
 
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,36 +21,6 @@ use crate::dispatch::{DispatchProgress, QueueTable};
 use crate::error::{Result, StoreError};
 use crate::index::IndexService;
 use crate::service::{Service, Signal};
-
-/// Percentage of the filesystem holding `path` that is in use, as `df` and RocketMQ count it:
-/// used blocks over used plus available ones (blocks reserved for the superuser count as
-/// neither, so a filesystem with large reservations is not seen as fuller than it is).
-pub fn disk_used_percent(path: &Path) -> Option<f64> {
-    use std::ffi::CString;
-    use std::os::unix::ffi::OsStrExt;
-    let mut p = path;
-    // statvfs needs an existing path: walk up until one exists.
-    while !p.exists() {
-        p = p.parent()?;
-    }
-    let c = CString::new(p.as_os_str().as_bytes()).ok()?;
-    // SAFETY: statvfs fills the zeroed struct for a valid C string.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
-        return None;
-    }
-    used_percent(st.f_blocks as u64, st.f_bfree as u64, st.f_bavail as u64)
-}
-
-/// Used share of a filesystem from its block counts (total, free, available to users).
-fn used_percent(blocks: u64, free: u64, available: u64) -> Option<f64> {
-    let used = blocks.saturating_sub(free);
-    let entire = used + available;
-    if entire == 0 {
-        return None;
-    }
-    Some((used as f64 / entire as f64 * 100.0).clamp(0.0, 100.0))
-}
 
 fn is_delete_hour(spec: &str) -> bool {
     let hour = chrono::Local::now().hour();
@@ -118,7 +86,8 @@ pub struct Background {
     pub index: Option<Arc<IndexService>>,
     pub checkpoint: Arc<StoreCheckpoint>,
     pub progress: Arc<DispatchProgress>,
-    pub disk_full: Arc<AtomicBool>,
+    pub disk: Arc<crate::disk::DiskGuard>,
+    pub journal: Arc<crate::journal::Journal>,
     pub signal: Arc<Signal>,
 }
 
@@ -157,15 +126,13 @@ impl Background {
 
     fn clean(&self) {
         let dir = self.config.commit_log_dir();
-        let used = disk_used_percent(&dir).unwrap_or(0.0);
-        self.disk_full.store(
-            used > self.config.disk_space_warning_level_ratio as f64,
-            Ordering::Release,
-        );
+        self.disk.refresh();
+        let used = crate::disk::disk_used_percent(&dir).unwrap_or(0.0);
         let over = used > self.config.disk_max_used_space_ratio as f64;
         if over || is_delete_hour(&self.config.delete_when) {
             let reserved = self.config.file_reserved_time.saturating_mul(3_600_000);
-            let _ = delete_expired(
+            let before = self.commitlog.min_offset();
+            let deleted = delete_expired(
                 &self.config,
                 &self.commitlog,
                 &self.queues,
@@ -174,6 +141,31 @@ impl Background {
                 reserved,
                 over,
             );
+            let after = self.commitlog.min_offset();
+            match deleted {
+                Ok(n) if n > 0 && over => self.journal.warn(
+                    "retention",
+                    format!(
+                        "the disk of {} is {used:.1}% used, above diskMaxUsedSpaceRatio {}%: \
+                         deleted {n} CommitLog files, bytes [{before}, {after}), whether \
+                         expired or not, and the queue and index files below them",
+                        dir.display(),
+                        self.config.disk_max_used_space_ratio
+                    ),
+                ),
+                Ok(n) if n > 0 => self.journal.info(
+                    "retention",
+                    format!(
+                        "deleted {n} CommitLog files older than {} hours, bytes [{before}, \
+                         {after})",
+                        self.config.file_reserved_time
+                    ),
+                ),
+                Err(e) => self
+                    .journal
+                    .warn("retention", format!("deleting expired files failed: {e}")),
+                _ => {}
+            }
         }
     }
 }
@@ -204,22 +196,4 @@ pub fn start(bg: Background) -> Result<Service> {
         bg.flush_logics(true);
     })
     .map_err(|e| StoreError::io("housekeeping thread", e))
-}
-
-#[cfg(test)]
-mod disk_tests {
-    use super::*;
-
-    #[test]
-    fn used_share_leaves_reserved_blocks_out() {
-        // A filesystem of 252 units with 32 used, 220 free of which 60 are available to users
-        // (160 reserved): 35% used, as df says, not 76%.
-        let p = used_percent(252, 220, 60).unwrap();
-        assert!((p - 32.0 / 92.0 * 100.0).abs() < 1e-9, "{p}");
-        assert_eq!(used_percent(100, 100, 100), Some(0.0));
-        assert_eq!(used_percent(100, 0, 0), Some(100.0));
-        assert_eq!(used_percent(0, 0, 0), None);
-        let here = disk_used_percent(Path::new("/")).unwrap();
-        assert!((0.0..=100.0).contains(&here));
-    }
 }

@@ -16,6 +16,7 @@ use parking_lot::Mutex;
 use crate::checkpoint::StoreCheckpoint;
 use crate::commitlog::{AppendResult, CommitLog};
 use crate::config::{parse_delay_levels, StoreConfig};
+use crate::disk::DiskGuard;
 use crate::dispatch::{self, DispatchProgress, Dispatchers, QueueTable};
 use crate::error::{IoContext, Result, StoreError};
 use crate::filter_bitmap::FilterBitmaps;
@@ -76,7 +77,7 @@ pub struct MessageStore {
     /// Faults in CommitLog pages ahead of the appender.
     populate: Mutex<Option<Service>>,
     background: Mutex<Option<Service>>,
-    disk_full: Arc<AtomicBool>,
+    disk: Arc<DiskGuard>,
     shut_down: AtomicBool,
     report: RecoveryReport,
     /// Every recovery step, repair and refusal, for the broker's log and runtime info.
@@ -167,6 +168,12 @@ impl MessageStore {
         let abort_path = root.join("abort");
         let crashed = abort_path.exists();
         let journal = Arc::new(Journal::open(&root.join("repairs"), crashed));
+        let disk = DiskGuard::new(
+            config.commit_log_dir(),
+            config.disk_space_warning_level_ratio,
+            journal.clone(),
+        );
+        disk.refresh();
 
         let checkpoint = Arc::new(StoreCheckpoint::open(&root.join("checkpoint"))?);
         let commitlog = Arc::new(CommitLog::new(
@@ -297,6 +304,7 @@ impl MessageStore {
             filters: filters.clone(),
             index: index.clone(),
             delay_levels,
+            disk: disk.clone(),
         });
         // Rebuild what is missing before serving.
         dispatch::dispatch_range(&commitlog, &dispatchers, &progress, reput_from);
@@ -315,7 +323,14 @@ impl MessageStore {
                 format!("could not write {}: {e}", crate::rebuild::MANIFEST),
             );
         }
-        std::fs::write(&abort_path, b"").at(&abort_path)?;
+        if let Err(e) = std::fs::write(&abort_path, b"") {
+            // Serving reads beats refusing to start; a crash in this run then looks clean,
+            // which the queue manifest and the tail scan still cover.
+            journal.warn(
+                "abort-marker",
+                format!("could not create {}: {e}", abort_path.display()),
+            );
+        }
 
         let cp = checkpoint.clone();
         let flush = FlushService::start(
@@ -337,7 +352,6 @@ impl MessageStore {
         let populate = crate::commitlog::start_populating(commitlog.clone())
             .map_err(|e| StoreError::io("populate thread", e))?;
 
-        let disk_full = Arc::new(AtomicBool::new(false));
         let background = retention::start(retention::Background {
             config: config.clone(),
             commitlog: commitlog.clone(),
@@ -345,7 +359,8 @@ impl MessageStore {
             index: index.clone(),
             checkpoint: checkpoint.clone(),
             progress: progress.clone(),
-            disk_full: disk_full.clone(),
+            disk: disk.clone(),
+            journal: journal.clone(),
             signal: Signal::new(),
         })?;
 
@@ -362,7 +377,7 @@ impl MessageStore {
             reput: Mutex::new(Some(reput)),
             populate: Mutex::new(Some(populate)),
             background: Mutex::new(Some(background)),
-            disk_full,
+            disk,
             shut_down: AtomicBool::new(false),
             report: RecoveryReport {
                 last_shutdown: if crashed {
@@ -403,14 +418,14 @@ impl MessageStore {
         if self.shut_down.load(Ordering::Acquire) {
             return Err(StoreError::ShutDown);
         }
-        if self.disk_full.load(Ordering::Acquire) {
-            let used = retention::disk_used_percent(&self.config.commit_log_dir()).unwrap_or(100.0);
-            return Err(StoreError::DiskFull {
-                used_percent: used,
-                limit_percent: self.config.disk_space_warning_level_ratio,
-            });
+        self.disk.check()
+    }
+
+    /// A failed append for want of space starts refusing writes.
+    fn note_error(&self, e: &StoreError) {
+        if let StoreError::NoSpace { path, needed } = e {
+            self.disk.on_no_space(path, *needed);
         }
-        Ok(())
     }
 
     fn after_put(&self, results: &[AppendResult]) {
@@ -432,7 +447,11 @@ impl MessageStore {
     /// with [`MessageStore::wait_flushed`] (or watch [`MessageStore::flush_notify_fd`]).
     pub fn put(&self, msg: &MessageRef<'_>) -> Result<AppendResult> {
         self.check_writable()?;
-        let r = self.commitlog.put(msg)?;
+        let r = self
+            .commitlog
+            .put(msg)
+            .inspect_err(|e| self.note_error(e))?;
+        self.disk.on_write_ok();
         self.after_put(std::slice::from_ref(&r));
         Ok(r)
     }
@@ -440,7 +459,11 @@ impl MessageStore {
     /// Append several messages of one topic and queue atomically.
     pub fn put_batch(&self, msgs: &[MessageRef<'_>]) -> Result<Vec<AppendResult>> {
         self.check_writable()?;
-        let r = self.commitlog.put_batch(msgs)?;
+        let r = self
+            .commitlog
+            .put_batch(msgs)
+            .inspect_err(|e| self.note_error(e))?;
+        self.disk.on_write_ok();
         self.after_put(&r);
         Ok(r)
     }
@@ -732,19 +755,26 @@ impl MessageStore {
         let dir = self.config.consume_queue_dir().join(topic);
         let _ = std::fs::remove_dir_all(dir);
         // A deleted queue must not look missing (and be rebuilt) at the next start.
-        self.write_manifest()?;
+        self.write_manifest();
         Ok(())
     }
 
     /// Record which queues exist and how far they reach (see [`crate::rebuild`]).
-    fn write_manifest(&self) -> Result<()> {
-        crate::rebuild::write_manifest(
+    /// A failure (a full disk) is journaled: the next start then checks against an older
+    /// manifest, which only lags.
+    fn write_manifest(&self) {
+        let written = crate::rebuild::write_manifest(
             &self.root,
             &self.commitlog,
             &self.queues,
             self.index.as_deref(),
-        )
-        .at(&self.root.join(crate::rebuild::MANIFEST))
+        );
+        if let Err(e) = written {
+            self.journal.warn(
+                "manifest",
+                format!("could not write {}: {e}", crate::rebuild::MANIFEST),
+            );
+        }
     }
 
     /// Run retention now: delete CommitLog files older than `reserved_ms` (all but the
@@ -763,7 +793,7 @@ impl MessageStore {
 
     /// Whether writes are currently refused for lack of disk space.
     pub fn is_disk_full(&self) -> bool {
-        self.disk_full.load(Ordering::Acquire)
+        self.disk.is_full()
     }
 
     /// Stop the services, flush everything, write the checkpoint and remove `abort`.
@@ -803,7 +833,7 @@ impl MessageStore {
             self.checkpoint.set_index_msg_timestamp(index_ts);
         }
         self.checkpoint.flush()?;
-        self.write_manifest()?;
+        self.write_manifest();
         self.commitlog.queue().discard_preallocated();
         let abort = self.root.join("abort");
         let removed = match std::fs::remove_file(&abort) {
