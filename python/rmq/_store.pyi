@@ -169,9 +169,12 @@ class ColumnBuffer:
     def __len__(self) -> int: ...
 
 _Buffers = list[list[ColumnBuffer | None]]
-_Compressed = list[tuple[int, int]]
-# (rows, buffers per column, compressed (row, sysflag) pairs, next, done, records_seen, bytes_seen)
-_ReadBatch = tuple[int, _Buffers, _Compressed, int, bool, int, int]
+# (row, sysflag, commitlog offset) of each row whose body is stored compressed
+_Compressed = list[tuple[int, int, int]]
+# (file, offset, bytes skipped, description) of each damaged range passed over (skip_damage)
+_Damage = list[tuple[str, int, int, str]]
+# (rows, buffers per column, compressed, next, done, records_seen, bytes_seen, damage)
+_ReadBatch = tuple[int, _Buffers, _Compressed, int, bool, int, int, _Damage]
 
 @final
 class ReadFilter:
@@ -209,6 +212,7 @@ class StoreReader:
         columns: list[str],
         max_rows: int = 8192,
         max_bytes: int = 67108864,
+        skip_damage: bool = False,
     ) -> _ReadBatch: ...
     def read_queue(
         self,
@@ -219,6 +223,7 @@ class StoreReader:
         columns: list[str],
         max_rows: int = 8192,
         max_bytes: int = 67108864,
+        skip_damage: bool = False,
     ) -> _ReadBatch: ...
     def advance(self, start: int, end: int, n: int, filter: ReadFilter) -> tuple[int, int]: ...
 

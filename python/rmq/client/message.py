@@ -33,6 +33,7 @@ __all__ = [
     "decompress_body",
     "encode_batch",
     "encode_properties",
+    "inflate_body",
     "parse_properties",
 ]
 
@@ -458,8 +459,9 @@ class MessageExt(Message):
 _warned_compression: set[int] = set()
 
 
-def decompress_body(body: bytes, sys_flag: int) -> bytes:
-    """Inflate a body stored with COMPRESSED_FLAG; the type bits (4.9.4+) choose zlib (0, 3), LZ4 or ZSTD."""
+def inflate_body(body: bytes, sys_flag: int) -> bytes | None:
+    """Inflate a body stored with COMPRESSED_FLAG; the type bits (4.9.4+) choose zlib (0, 3), LZ4 or ZSTD.
+    ``None`` when no decoder for the type is installed; data that does not inflate raises."""
     ctype = (sys_flag & MessageSysFlag.COMPRESSION_TYPE_MASK) >> 8
     try:
         if ctype in (0, 3):
@@ -474,13 +476,20 @@ def decompress_body(body: bytes, sys_flag: int) -> bytes:
             return bytes(zstandard.ZstdDecompressor().decompressobj().decompress(body))
     except ImportError:
         pass
-    except Exception as exc:
-        log.warning("cannot decompress a message body (sysFlag %#x): %s", sys_flag, exc)
-        return body
     if ctype not in _warned_compression:
         _warned_compression.add(ctype)
         log.warning("message bodies compressed with type %d are delivered compressed (no decoder)", ctype)
-    return body
+    return None
+
+
+def decompress_body(body: bytes, sys_flag: int) -> bytes:
+    """:func:`inflate_body`, or the body as stored when it has no decoder or does not inflate."""
+    try:
+        out = inflate_body(body, sys_flag)
+    except Exception as exc:
+        log.warning("cannot decompress a message body (sysFlag %#x): %s", sys_flag, exc)
+        return body
+    return body if out is None else out
 
 
 def decode_messages(

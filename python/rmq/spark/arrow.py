@@ -8,7 +8,7 @@ from ``rmq._store.reader_columns()``, the one definition of the row schema.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -96,15 +96,32 @@ def to_array(type_name: str, rows: int, buffers: Sequence[Buf | None]) -> pa.Arr
     return pa.Array.from_buffers(t, rows, [_buf(b) for b in buffers], null_count=0)
 
 
-def inflate(body: pa.Array, compressed: Sequence[tuple[int, int]]) -> pa.Array:
-    """`body` with the bodies of the `(row, sysflag)` rows decompressed (zlib, or LZ4/ZSTD when those
-    packages are installed; a body that cannot be inflated stays as stored)."""
-    from rmq.client.message import decompress_body
+Compressed = Sequence[tuple[int, int, int]]
+"""``(row, sysflag, commitlog offset)`` of each row whose body is stored compressed."""
+
+OnBadBody = Callable[[int, int, Exception], None]
+"""Called as ``(commitlog offset, sysflag, error)`` for a body that does not inflate; it may raise."""
+
+
+def inflate(body: pa.Array, compressed: Compressed, on_bad_body: OnBadBody | None = None) -> pa.Array:
+    """`body` with the bodies of the `compressed` rows decompressed (zlib, or LZ4/ZSTD when those
+    packages are installed; without the package a body stays as stored). A body that does not
+    inflate (corrupt data) becomes null, after `on_bad_body` is told (it may raise instead)."""
+    from rmq.client.message import inflate_body
 
     values = body.to_pylist()
-    for row, sys_flag in compressed:
-        if values[row] is not None:
-            values[row] = decompress_body(values[row], sys_flag)
+    for row, sys_flag, offset in compressed:
+        if values[row] is None:
+            continue
+        try:
+            out = inflate_body(values[row], sys_flag)
+        except Exception as exc:
+            if on_bad_body is not None:
+                on_bad_body(offset, sys_flag, exc)
+            values[row] = None
+            continue
+        if out is not None:
+            values[row] = out
     return pa.array(values, pa.binary())
 
 
@@ -113,14 +130,15 @@ def to_record_batch(
     types: Sequence[str],
     rows: int,
     buffers: Sequence[Sequence[Buf | None]],
-    compressed: Sequence[tuple[int, int]] = (),
+    compressed: Compressed = (),
+    on_bad_body: OnBadBody | None = None,
 ) -> pa.RecordBatch:
     """A record batch of `schema` from the reader's buffers (one list per column, schema order);
-    bodies of the `compressed` `(row, sysflag)` rows are inflated."""
+    bodies of the `compressed` rows are inflated (see `inflate`)."""
     arrays = [to_array(t, rows, b) for t, b in zip(types, buffers, strict=True)]
     if compressed and "body" in schema.names:
         i = schema.get_field_index("body")
-        arrays[i] = inflate(arrays[i], compressed)
+        arrays[i] = inflate(arrays[i], compressed, on_bad_body)
     return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
 
@@ -130,10 +148,10 @@ def to_struct_array(
     rows: int,
     buffers: Sequence[Sequence[Buf | None]],
     validity: Buf | None,
-    compressed: Sequence[tuple[int, int]] = (),
+    compressed: Compressed = (),
 ) -> pa.StructArray:
     """A struct array (one child per column) with the reader's row validity; bodies of the
-    `compressed` `(row, sysflag)` rows are inflated."""
+    `compressed` rows are inflated (one that does not inflate is null)."""
     children = [to_array(t, rows, b) for t, b in zip(types, buffers, strict=True)]
     if compressed and struct_type.get_field_index("body") >= 0:
         i = struct_type.get_field_index("body")

@@ -12,13 +12,15 @@ Options (case-insensitive; ``load(path)`` sets ``path``):
 ``startTime``/``endTime`` store-time range ``[start, end)``: epoch ms or ISO-8601 (naive = UTC)
 ``includeSystemTopics``   ``false`` drops rows of system topics (half messages, schedule, ...); default true
 ``visibleOnly``           ``true`` keeps only rows a consumer of a user topic receives; default false
-``checkCRC``              verify every body CRC (default true)
+``checkCRC``              verify every body CRC (default true); a record whose CRC fails is damage
 ``decompress``            inflate bodies stored compressed (sysflag COMPRESSED; default true)
 ``sliceSize``             bytes per scan partition (default ``128m``; ``k``/``m``/``g`` suffixes)
 ``batchSize``             rows per Arrow batch (default 16384)
 ``pushdown``              ``auto`` (default), ``scan`` or ``consumequeue``: how topic/queue predicates read
 ``pushFilters``           ``false`` turns off Spark filter pushdown for this source (default true)
-``failOnDataLoss``        raise when planned CommitLog files were deleted meanwhile (default true)
+``failOnDataLoss``        raise when planned CommitLog files were deleted meanwhile, at a damaged record
+                          (naming file and offset) and at a compressed body that does not inflate
+                          (default true); ``false`` skips to the next intact record / reads a null body
 ``startingOffsets``       streaming: ``earliest`` (default), ``latest`` or a CommitLog offset
 ``maxRecordsPerTrigger``  streaming: at most this many rows per micro-batch
 ========================= ============================================================================

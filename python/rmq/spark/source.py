@@ -4,10 +4,16 @@ Planning (on the driver) finds the committed end of the CommitLog and cuts the r
 slices of CommitLog files cut on record boundaries, or ConsumeQueue ranges when the predicates name
 topics and that reads less. Each partition opens its own read-only view of the files in the worker
 that runs it (workers are forked processes: nothing opened on the driver crosses into them).
+
+Bad data: a damaged CommitLog record, or a compressed body that does not inflate, raises
+``CorruptStoreError`` naming the file and offset; with ``failOnDataLoss=false`` the damaged bytes are
+skipped up to the next intact record (a bad body reads as null), logged at WARN and counted in
+``READ_STATS``.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -16,7 +22,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPa
 from pyspark.sql.types import StructType
 
 from rmq import _store
-from rmq.spark.arrow import to_record_batch
+from rmq.spark.arrow import OnBadBody, to_record_batch
 from rmq.spark.options import ReadSpec, parse_options
 from rmq.spark.pushdown import push_filters
 from rmq.spark.schema import ReadColumns, spark_schema
@@ -27,6 +33,7 @@ __all__ = [
     "RocketMQDataSource",
     "RocketMQReader",
     "ScanPartition",
+    "is_empty_plan",
     "plan_partitions",
     "read_partition",
 ]
@@ -56,8 +63,21 @@ class QueuePartition(InputPartition):
 
 Partition = ScanPartition | QueuePartition
 
-READ_STATS: dict[str, int] = {"partitions": 0, "records_seen": 0, "bytes_seen": 0, "rows": 0}
-"""Counters of this process's partition reads (records examined vs rows produced); for tests and tuning."""
+log = logging.getLogger(__name__)
+
+READ_STATS: dict[str, int] = {
+    "partitions": 0,
+    "records_seen": 0,
+    "bytes_seen": 0,
+    "rows": 0,
+    "damaged": 0,
+    "bytes_skipped": 0,
+    "bad_bodies": 0,
+}
+"""Counters of this process's partition reads (records examined vs rows produced; damaged ranges
+skipped and their bytes; bodies that did not inflate, read as null); for tests and tuning."""
+
+_SKIP_HINT = "option failOnDataLoss=false skips damaged records"
 
 
 def plan_partitions(spec: ReadSpec, committed_end: int | None = None) -> tuple[str, list[Partition]]:
@@ -72,6 +92,29 @@ def plan_partitions(spec: ReadSpec, committed_end: int | None = None) -> tuple[s
     return kind, [ScanPartition(s, e, b) for s, e, b in splits]
 
 
+def _bad_body_handler(spec: ReadSpec) -> OnBadBody:
+    """What a body that does not inflate does: raise, or (failOnDataLoss=false) log and count it."""
+
+    def on_bad_body(offset: int, sys_flag: int, exc: Exception) -> None:
+        what = (
+            f"the body of the record at CommitLog offset {offset} of {spec.path} is stored compressed"
+            f" (sysflag {sys_flag:#x}) and does not inflate: {exc}"
+        )
+        if spec.fail_on_data_loss:
+            raise _store.CorruptStoreError(f"{what} (option failOnDataLoss=false reads it as a null body)")
+        READ_STATS["bad_bodies"] += 1
+        log.warning("%s; read as a null body", what)
+
+    return on_bad_body
+
+
+def _skipped(damage: list[tuple[str, int, int, str]]) -> None:
+    for _file, _offset, skipped, text in damage:
+        READ_STATS["damaged"] += 1
+        READ_STATS["bytes_skipped"] += skipped
+        log.warning("%s; skipped (failOnDataLoss=false)", text)
+
+
 def read_partition(spec: ReadSpec, columns: ReadColumns, part: Partition) -> Iterator[pa.RecordBatch]:
     """Decode one partition into record batches of `columns.arrow`."""
     try:
@@ -82,17 +125,19 @@ def read_partition(spec: ReadSpec, columns: ReadColumns, part: Partition) -> Ite
         return
     filt = spec.filter.build()
     names = columns.decode_order
+    skip = not spec.fail_on_data_loss
+    on_bad_body = _bad_body_handler(spec)
     pos = part.start
     READ_STATS["partitions"] += 1
     while True:
         try:
             if isinstance(part, ScanPartition):
                 split = (part.start, part.end, part.end_is_boundary)
-                res = reader.scan(split, pos, filt, names, spec.batch_rows, spec.batch_bytes)
+                res = reader.scan(split, pos, filt, names, spec.batch_rows, spec.batch_bytes, skip)
             else:
                 qsplit = (part.topic, part.queue_id, part.start, part.end)
                 res = reader.read_queue(
-                    qsplit, pos, part.committed_end, filt, names, spec.batch_rows, spec.batch_bytes
+                    qsplit, pos, part.committed_end, filt, names, spec.batch_rows, spec.batch_bytes, skip
                 )
         except _store.StoreNotFoundError as e:
             if spec.fail_on_data_loss:
@@ -100,17 +145,27 @@ def read_partition(spec: ReadSpec, columns: ReadColumns, part: Partition) -> Ite
                     f"{e} (retention deleted data this read needs; option failOnDataLoss=false skips it)"
                 ) from e
             return
-        rows, buffers, compressed, nxt, done, seen, nbytes = res
+        except _store.CorruptStoreError as e:
+            if skip:
+                raise
+            raise _store.CorruptStoreError(f"{e} ({_SKIP_HINT})") from e
+        rows, buffers, compressed, nxt, done, seen, nbytes, damage = res
         READ_STATS["records_seen"] += seen
         READ_STATS["bytes_seen"] += nbytes
         READ_STATS["rows"] += rows
+        _skipped(damage)
         if rows:
             ordered = [buffers[i] for i in columns.permutation]
             inflate = compressed if spec.decompress else ()
-            yield to_record_batch(columns.arrow, columns.types, rows, ordered, inflate)
+            yield to_record_batch(columns.arrow, columns.types, rows, ordered, inflate, on_bad_body)
         if done:
             return
         pos = nxt
+
+
+def is_empty_plan(partition: InputPartition) -> bool:
+    """Spark reads a plan without partitions through one placeholder ``InputPartition(None)``."""
+    return type(partition) is InputPartition and partition.value is None
 
 
 class RocketMQReader(DataSourceReader):
@@ -125,7 +180,10 @@ class RocketMQReader(DataSourceReader):
         return list(parts)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
-        assert isinstance(partition, (ScanPartition, QueuePartition))
+        if is_empty_plan(partition):
+            return iter(())
+        if not isinstance(partition, (ScanPartition, QueuePartition)):
+            raise TypeError(f"not a rocketmq partition: {partition!r}")
         return read_partition(self.spec, self.columns, partition)
 
 

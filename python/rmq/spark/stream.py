@@ -25,7 +25,7 @@ from pyspark.sql.types import StructType
 from rmq import _store
 from rmq.spark.options import ReadSpec
 from rmq.spark.schema import ReadColumns
-from rmq.spark.source import QueuePartition, ScanPartition, plan_partitions, read_partition
+from rmq.spark.source import QueuePartition, ScanPartition, is_empty_plan, plan_partitions, read_partition
 
 __all__ = ["OFFSET_KEY", "RocketMQStreamReader"]
 
@@ -96,7 +96,10 @@ class RocketMQStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return parts
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
-        assert isinstance(partition, (ScanPartition, QueuePartition))
+        if is_empty_plan(partition):
+            return iter(())
+        if not isinstance(partition, (ScanPartition, QueuePartition)):
+            raise TypeError(f"not a rocketmq partition: {partition!r}")
         return read_partition(self.spec, self.columns, partition)
 
     def commit(self, end: dict) -> None:

@@ -85,10 +85,22 @@ fn buffers(py: Python<'_>, cols: Vec<ColumnBuffers>) -> PyResult<Buffers<'_>> {
     Ok(out)
 }
 
-/// `(rows, buffers per column, compressed (row, sysflag) pairs, next, done, records_seen,
-/// bytes_seen)`.
+/// `(rows, buffers per column, compressed (row, sysflag, offset), next, done, records_seen,
+/// bytes_seen, damage)`; damage as `(file, offset, bytes skipped, description)`.
 fn batch<'py>(py: Python<'py>, b: Batch) -> PyResult<Bound<'py, PyTuple>> {
     let f = b.columns.finish();
+    let damage: Vec<(String, i64, u64, String)> = b
+        .damage
+        .iter()
+        .map(|d| {
+            (
+                d.file.display().to_string(),
+                d.offset,
+                d.skipped,
+                d.to_string(),
+            )
+        })
+        .collect();
     (
         f.rows,
         buffers(py, f.columns)?,
@@ -97,6 +109,7 @@ fn batch<'py>(py: Python<'py>, b: Batch) -> PyResult<Bound<'py, PyTuple>> {
         b.done,
         b.records_seen,
         b.bytes_seen,
+        damage,
     )
         .into_pyobject(py)
 }
@@ -273,8 +286,10 @@ impl StoreReader {
     }
 
     /// Decode a scan split from `start` (its start or a batch's `next`). Returns `(rows,
-    /// buffers, row_validity, next, done, records_seen, bytes_seen)`.
-    #[pyo3(signature = (split, start, filter, columns, max_rows = 8192, max_bytes = 67108864))]
+    /// buffers, compressed, next, done, records_seen, bytes_seen, damage)`. Damage raises
+    /// `CorruptStoreError` unless `skip_damage`.
+    #[pyo3(signature = (split, start, filter, columns, max_rows = 8192, max_bytes = 67108864,
+        skip_damage = false))]
     #[allow(clippy::too_many_arguments)]
     fn scan<'py>(
         &self,
@@ -285,11 +300,13 @@ impl StoreReader {
         columns: Vec<String>,
         max_rows: usize,
         max_bytes: usize,
+        skip_damage: bool,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let opts = DecodeOptions {
             columns: column_set(&columns)?,
             max_rows,
             max_bytes,
+            skip_damage,
         };
         let split = ScanSplit {
             start: split.0,
@@ -305,7 +322,8 @@ impl StoreReader {
 
     /// Decode a queue split `(topic, queue_id, start, end)` from logical offset `start`, keeping
     /// records below `committed_end`. Returns what `scan` returns (`next` is a queue offset).
-    #[pyo3(signature = (split, start, committed_end, filter, columns, max_rows = 8192, max_bytes = 67108864))]
+    #[pyo3(signature = (split, start, committed_end, filter, columns, max_rows = 8192,
+        max_bytes = 67108864, skip_damage = false))]
     #[allow(clippy::too_many_arguments)]
     fn read_queue<'py>(
         &self,
@@ -317,11 +335,13 @@ impl StoreReader {
         columns: Vec<String>,
         max_rows: usize,
         max_bytes: usize,
+        skip_damage: bool,
     ) -> PyResult<Bound<'py, PyTuple>> {
         let opts = DecodeOptions {
             columns: column_set(&columns)?,
             max_rows,
             max_bytes,
+            skip_damage,
         };
         let split = QueueSplit {
             topic: split.0,
@@ -348,6 +368,7 @@ impl StoreReader {
                 true,
                 0u64,
                 0u64,
+                PyList::empty(py),
             )
                 .into_pyobject(py),
         }
@@ -419,7 +440,8 @@ fn values<'a>(
 }
 
 /// Decode one stored record per value of an Arrow binary array (given as buffers); a null or
-/// undecodable value gives a null row. Returns `(rows, buffers, row_validity, compressed)`.
+/// undecodable value gives a null row. Returns `(rows, buffers, row_validity, compressed)`,
+/// compressed as `(row, sysflag, PHYSICALOFFSET)`.
 #[pyfunction]
 #[pyo3(signature = (validity, offsets, data, offset, length, columns, check_crc = false))]
 #[allow(clippy::too_many_arguments)]

@@ -36,6 +36,7 @@ fn main() {
         columns: ColumnSet::ALL,
         max_rows: rows,
         max_bytes: 64 << 20,
+        skip_damage: false,
     };
     let mut best = f64::MAX;
     for _ in 0..runs {

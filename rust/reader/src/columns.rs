@@ -127,7 +127,8 @@ pub const COLUMNS: &[ColumnDef] = &[
     def(Column::MsgId, "msg_id", Kind::Utf8, false),
     def(Column::OffsetMsgId, "offset_msg_id", Kind::Utf8, false),
     def(Column::Properties, "properties", Kind::Utf8Map, false),
-    def(Column::Body, "body", Kind::Binary, false),
+    // Nullable: a body stored compressed that does not inflate reads as null when asked.
+    def(Column::Body, "body", Kind::Binary, true),
     def(
         Column::IsTransactionPrepared,
         "is_transaction_prepared",
@@ -213,7 +214,7 @@ pub struct Columns {
     rows: usize,
     row_validity: Option<Bits>,
     bytes: usize,
-    compressed: Vec<(u32, i32)>,
+    compressed: Vec<(u32, i32, i64)>,
     /// Scratch: the current row's parsed properties.
     props: Props,
     born_host: HostText,
@@ -222,14 +223,14 @@ pub struct Columns {
 }
 
 /// Finished columns: rows, each column's buffers (schema order), the row validity bitmap
-/// (`None` when every row is valid) and the `(row, sysflag)` of rows whose body is stored
-/// compressed (sysflag COMPRESSED; only when the body column was built).
+/// (`None` when every row is valid) and the `(row, sysflag, commitlog offset)` of rows whose
+/// body is stored compressed (sysflag COMPRESSED; only when the body column was built).
 #[derive(Debug)]
 pub struct Finished {
     pub rows: usize,
     pub columns: Vec<ColumnBuffers>,
     pub row_validity: Option<Vec<u8>>,
-    pub compressed: Vec<(u32, i32)>,
+    pub compressed: Vec<(u32, i32, i64)>,
 }
 
 #[inline(always)]
@@ -371,7 +372,8 @@ impl Columns {
         if let Some(v) = var(&mut s[slot(C::Body)]) {
             bytes += v.push_long(rec.body);
             if rec.sys_flag & sysflag::COMPRESSED != 0 {
-                self.compressed.push((self.rows as u32, rec.sys_flag));
+                self.compressed
+                    .push((self.rows as u32, rec.sys_flag, offset));
             }
         }
         flag(&mut s[slot(C::IsTransactionPrepared)], class.prepared);

@@ -8,6 +8,15 @@
 //! and accepts a candidate only if the whole record checks out *and* its PHYSICALOFFSET is the
 //! candidate's own position.
 //!
+//! Damage: records are written back to back up to the blank marker, so inside a written range
+//! (a closed file, or the head below the committed end) a position where no valid record
+//! starts is damage, not the end of the data. A walk with [`OnInvalid::Skip`] reports the bad
+//! bytes ([`Event::Damage`]) and resumes at the next position where a whole record checks out
+//! (magic code, TOTALSIZE and field sizes, PHYSICALOFFSET, and the body CRC when checked),
+//! found with [`find_record_start`]; if none follows, at the end of the walk's range in that
+//! file. A zero run longer than [`MAX_RECORD_SIZE`] ends the search (it is a file's unwritten
+//! tail), so records after a zeroed run that long are not found.
+//!
 //! Segments are listed once and mapped on first use; a file that appears later (roll-over)
 //! is found by re-listing on a miss.
 
@@ -162,6 +171,20 @@ pub enum Event<'a> {
     Record(i64, &'a Record<'a>),
     /// The end-of-file blank at this offset: the data continues at the next segment.
     Blank(i64),
+    /// `[from, to)` holds no valid record where one should start (walks with
+    /// [`OnInvalid::Skip`]): `to` is the next valid record (`resynced`), or else the end of the
+    /// walk's range in that segment.
+    Damage { from: i64, to: i64, resynced: bool },
+}
+
+/// What a walk does at a position where no valid record starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnInvalid {
+    /// The data ends there ([`Stop::Invalid`]): the walk is looking for the end.
+    End,
+    /// The walk's range is known to hold records: report [`Event::Damage`] and resume at the
+    /// next valid record.
+    Skip,
 }
 
 /// Why a walk ended.
@@ -278,13 +301,15 @@ impl CommitLogView {
     }
 
     /// Walk records from `start` (a record boundary) while the position is below `limit`,
-    /// showing each record (and blank marker) to `visit`. With `one_segment` the walk ends at
-    /// the end of `start`'s segment instead of continuing in the next one.
+    /// showing each record (and blank marker, and with [`OnInvalid::Skip`] each damaged range)
+    /// to `visit`. With `one_segment` the walk ends at the end of `start`'s segment instead of
+    /// continuing in the next one.
     pub fn walk<F>(
         &self,
         start: i64,
         limit: i64,
         one_segment: bool,
+        on_invalid: OnInvalid,
         mut visit: F,
     ) -> Result<WalkEnd>
     where
@@ -346,11 +371,31 @@ impl CommitLogView {
                         pos = seg_end;
                         break;
                     }
-                    Step::End => {
+                    Step::End if on_invalid == OnInvalid::End => {
                         return Ok(WalkEnd {
                             pos,
                             stop: Stop::Invalid,
                         })
+                    }
+                    Step::End => {
+                        let stop = (limit - s.base()).min(buf.len() as i64) as usize;
+                        let next = find_record_start(&s, at + 1, stop, self.check_crc);
+                        let from = pos;
+                        at = next.unwrap_or(stop);
+                        pos = s.base() + at as i64;
+                        let resynced = next.is_some();
+                        if visit(Event::Damage {
+                            from,
+                            to: pos,
+                            resynced,
+                        })
+                        .is_break()
+                        {
+                            return Ok(WalkEnd {
+                                pos,
+                                stop: Stop::Visitor,
+                            });
+                        }
                     }
                 }
             }
@@ -411,7 +456,7 @@ mod tests {
         assert_eq!(last_record_hint(&seg, true), Some(last));
         let mut n = 0;
         let end = log
-            .walk(0, i64::MAX, false, |e| {
+            .walk(0, i64::MAX, false, OnInvalid::End, |e| {
                 if let Event::Record(..) = e {
                     n += 1;
                 }
@@ -420,6 +465,69 @@ mod tests {
             .unwrap();
         assert_eq!(n, 40);
         assert_eq!(end.stop, Stop::Invalid);
+    }
+
+    #[test]
+    fn a_skipping_walk_resumes_at_the_next_intact_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let starts = write_log(dir.path(), 1 << 16, &vec![("T", vec![3u8; 200]); 10]);
+        let f = dir.path().join(format!("{:020}", 0));
+        let mut bytes = std::fs::read(&f).unwrap();
+        bytes[starts[2] as usize + 6] ^= 0x10; // a magic code
+        bytes[starts[6] as usize..starts[8] as usize - 3].fill(0xee); // garbage over two records
+        std::fs::write(&f, &bytes).unwrap();
+        let log = CommitLogView::open(dir.path(), true).unwrap();
+        let walk = |on: OnInvalid, limit: i64| {
+            let mut seen = Vec::new();
+            let end = log
+                .walk(0, limit, false, on, |e| {
+                    seen.push(match e {
+                        Event::Record(p, _) => (p, 0, true),
+                        Event::Blank(p) => (p, -1, false),
+                        Event::Damage { from, to, resynced } => (from, to, resynced),
+                    });
+                    ControlFlow::Continue(())
+                })
+                .unwrap();
+            (seen, end)
+        };
+        let (seen, end) = walk(OnInvalid::End, i64::MAX);
+        assert_eq!(seen.len(), 2);
+        assert_eq!(
+            end,
+            WalkEnd {
+                pos: starts[2],
+                stop: Stop::Invalid
+            }
+        );
+        let data_end = starts[9] + (starts[1] - starts[0]);
+        let (seen, end) = walk(OnInvalid::Skip, data_end);
+        let rec = |i: usize| (starts[i], 0, true);
+        assert_eq!(
+            seen,
+            [
+                rec(0),
+                rec(1),
+                (starts[2], starts[3], true),
+                rec(3),
+                rec(4),
+                rec(5),
+                (starts[6], starts[8], true),
+                rec(8),
+                rec(9)
+            ]
+        );
+        assert_eq!(end.stop, Stop::Limit);
+        // Damage with nothing intact after it runs to the limit.
+        let (seen, end) = walk(OnInvalid::Skip, starts[7] + 10);
+        assert_eq!(seen.last(), Some(&(starts[6], starts[7] + 10, false)));
+        assert_eq!(
+            end,
+            WalkEnd {
+                pos: starts[7] + 10,
+                stop: Stop::Limit
+            }
+        );
     }
 
     #[test]

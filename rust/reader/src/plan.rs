@@ -2,8 +2,11 @@
 //!
 //! * [`ScanSplit`]: a byte range of one CommitLog file. Cut points are found near every
 //!   `slice` bytes with [`find_record_start`], so a split always starts on a record boundary
-//!   without walking the file from its start; a split reads the records that *start* inside
-//!   it, and its reader checks that the last one ends exactly on the next split's start.
+//!   (or at the file's first byte) without walking the file from its start; a split reads the
+//!   records that *start* inside it, and its reader checks that the last one ends exactly on
+//!   the next split's start. Damage never moves a split's start past intact records: a cut is
+//!   the first valid record after its search position, and the reader of the split before it
+//!   resynchronises on its own up to that cut.
 //! * [`QueueSplit`]: a logical-offset range of one ConsumeQueue. When the filter names topics
 //!   (and maybe queues and offset ranges), the queues list exactly the records to read; that
 //!   is cheaper than a scan when those records are a small part of the scanned range
@@ -76,6 +79,8 @@ pub fn plan_scan(
         let (s_pos, e_pos) = ((s - info.base) as usize, (e - info.base) as usize);
         let first = match step(seg.bytes(), s_pos, s, crc) {
             Step::Record(_) => Some(s_pos),
+            // A file's data starts at its first byte: damage there is the reader's to report.
+            _ if s_pos == 0 => Some(0),
             _ => find_record_start(&seg, s_pos, e_pos, crc),
         };
         let Some(mut cur) = first else { continue };

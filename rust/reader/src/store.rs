@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use rmq_store::checkpoint::POS_PHYSIC_MSG_TIMESTAMP;
 use rmq_store::message::Record;
 
-use crate::commitlog::{last_record_hint, step, CommitLogView, Event, Step};
+use crate::commitlog::{last_record_hint, step, CommitLogView, Event, OnInvalid, Step};
 use crate::filter::{Range, RecordFilter};
 use crate::plan::{self, QueuePlan, ScanSplit};
 use crate::queue::QueueView;
@@ -43,6 +43,62 @@ impl Tail {
     }
 }
 
+/// Entries of a store directory besides `commitlog/`: one of them (or an empty directory)
+/// makes a directory without a CommitLog an empty store rather than no store at all.
+const STORE_ENTRIES: [&str; 6] = [
+    "checkpoint",
+    "consumequeue",
+    "config",
+    "index",
+    "abort",
+    "lock",
+];
+
+fn not_found(what: String) -> rmq_store::StoreError {
+    rmq_store::StoreError::NotFound(what)
+}
+
+/// Check that `root` is a store directory and `cl` (`explicit`: the caller named it) its
+/// CommitLog directory. A store may have no CommitLog yet (an empty store); a directory that
+/// has neither a CommitLog nor any other store entry, but something else, is not a store.
+fn check_layout(root: &Path, cl: &Path, explicit: bool) -> Result<()> {
+    if !root.is_dir() {
+        let why = if root.exists() {
+            "is not a directory"
+        } else {
+            "does not exist"
+        };
+        return Err(not_found(format!(
+            "store directory {} ({why})",
+            root.display()
+        )));
+    }
+    if cl.is_dir() {
+        return Ok(());
+    }
+    if cl.exists() || explicit {
+        let why = if cl.exists() {
+            "is not a directory"
+        } else {
+            "does not exist"
+        };
+        return Err(not_found(format!(
+            "CommitLog directory {} ({why})",
+            cl.display()
+        )));
+    }
+    let mut entries = std::fs::read_dir(root).map_err(|e| crate::io_err(root, e))?;
+    let empty = entries.next().is_none();
+    if empty || STORE_ENTRIES.iter().any(|e| root.join(e).exists()) {
+        return Ok(());
+    }
+    Err(not_found(format!(
+        "a RocketMQ store in {}: it has no commitlog/ directory, nor any of {}",
+        root.display(),
+        STORE_ENTRIES.join(", ")
+    )))
+}
+
 /// A store directory, read-only.
 pub struct StoreView {
     root: PathBuf,
@@ -53,14 +109,12 @@ pub struct StoreView {
 impl StoreView {
     /// Open the store at `root` (its CommitLog in `commitlog_dir` if given, else
     /// `<root>/commitlog`). `check_crc` verifies every record's body CRC.
+    ///
+    /// `NotFound` names what is missing when `root` is not a store directory (see
+    /// [`STORE_ENTRIES`]); a store without CommitLog files reads as empty.
     pub fn open(root: &Path, commitlog_dir: Option<&Path>, check_crc: bool) -> Result<StoreView> {
         let cl = commitlog_dir.map_or_else(|| root.join("commitlog"), Path::to_path_buf);
-        if !root.is_dir() {
-            return Err(rmq_store::StoreError::NotFound(format!(
-                "store directory {}",
-                root.display()
-            )));
-        }
+        check_layout(root, &cl, commitlog_dir.is_some())?;
         Ok(StoreView {
             root: root.to_path_buf(),
             log: CommitLogView::open(&cl, check_crc)?,
@@ -130,23 +184,26 @@ impl StoreView {
         }
         let mut complete = start;
         let mut tail: Option<Tail> = None;
-        self.log.walk(start, i64::MAX, false, |ev| {
-            match ev {
-                Event::Record(pos, r) => {
-                    complete = pos;
-                    tail = Some(Tail::of(pos, r));
+        self.log
+            .walk(start, i64::MAX, false, OnInvalid::End, |ev| {
+                match ev {
+                    Event::Record(pos, r) => {
+                        complete = pos;
+                        tail = Some(Tail::of(pos, r));
+                    }
+                    Event::Blank(pos) => {
+                        let seg_end = listing
+                            .iter()
+                            .find(|s| s.base <= pos && pos < s.end())
+                            .map_or(pos, |s| s.end());
+                        complete = seg_end;
+                        tail = None;
+                    }
+                    // Not reported: this walk ends at the first invalid record.
+                    Event::Damage { .. } => {}
                 }
-                Event::Blank(pos) => {
-                    let seg_end = listing
-                        .iter()
-                        .find(|s| s.base <= pos && pos < s.end())
-                        .map_or(pos, |s| s.end());
-                    complete = seg_end;
-                    tail = None;
-                }
-            }
-            ControlFlow::Continue(())
-        })?;
+                ControlFlow::Continue(())
+            })?;
         if let Some(t) = tail {
             if !self.is_live()
                 || t.store_timestamp < self.checkpoint_physic_timestamp()
@@ -258,5 +315,43 @@ mod tests {
         let v = StoreView::open(dir.path(), None, true).unwrap();
         assert_eq!(v.committed_end(None).unwrap(), ends[8]);
         assert!(StoreView::open(&dir.path().join("missing"), None, true).is_err());
+    }
+
+    #[test]
+    fn empty_stores_open_and_other_directories_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        let end = |p: &Path| StoreView::open(p, None, true)?.committed_end(None);
+        // An empty directory, a store with only a checkpoint, an empty commitlog/: no records.
+        assert_eq!(end(root).unwrap(), 0);
+        std::fs::write(root.join("checkpoint"), [0u8; 24]).unwrap();
+        assert_eq!(end(root).unwrap(), 0);
+        std::fs::create_dir(root.join("commitlog")).unwrap();
+        assert_eq!(end(root).unwrap(), 0);
+
+        let other = root.join("photos");
+        std::fs::create_dir(&other).unwrap();
+        std::fs::write(other.join("cat.jpg"), b"meow").unwrap();
+        let err = StoreView::open(&other, None, true)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains(&other.display().to_string()), "{err}");
+        assert!(err.contains("no commitlog/ directory"), "{err}");
+        let file = other.join("cat.jpg");
+        let err = StoreView::open(&file, None, true)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("is not a directory"), "{err}");
+        let missing = root.join("elsewhere");
+        let err = StoreView::open(root, Some(&missing), true)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains(&format!("CommitLog directory {}", missing.display())),
+            "{err}"
+        );
     }
 }
