@@ -257,8 +257,24 @@ impl MessageStore {
         // follows the first damaged range is dispatched again (skipping the damage).
         let first_damage = scan.damaged.first().map(|d| d.0);
         let cq_end = first_damage.map_or(end, |d| d.min(end));
+        let mut dropped = (0usize, 0i64);
         for cq in queues.all() {
+            let before = cq.max_offset();
             cq.truncate_dirty(cq_end)?;
+            if cq.max_offset() < before {
+                dropped.0 += 1;
+                dropped.1 += before - cq.max_offset();
+            }
+        }
+        if dropped.0 > 0 {
+            journal.warn(
+                "consumequeue-truncate",
+                format!(
+                    "{} units of {} ConsumeQueues pointed at or past CommitLog offset {cq_end}: \
+                     dropped (what the log still holds there is dispatched again)",
+                    dropped.1, dropped.0
+                ),
+            );
         }
         let cl_min = commitlog.min_offset();
         for cq in queues.all() {

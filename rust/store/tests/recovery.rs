@@ -378,6 +378,8 @@ fn damage_in_the_middle_keeps_every_intact_record_after_it() {
         );
         assert!(damage[0].contains(&range), "{damage:?} lacks {range}");
         assert!(journal_has(&store, "torn-tail").is_empty());
+        // The queues' units from the damage on were dropped and dispatched again.
+        assert_eq!(journal_has(&store, "consumequeue-truncate").len(), 1);
         // New messages go after the intact ones, never over them; queue offsets continue.
         let r = store.put(&msg("Topic", 0, b"after", b"")).unwrap();
         assert_eq!(r.physical_offset, end);
