@@ -30,13 +30,13 @@ from rmq.broker.subscription_group import SubscriptionGroupManager
 from rmq.broker.timer import TimerService
 from rmq.broker.topic_config import TopicConfigManager
 from rmq.broker.transaction import EndTransactionProcessor, TransactionCheckService
-from rmq.common.codes import RMQ_VERSION, RequestCode
+from rmq.common.codes import RMQ_VERSION, RequestCode, ResponseCode
 from rmq.common.service import PeriodicTask
 from rmq.remoting.channel import Channel
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.native import NativeRemotingServer
 from rmq.remoting.server import RemotingServer
-from rmq.store import AsyncStore, MessageStore
+from rmq.store import AsyncStore, DiskFullError, MessageStore, StoreShutDownError
 
 __all__ = ["BrokerController"]
 
@@ -134,6 +134,10 @@ class BrokerController:
         topics.on_change = self._topics_changed
         s.register_brokers = self._registration.register_soon
 
+        # A full disk (or a store shutting down) refuses every write the same way, whichever
+        # processor wrote: SERVICE_NOT_AVAILABLE with the store's reason.
+        for refusal in (DiskFullError, StoreShutDownError):
+            self.remoting.dispatcher.map_error(refusal, ResponseCode.SERVICE_NOT_AVAILABLE)
         send = SendProcessor(s)
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
             self.remoting.register(code, send)

@@ -18,7 +18,7 @@ from rmq.broker.persist import load_json, persist_json
 from rmq.broker.records import StoredMessage, put_to_real_topic
 from rmq.common import codes
 from rmq.common.codes import MessageConst
-from rmq.store import MessageStore
+from rmq.store import DiskFullError, MessageStore
 
 __all__ = ["DEFAULT_DELAY_LEVELS", "ScheduleService", "parse_delay_levels", "schedule_target"]
 
@@ -92,7 +92,13 @@ class ScheduleService:
                 if m.store_timestamp + delay > now:
                     due_later = True
                     break
-                self._deliver(m)
+                try:
+                    self._deliver(m)
+                except DiskFullError:
+                    # Delivered up to here; the rest waits for space (the store logs the
+                    # condition once).
+                    due_later = True
+                    break
                 offset = m.queue_offset + 1
             if due_later:
                 break

@@ -19,7 +19,7 @@ import time
 from rmq.broker.persist import load_json, persist_json
 from rmq.broker.records import StoredMessage, put_to_real_topic
 from rmq.common.codes import MessageConst
-from rmq.store import MessageStore
+from rmq.store import DiskFullError, MessageStore
 
 __all__ = ["TIMER_TOPIC", "TimerError", "TimerService", "timer_deliver_ms"]
 
@@ -106,10 +106,14 @@ class TimerService:
         now = int(time.time() * 1000)
         changed = False
         while self.heap and self.heap[0][0] <= now:
-            _, off = heapq.heappop(self.heap)
+            off = self.heap[0][1]
             status, _nxt, _mn, _mx, buf, _n = self.store.get_message(TIMER_TOPIC, 0, off, 1)
             if status == "FOUND":
-                self._deliver(StoredMessage.decode_one(buf))
+                try:
+                    self._deliver(StoredMessage.decode_one(buf))
+                except DiskFullError:
+                    break  # stays due; retried once there is space (the store logs the condition)
+            heapq.heappop(self.heap)
             self.delivered.add(off)
             changed = True
         if changed:

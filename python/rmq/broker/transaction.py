@@ -22,7 +22,7 @@ from rmq.common.codes import MessageConst, MessageSysFlag, RequestCode, Response
 from rmq.remoting.command import RemotingCommand, create_request, create_response
 from rmq.remoting.context import Processor, RequestContext
 from rmq.remoting.headers import header_int, header_long, header_str
-from rmq.store import offset_msg_id
+from rmq.store import DiskFullError, offset_msg_id
 
 __all__ = ["EndTransactionProcessor", "TransactionCheckService"]
 
@@ -179,7 +179,11 @@ class TransactionCheckService:
                 if now - m.born_timestamp < wait_ms or now - m.store_timestamp < min(wait_ms, timeout):
                     stop = True
                     break
-                self._check_one(m)
+                try:
+                    self._check_one(m)
+                except DiskFullError:
+                    stop = True  # checked up to here; the rest once there is space
+                    break
                 progress = m.queue_offset + 1
             if stop:
                 break

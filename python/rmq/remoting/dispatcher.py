@@ -8,7 +8,9 @@ Rules applied to every incoming request:
   `` request type <code> not supported`` -- or no answer at all when ``answer_unsupported`` is false (what a
   4.9.8 name server does);
 * the processor raises -> SYSTEM_ERROR (1) with the exception text as remark (a :class:`HeaderError` gives
-  its own message, e.g. ``the custom field <topic> is null``);
+  its own message, e.g. ``the custom field <topic> is null``), or the code the server mapped that exception
+  type to with :meth:`Dispatcher.map_error` (a broker answers a full disk with SERVICE_NOT_AVAILABLE from
+  every processor that writes);
 * oneway requests (flag bit 1) never get an answer, not even the three above (Java still writes those; clients
   drop them anyway).
 
@@ -57,6 +59,7 @@ class Dispatcher:
     def __init__(
         self, *, max_in_flight: int = DEFAULT_MAX_IN_FLIGHT, answer_unsupported: bool = True
     ) -> None:
+        self._error_codes: dict[type[Exception], int] = {}
         self.max_in_flight = max_in_flight
         self.answer_unsupported = answer_unsupported
         self._table: dict[int, Processor] = {}
@@ -123,7 +126,18 @@ class Dispatcher:
         elif not request.flag & FLAG_ONEWAY:
             ctx.send_response(result)
 
+    def map_error(self, exc_type: type[Exception], code: int) -> None:
+        """Answer ``code`` (with the exception text as remark, and no traceback in the log) when a
+        processor raises ``exc_type``: an expected refusal, such as a full disk."""
+        self._error_codes[exc_type] = code
+
     def _fail(self, ctx: RequestContext, request: RemotingCommand, exc: Exception) -> None:
+        mapped = next((c for t, c in self._error_codes.items() if isinstance(exc, t)), None)
+        if mapped is not None:
+            log.debug("code %s from %s refused: %s", request.code, ctx.remote_addr, exc)
+            if not request.flag & FLAG_ONEWAY:
+                ctx.send_response(create_response(request, mapped, str(exc)))
+            return
         if isinstance(exc, _BAD_INPUT):
             # Malformed headers or bodies from the peer: answered with the reason, no traceback.
             log.info("bad request code %s from %s: %s", request.code, ctx.remote_addr, error_remark(exc))
