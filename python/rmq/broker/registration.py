@@ -1,17 +1,23 @@
 """Registration with the name servers (RocketMQ's BrokerOuterAPI): REGISTER_BROKER with the full
-topic table to every name server at start, every `registerNameServerPeriod` and after a topic
-change; UNREGISTER_BROKER at shutdown."""
+topic table to every name server at start, every `registerNameServerPeriod` and soon after a topic or
+broker config change; UNREGISTER_BROKER at shutdown.
+
+A registration carries the whole table, so changes are coalesced: one registration runs at a time and
+every change made while it runs is covered by one more right after it (at most one pending). A burst
+of thousands of topic creations costs a few registrations, and the last one carries every topic.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import zlib
 
 from rmq.broker.config import BrokerConfig
 from rmq.broker.topic_config import TopicConfigManager
-from rmq.common.codes import RequestCode, ResponseCode
-from rmq.common.route import RegisterBrokerBody
+from rmq.common.codes import PermName, RequestCode, ResponseCode
+from rmq.common.route import RegisterBrokerBody, TopicConfigSerializeWrapper
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.command import create_request
 from rmq.remoting.errors import RemotingError
@@ -26,7 +32,8 @@ class NameServerRegistration:
         self.config = config
         self.topics = topics
         self.client = client
-        self._pending: asyncio.Task[None] | None = None
+        self._runner: asyncio.Task[None] | None = None
+        self._wanted = False
 
     def _header(self) -> dict[str, str]:
         c = self.config
@@ -40,7 +47,7 @@ class NameServerRegistration:
 
     async def register_all(self) -> int:
         """Register with every name server; returns how many accepted."""
-        body = RegisterBrokerBody(self.topics.wrapper()).encode(False)
+        body = RegisterBrokerBody(self._topic_table()).encode(False)
         header = self._header()
         header["compressed"] = "false"
         header["bodyCrc32"] = str(zlib.crc32(body) & 0x7FFFFFFF)
@@ -58,20 +65,48 @@ class NameServerRegistration:
                 log.warning("name server %s refused registration: %s %s", addr, resp.code, resp.remark)
         return ok
 
+    def _topic_table(self) -> TopicConfigSerializeWrapper:
+        """The topics as registered: a broker that is not readable and writable announces its own
+        permission as every topic's (as RocketMQ does), so clients stop sending or pulling."""
+        wrapper = self.topics.wrapper()
+        perm = self.config.broker_permission
+        if not (PermName.is_readable(perm) and PermName.is_writeable(perm)):
+            wrapper.topic_config_table = {
+                name: dataclasses.replace(tc, perm=perm) for name, tc in wrapper.topic_config_table.items()
+            }
+        return wrapper
+
     def register_soon(self) -> None:
-        """Schedule a registration (after a topic change); coalesces bursts."""
-        if self._pending is not None and not self._pending.done():
+        """Register soon (after a change): at most one registration in flight, plus one more after
+        it for the changes made meanwhile."""
+        self._wanted = True
+        if self._runner is not None and not self._runner.done():
             return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return
+        self._runner = loop.create_task(self._run(), name="register-name-servers-soon")
 
-        async def run() -> None:
-            await asyncio.sleep(0)
-            await self.register_all()
+    async def _run(self) -> None:
+        while self._wanted:
+            await asyncio.sleep(0)  # the other changes of this burst join
+            self._wanted = False
+            try:
+                await self.register_all()
+            except Exception:
+                log.exception("registration with the name servers failed")
 
-        self._pending = loop.create_task(run())
+    async def close(self) -> None:
+        """Cancel a pending registration (before unregistering at shutdown)."""
+        self._wanted = False
+        runner = self._runner
+        if runner is not None and not runner.done():
+            runner.cancel()
+            try:
+                await runner
+            except asyncio.CancelledError:
+                pass
 
     async def unregister_all(self) -> None:
         header = self._header()

@@ -18,8 +18,10 @@ log = logging.getLogger(__name__)
 
 
 class TopicConfigManager:
-    """Topics of this broker. `on_change` runs after a topic is created, changed or deleted
-    (the broker re-registers with the name servers then)."""
+    """Topics of this broker. `on_change(topic)` runs at once after `topic` is created, changed or
+    deleted, and `on_change(None)` after a broker config change that applies to every topic (its
+    permission): the one hook through which a change reaches the network thread's send fast path and
+    the name servers."""
 
     def __init__(
         self,
@@ -36,7 +38,7 @@ class TopicConfigManager:
         self.path = os.path.join(config_dir, "topics.json")
         self.table: dict[str, TopicConfig] = {}
         self.data_version = DataVersion()
-        self.on_change: Callable[[], None] | None = None
+        self.on_change: Callable[[str | None], None] | None = None
         self._lock = threading.Lock()
         self._system(codes.SELF_TEST_TOPIC, 1, 1)
         if auto_create_topic:
@@ -77,11 +79,16 @@ class TopicConfigManager:
     def wrapper(self) -> TopicConfigSerializeWrapper:
         return TopicConfigSerializeWrapper(self.data_version, dict(self.table))
 
-    def _changed(self) -> None:
+    def broker_config_changed(self) -> None:
+        """The broker's run-time config changed: its permission applies to every topic as announced
+        (a new data version, so the name servers take the next registration, as RocketMQ does)."""
+        self._changed(None)
+
+    def _changed(self, topic: str | None) -> None:
         self.data_version.next_version()
         self.persist()
         if self.on_change is not None:
-            self.on_change()
+            self.on_change(topic)
 
     # --- queries -----------------------------------------------------------------------------------
     def get(self, topic: str) -> TopicConfig | None:
@@ -112,7 +119,7 @@ class TopicConfigManager:
         )
         log.info("auto-created topic %s from %s with %d queues", topic, default_topic, nums)
         self.table[topic] = tc
-        self._changed()
+        self._changed(topic)
         return tc
 
     def create_in_back(self, topic: str, queue_nums: int, perm: int = 6) -> TopicConfig:
@@ -121,15 +128,15 @@ class TopicConfigManager:
         if tc is None:
             tc = TopicConfig(topic, queue_nums, queue_nums, perm)
             self.table[topic] = tc
-            self._changed()
+            self._changed(topic)
         return tc
 
     def update(self, tc: TopicConfig) -> None:
         self.table[tc.topic_name] = tc
-        self._changed()
+        self._changed(tc.topic_name)
 
     def delete(self, topic: str) -> bool:
         if self.table.pop(topic, None) is None:
             return False
-        self._changed()
+        self._changed(topic)
         return True
