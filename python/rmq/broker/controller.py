@@ -27,7 +27,7 @@ from rmq.broker.schedule import DEFAULT_DELAY_LEVELS, ScheduleService, parse_del
 from rmq.broker.services import BrokerServices
 from rmq.broker.subscription_group import SubscriptionGroupManager
 from rmq.broker.timer import TimerService
-from rmq.broker.topic_config import TopicConfigManager
+from rmq.broker.topic_config import PERSIST_INTERVAL_S, TopicConfigManager
 from rmq.broker.transaction import EndTransactionProcessor, TransactionCheckService
 from rmq.common.codes import RMQ_VERSION, RequestCode
 from rmq.common.service import PeriodicTask
@@ -152,6 +152,7 @@ class BrokerController:
         self.remoting.add_close_listener(self._channel_closed)
 
         self._tasks = [
+            PeriodicTask("persist-topics", PERSIST_INTERVAL_S, topics.persist_if_dirty, final_tick=True),
             PeriodicTask(
                 "persist-consumer-offsets",
                 cfg.flush_consumer_offset_interval / 1000,
