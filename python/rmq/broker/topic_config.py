@@ -97,7 +97,13 @@ class TopicConfigManager:
             if config is None:
                 self.table.pop(topic, None)
             else:
-                self.table[topic] = TopicConfig.from_dict(config, topic)
+                try:
+                    self.table[topic] = TopicConfig.from_dict(config, topic)
+                except (KeyError, TypeError, ValueError) as e:
+                    log.warning(
+                        "skipped a journaled change of topic %s: bad config %r (%s)", topic, config, e
+                    )
+                    continue
             version = DataVersion.from_dict(entry.get("dataVersion") or {})
             if version.counter > self.data_version.counter:  # else the table already covers it
                 self.data_version = version
