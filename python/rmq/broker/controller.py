@@ -200,7 +200,7 @@ class BrokerController:
             else:
                 s.fast_send.forget_topic(topic)
         if self._registration is not None:
-            self._registration.register_soon()
+            self._registration.register_soon(topic)
 
     def _channel_closed(self, channel: Channel) -> None:
         s = self.services

@@ -1,10 +1,12 @@
 """Registration with the name servers (RocketMQ's BrokerOuterAPI): REGISTER_BROKER with the full
-topic table to every name server at start, every `registerNameServerPeriod` and soon after a topic or
-broker config change; UNREGISTER_BROKER at shutdown.
+topic table to every name server at start and every `registerNameServerPeriod`, and right after a
+change; UNREGISTER_BROKER at shutdown.
 
-A registration carries the whole table, so changes are coalesced: one registration runs at a time and
-every change made while it runs is covered by one more right after it (at most one pending). A burst
-of thousands of topic creations costs a few registrations, and the last one carries every topic.
+After a topic change the registration carries only the topics changed since the last one (RocketMQ's
+registerIncrementBrokerData: a name server adds or updates the topics it is sent and keeps the others),
+so its cost does not grow with the table; after a broker config change it carries every topic. One
+registration runs at a time; the changes made while it runs are sent together right after it (at
+most one pending), so a burst of thousands of topic creations costs a few small registrations.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ class NameServerRegistration:
         self.topics = topics
         self.client = client
         self._runner: asyncio.Task[None] | None = None
-        self._wanted = False
+        self._changed: set[str] = set()
+        self._all_changed = False
 
     def _header(self) -> dict[str, str]:
         c = self.config
@@ -45,9 +48,10 @@ class NameServerRegistration:
             "brokerId": str(c.broker_id),
         }
 
-    async def register_all(self) -> int:
-        """Register with every name server; returns how many accepted."""
-        body = RegisterBrokerBody(self._topic_table()).encode(False)
+    async def register_all(self, only: set[str] | None = None) -> int:
+        """Register with every name server (with the topics in `only`, or all); returns how many
+        accepted."""
+        body = RegisterBrokerBody(self._topic_table(only)).encode(False)
         header = self._header()
         header["compressed"] = "false"
         header["bodyCrc32"] = str(zlib.crc32(body) & 0x7FFFFFFF)
@@ -65,10 +69,16 @@ class NameServerRegistration:
                 log.warning("name server %s refused registration: %s %s", addr, resp.code, resp.remark)
         return ok
 
-    def _topic_table(self) -> TopicConfigSerializeWrapper:
-        """The topics as registered: a broker that is not readable and writable announces its own
-        permission as every topic's (as RocketMQ does), so clients stop sending or pulling."""
-        wrapper = self.topics.wrapper()
+    def _topic_table(self, only: set[str] | None = None) -> TopicConfigSerializeWrapper:
+        """The topics as registered (those in `only` that still exist, or all): a broker that is not
+        readable and writable announces its own permission as every topic's (as RocketMQ does), so
+        clients stop sending or pulling."""
+        if only is None:
+            wrapper = self.topics.wrapper()
+        else:
+            table = self.topics.table
+            found = {t: table[t] for t in only if t in table}
+            wrapper = TopicConfigSerializeWrapper(dataclasses.replace(self.topics.data_version), found)
         perm = self.config.broker_permission
         if not (PermName.is_readable(perm) and PermName.is_writeable(perm)):
             wrapper.topic_config_table = {
@@ -76,10 +86,12 @@ class NameServerRegistration:
             }
         return wrapper
 
-    def register_soon(self) -> None:
-        """Register soon (after a change): at most one registration in flight, plus one more after
-        it for the changes made meanwhile."""
-        self._wanted = True
+    def register_soon(self, topic: str | None = None) -> None:
+        """Register right after a change of `topic` (None: of the broker, every topic is sent)."""
+        if topic is None:
+            self._all_changed = True
+        else:
+            self._changed.add(topic)
         if self._runner is not None and not self._runner.done():
             return
         try:
@@ -89,17 +101,18 @@ class NameServerRegistration:
         self._runner = loop.create_task(self._run(), name="register-name-servers-soon")
 
     async def _run(self) -> None:
-        while self._wanted:
+        while self._all_changed or self._changed:
             await asyncio.sleep(0)  # the other changes of this burst join
-            self._wanted = False
+            only = None if self._all_changed else self._changed
+            self._all_changed, self._changed = False, set()
             try:
-                await self.register_all()
+                await self.register_all(only)
             except Exception:
                 log.exception("registration with the name servers failed")
 
     async def close(self) -> None:
         """Cancel a pending registration (before unregistering at shutdown)."""
-        self._wanted = False
+        self._all_changed, self._changed = False, set()
         runner = self._runner
         if runner is not None and not runner.done():
             runner.cancel()
