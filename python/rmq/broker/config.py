@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -163,6 +164,11 @@ class BrokerConfig:
     (rmq's own property; false: the asyncio server handles every request)."""
     # Store properties by their RocketMQ names (validated by the store when it opens).
     store: dict[str, str] = field(default_factory=dict)
+    on_update: list[Callable[[dict[str, Any]], None]] = field(
+        default_factory=list, init=False, repr=False, compare=False
+    )
+    """Called with the properties after every :meth:`update` (the broker's run-time changes); not a
+    property, and not copied by ``dataclasses.replace``."""
 
     # --- building ----------------------------------------------------------------------------------
     def set(self, key: str, value: Any) -> None:
@@ -192,8 +198,11 @@ class BrokerConfig:
         raise ConfigError(f"unknown property {key!r}")
 
     def update(self, props: dict[str, Any]) -> None:
+        """Set properties by their RocketMQ names, then tell the :attr:`on_update` listeners."""
         for k, v in props.items():
             self.set(k, v)
+        for listener in self.on_update:
+            listener(props)
 
     # --- derived -----------------------------------------------------------------------------------
     @property
@@ -257,7 +266,7 @@ class BrokerConfig:
         out: dict[str, str] = {}
         by_attr = {v: k for k, v in _NAMES.items()}
         for f in fields(self):
-            if f.name == "store":
+            if f.name == "store" or not f.init:
                 continue
             v = getattr(self, f.name)
             out[by_attr[f.name]] = ("true" if v else "false") if isinstance(v, bool) else str(v or "")

@@ -28,7 +28,7 @@ from rmq.broker.schedule import DEFAULT_DELAY_LEVELS, ScheduleService, parse_del
 from rmq.broker.services import BrokerServices
 from rmq.broker.subscription_group import SubscriptionGroupManager
 from rmq.broker.timer import TimerService
-from rmq.broker.topic_config import TopicConfigManager
+from rmq.broker.topic_config import PERSIST_INTERVAL_S, TopicConfigManager
 from rmq.broker.transaction import EndTransactionProcessor, TransactionCheckService
 from rmq.common.codes import RMQ_VERSION, RequestCode, ResponseCode
 from rmq.common.service import PeriodicTask
@@ -131,7 +131,8 @@ class BrokerController:
         holds.watch = astore.dispatched.watch
 
         self._registration = NameServerRegistration(cfg, topics, self.client)
-        topics.on_change = self._topics_changed
+        topics.on_change = self._send_rules_changed
+        cfg.on_update.append(lambda _props: topics.broker_config_changed())
         s.register_brokers = self._registration.register_soon
 
         # A full disk (or a store shutting down) refuses every write the same way, whichever
@@ -157,6 +158,7 @@ class BrokerController:
         self.remoting.add_close_listener(self._channel_closed)
 
         self._tasks = [
+            PeriodicTask("persist-topics", PERSIST_INTERVAL_S, topics.persist_if_dirty, final_tick=True),
             PeriodicTask(
                 "persist-consumer-offsets",
                 cfg.flush_consumer_offset_interval / 1000,
@@ -193,12 +195,19 @@ class BrokerController:
             "SYNC_FLUSH" if cfg.sync_flush else "ASYNC_FLUSH",
         )
 
-    def _topics_changed(self) -> None:
+    def _send_rules_changed(self, topic: str | None) -> None:
+        """The one hook for every change to who may send to a topic, how and where: a topic created,
+        changed or deleted (`topic`), or the broker's run-time config (None: every topic). The
+        network thread's fast path forgets what it vetted, so the next send is answered by Python
+        under the new rules (and vetted again if it may); the name servers learn the change soon."""
         s = self.services
         if s is not None and s.fast_send is not None:
-            s.fast_send.forget_topics()  # vetted again by the next send through Python
+            if topic is None:
+                s.fast_send.forget_topics()
+            else:
+                s.fast_send.forget_topic(topic)
         if self._registration is not None:
-            self._registration.register_soon()
+            self._registration.register_soon(topic)
 
     def _channel_closed(self, channel: Channel) -> None:
         s = self.services
@@ -224,8 +233,10 @@ class BrokerController:
         """Stop serving, persist configs, unregister, flush and close the store cleanly."""
         for t in self._tasks:
             await t.stop()
-        if self._registration is not None and self.config.namesrv_list():
-            await self._registration.unregister_all()
+        if self._registration is not None:
+            await self._registration.close()
+            if self.config.namesrv_list():
+                await self._registration.unregister_all()
         await self.remoting.stop()
         await self.client.close()
         s = self.services

@@ -1,17 +1,25 @@
 """Registration with the name servers (RocketMQ's BrokerOuterAPI): REGISTER_BROKER with the full
-topic table to every name server at start, every `registerNameServerPeriod` and after a topic
-change; UNREGISTER_BROKER at shutdown."""
+topic table to every name server at start and every `registerNameServerPeriod`, and right after a
+change; UNREGISTER_BROKER at shutdown.
+
+After a topic change the registration carries only the topics changed since the last one (RocketMQ's
+registerIncrementBrokerData: a name server adds or updates the topics it is sent and keeps the others),
+so its cost does not grow with the table; after a broker config change it carries every topic. One
+registration runs at a time; the changes made while it runs are sent together right after it (at
+most one pending), so a burst of thousands of topic creations costs a few small registrations.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import zlib
 
 from rmq.broker.config import BrokerConfig
 from rmq.broker.topic_config import TopicConfigManager
-from rmq.common.codes import RequestCode, ResponseCode
-from rmq.common.route import RegisterBrokerBody
+from rmq.common.codes import PermName, RequestCode, ResponseCode
+from rmq.common.route import RegisterBrokerBody, TopicConfigSerializeWrapper
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.command import create_request
 from rmq.remoting.errors import RemotingError
@@ -26,7 +34,9 @@ class NameServerRegistration:
         self.config = config
         self.topics = topics
         self.client = client
-        self._pending: asyncio.Task[None] | None = None
+        self._runner: asyncio.Task[None] | None = None
+        self._changed: set[str] = set()
+        self._all_changed = False
 
     def _header(self) -> dict[str, str]:
         c = self.config
@@ -38,9 +48,10 @@ class NameServerRegistration:
             "brokerId": str(c.broker_id),
         }
 
-    async def register_all(self) -> int:
-        """Register with every name server; returns how many accepted."""
-        body = RegisterBrokerBody(self.topics.wrapper()).encode(False)
+    async def register_all(self, only: set[str] | None = None) -> int:
+        """Register with every name server (with the topics in `only`, or all); returns how many
+        accepted."""
+        body = RegisterBrokerBody(self._topic_table(only)).encode(False)
         header = self._header()
         header["compressed"] = "false"
         header["bodyCrc32"] = str(zlib.crc32(body) & 0x7FFFFFFF)
@@ -58,20 +69,57 @@ class NameServerRegistration:
                 log.warning("name server %s refused registration: %s %s", addr, resp.code, resp.remark)
         return ok
 
-    def register_soon(self) -> None:
-        """Schedule a registration (after a topic change); coalesces bursts."""
-        if self._pending is not None and not self._pending.done():
+    def _topic_table(self, only: set[str] | None = None) -> TopicConfigSerializeWrapper:
+        """The topics as registered (those in `only` that still exist, or all): a broker that is not
+        readable and writable announces its own permission as every topic's (as RocketMQ does), so
+        clients stop sending or pulling."""
+        if only is None:
+            wrapper = self.topics.wrapper()
+        else:
+            table = self.topics.table
+            found = {t: table[t] for t in only if t in table}
+            wrapper = TopicConfigSerializeWrapper(dataclasses.replace(self.topics.data_version), found)
+        perm = self.config.broker_permission
+        if not (PermName.is_readable(perm) and PermName.is_writeable(perm)):
+            wrapper.topic_config_table = {
+                name: dataclasses.replace(tc, perm=perm) for name, tc in wrapper.topic_config_table.items()
+            }
+        return wrapper
+
+    def register_soon(self, topic: str | None = None) -> None:
+        """Register right after a change of `topic` (None: of the broker, every topic is sent)."""
+        if topic is None:
+            self._all_changed = True
+        else:
+            self._changed.add(topic)
+        if self._runner is not None and not self._runner.done():
             return
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return
+        self._runner = loop.create_task(self._run(), name="register-name-servers-soon")
 
-        async def run() -> None:
-            await asyncio.sleep(0)
-            await self.register_all()
+    async def _run(self) -> None:
+        while self._all_changed or self._changed:
+            await asyncio.sleep(0)  # the other changes of this burst join
+            only = None if self._all_changed else self._changed
+            self._all_changed, self._changed = False, set()
+            try:
+                await self.register_all(only)
+            except Exception:
+                log.exception("registration with the name servers failed")
 
-        self._pending = loop.create_task(run())
+    async def close(self) -> None:
+        """Cancel a pending registration (before unregistering at shutdown)."""
+        self._all_changed, self._changed = False, set()
+        runner = self._runner
+        if runner is not None and not runner.done():
+            runner.cancel()
+            try:
+                await runner
+            except asyncio.CancelledError:
+                pass
 
     async def unregister_all(self) -> None:
         header = self._header()

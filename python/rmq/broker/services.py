@@ -46,7 +46,8 @@ class BrokerServices:
     """Re-register with the name servers now (after a topic change)."""
     fast_send: Any = None
     """The network thread's SEND fast path (``rmq._store.NetServer``), or None: ``allow_topic`` lets a
-    vetted topic's plain sends bypass Python, ``forget_topics`` undoes it, ``fast_puts`` counts them."""
+    vetted topic's plain sends bypass Python, ``forget_topic`` / ``forget_topics`` undo it (called only by the
+controller's one hook for topic and broker config changes), ``fast_puts`` counts them."""
 
     def put_messages(self) -> int:
         """Messages stored since start, by the Python path and the fast path."""

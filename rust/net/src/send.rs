@@ -5,8 +5,11 @@
 //! the Python processor keeps every rule and every error answer: batches, unknown or
 //! not-yet-vetted topics, retry topics, delay levels, timer and transactional messages,
 //! empty or oversized bodies, unusual header encodings, store errors. A topic becomes eligible
-//! when the Python side calls [`FastSend::allow_topic`] after it accepted a send to it, and
-//! every topic-table change calls [`FastSend::forget_topics`].
+//! when the Python side calls [`FastSend::allow_topic`] after it accepted a send to it. Every
+//! change to what vetted it (the topic's config, the broker's permission) reaches the fast path
+//! through one hook on the Python side, which calls [`FastSend::forget_topic`] for a change to
+//! one topic and [`FastSend::forget_topics`] for a change to all; the next send goes through
+//! Python again, which answers it by the new rules and vets the topic again if it may.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -191,7 +194,12 @@ impl FastSend {
         self.routes.write().insert(topic.to_string(), route);
     }
 
-    /// Forget every vetted topic (the topic table changed).
+    /// Forget one vetted topic (its config changed or it was deleted).
+    pub fn forget_topic(&self, topic: &str) {
+        self.routes.write().remove(topic);
+    }
+
+    /// Forget every vetted topic (a broker-wide rule changed).
     pub fn forget_topics(&self) {
         self.routes.write().clear();
     }

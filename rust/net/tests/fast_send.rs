@@ -126,8 +126,17 @@ fn declines_what_python_must_answer() {
     let mut three = || 7u32;
     let v = reply_header(handle(&fs, &frame, &mut three));
     assert_eq!(v["extFields"]["queueId"], "3");
-    fs.forget_topics();
+    // forgetting another topic leaves T vetted; forgetting T, or all, declines it
+    fs.allow_topic("U", 1, 1, false);
+    fs.forget_topic("U");
     let frame = send_frame(SEND_MESSAGE_V2, 0, 6, r#"{"b":"T","e":"1"}"#, b"x");
+    assert!(handle(&fs, &frame, &mut rnd).is_some());
+    let u = send_frame(SEND_MESSAGE_V2, 0, 7, r#"{"b":"U","e":"0"}"#, b"x");
+    assert!(handle(&fs, &u, &mut rnd).is_none());
+    fs.forget_topic("T");
+    assert!(handle(&fs, &frame, &mut rnd).is_none());
+    fs.allow_topic("T", 4, 4, false);
+    fs.forget_topics();
     assert!(handle(&fs, &frame, &mut rnd).is_none());
     s.shutdown().unwrap();
 }

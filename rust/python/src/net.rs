@@ -169,7 +169,14 @@ impl NetServer {
         }
     }
 
-    /// Forget the vetted topics (the topic table changed).
+    /// Forget one vetted topic (its config changed or it was deleted).
+    fn forget_topic(&self, topic: &str) {
+        if let Some(f) = self.inner.fast_send() {
+            f.forget_topic(topic);
+        }
+    }
+
+    /// Forget every vetted topic (a broker-wide rule changed).
     fn forget_topics(&self) {
         if let Some(f) = self.inner.fast_send() {
             f.forget_topics();

@@ -68,10 +68,10 @@ pub fn offset_to_file_name(offset: u64) -> String {
     format!("{offset:020}")
 }
 
-/// A memory-mapped segment.
+/// A memory-mapped segment. It holds no file descriptor: the mapping alone keeps the pages
+/// reachable (and `msync` works on it), so a broker with many queues does not run out of fds.
 pub struct MappedFile {
     path: PathBuf,
-    file: File,
     from_offset: u64,
     size: usize,
     map: MmapMut,
@@ -160,14 +160,15 @@ impl MappedFile {
         ))
     }
 
+    /// Map `file` and close it: the mapping outlives the descriptor.
     fn map(path: PathBuf, file: File, from_offset: u64, size: usize) -> Result<MappedFile> {
         // SAFETY: the file is opened read-write and sized; other processes must not truncate
         // it underneath us (the store's lock file keeps other brokers away).
         let mut map = unsafe { MmapMut::map_mut(&file) }.at(&path)?;
+        drop(file);
         let base = map.as_mut_ptr();
         Ok(MappedFile {
             path,
-            file,
             from_offset,
             size,
             map,
@@ -430,8 +431,7 @@ impl MappedFile {
 
     /// Last-modified time of the file, as ms since the epoch.
     pub fn last_modified_ms(&self) -> u64 {
-        self.file
-            .metadata()
+        std::fs::metadata(&self.path)
             .and_then(|m| m.modified())
             .ok()
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
@@ -492,6 +492,23 @@ mod tests {
         mf.write_at(15 << 20, &[1u8; 4]).unwrap();
         mf.zero_tail(0).unwrap();
         assert_eq!(&mf.raw_from(15 << 20)[..4], &[1, 1, 1, 1]);
+    }
+
+    #[test]
+    fn holds_no_file_descriptor_once_mapped() {
+        let dir = tempfile::tempdir().unwrap();
+        let created = MappedFile::create(dir.path(), 0, 8192).unwrap();
+        created.append(b"kept").unwrap();
+        created.flush(0).unwrap();
+        let opened = MappedFile::open(created.path(), 8192).unwrap();
+        let open_paths: Vec<PathBuf> = std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read_link(e.path()).ok())
+            .collect();
+        assert!(!open_paths.iter().any(|p| p.starts_with(dir.path())));
+        assert_eq!(&opened.raw_from(0)[..4], b"kept");
+        assert!(created.last_modified_ms() > 0);
     }
 
     #[test]
