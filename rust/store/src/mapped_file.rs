@@ -500,7 +500,7 @@ mod tests {
         let created = MappedFile::create(dir.path(), 0, 8192).unwrap();
         created.append(b"kept").unwrap();
         created.flush(0).unwrap();
-        let opened = MappedFile::open(created.path(), 8192).unwrap();
+        let (opened, _) = MappedFile::open(created.path(), 8192, false).unwrap();
         let open_paths: Vec<PathBuf> = std::fs::read_dir("/proc/self/fd")
             .unwrap()
             .flatten()
