@@ -62,7 +62,7 @@ _out_lock = threading.Lock()
 
 
 def emit(obj: dict[str, Any]) -> None:
-    line = json.dumps(obj, ensure_ascii=False)
+    line = json.dumps(obj | {"at_ms": int(time.time() * 1000)}, ensure_ascii=False)
     with _out_lock:
         sys.stdout.write(line + "\n")
         sys.stdout.flush()
