@@ -113,10 +113,15 @@ class TopicConfigManager:
             self._dirty = True
 
     def persist(self) -> None:
-        """Write the whole table now (at start and shutdown)."""
+        """Write the whole table now (at start and shutdown). A write that fails (a full disk)
+        is logged and retried by the periodic writer; the change journal still holds the changes."""
         self._dirty = False
         sealed = self._journal.seal()
-        self._write(self.wrapper(), sealed)
+        try:
+            self._write(self.wrapper(), sealed)
+        except OSError as e:
+            self._dirty = True
+            log.warning("cannot write %s (%s); its changes stay journaled until it can be", self.path, e)
 
     async def persist_if_dirty(self) -> None:
         """Write the table if it changed since the last write. The snapshot is taken here, the

@@ -157,7 +157,13 @@ pub struct CommitLog {
     populate_signal: Arc<Signal>,
     /// Damaged ranges recovery skipped (see [`CommitLog::scan_from`]).
     damaged: RwLock<Vec<(i64, i64)>>,
+    /// Disk blocks reserved ahead of the appender at a time (a whole segment where reading a
+    /// hole takes space, see [`crate::disk::holes_take_space`]).
+    reserve_chunk: usize,
 }
+
+/// How far ahead of the appender disk blocks are reserved (see [`crate::disk`]).
+const RESERVE_AHEAD: u64 = 16 << 20;
 
 /// How far ahead of the appender [`start_populating`] keeps pages faulted in...
 const POPULATE_AHEAD: i64 = 8 << 20;
@@ -191,8 +197,14 @@ impl CommitLog {
         warm: bool,
         preallocate: bool,
     ) -> CommitLog {
+        let dir = dir.into();
         CommitLog {
-            mfq: MappedFileQueue::new(dir, file_size, preallocate, warm).reserving_whole_files(),
+            reserve_chunk: if crate::disk::holes_take_space(&dir) {
+                file_size as usize
+            } else {
+                (RESERVE_AHEAD as usize).min(file_size as usize)
+            },
+            mfq: MappedFileQueue::new(dir, file_size, preallocate, warm),
             put: Mutex::new(PutState::default()),
             store_host,
             max_message_size,
@@ -298,10 +310,8 @@ impl CommitLog {
             Some(f) if !f.is_full() => f,
             _ => self.start_segment()?,
         };
-        // A file mapped at start (written by an earlier run) gets its blocks reserved here,
-        // once; new files were reserved when created.
-        file.ensure_allocated(file.size(), file.size())?;
         if len + END_FILE_MIN_BLANK_LENGTH <= file.remaining() {
+            self.reserve(&file, file.wrote_position() + len)?;
             return Ok(file);
         }
         self.check_headroom()?;
@@ -330,12 +340,28 @@ impl CommitLog {
         Ok(())
     }
 
-    /// Take a new segment to append to (reserved whole).
+    /// Take a new segment to append to, with its first chunk reserved. A segment whose
+    /// reservation fails is removed again: an empty file the disk cannot back is a trap (on
+    /// tmpfs even reading it needs space).
     fn start_segment(&self) -> Result<Arc<MappedFile>> {
         self.check_headroom()?;
         let next = self.mfq.last_or_create(0)?;
-        next.ensure_allocated(next.size(), next.size())?;
+        if let Err(e) = next.ensure_allocated(1, self.reserve_chunk) {
+            self.mfq.discard_last_if_empty();
+            return Err(e);
+        }
         Ok(next)
+    }
+
+    /// Reserve `file`'s blocks below `end` before appending there, a chunk ahead at a time,
+    /// each time only while the queues and index still find room (one atomic load when
+    /// already reserved).
+    fn reserve(&self, file: &MappedFile, end: usize) -> Result<()> {
+        if file.is_allocated(end) {
+            return Ok(());
+        }
+        self.check_headroom()?;
+        file.ensure_allocated(end, self.reserve_chunk)
     }
 
     fn next_offset(st: &mut PutState, topic: &str, queue_id: i32) -> i64 {

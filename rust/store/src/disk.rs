@@ -4,7 +4,9 @@
 //! A write through a shared mapping into a page the filesystem cannot back kills the process
 //! with SIGBUS; a write system call would just fail. So every mapped file reserves its blocks
 //! before the store writes into them ([`reserve_blocks`], `fallocate`): a CommitLog segment
-//! whole when it is created, ConsumeQueue files a page at a time, index files whole. A
+//! 16 MiB ahead of the appender, ConsumeQueue files a page at a time, an index file's slots
+//! when it is created and its entries 1 MiB ahead (whole files where reading a hole takes
+//! space, see [`holes_take_space`]), so the store holds little more than it wrote. A
 //! reservation that fails with ENOSPC becomes [`StoreError::NoSpace`], and the [`DiskGuard`]
 //! refuses writes until that much space is available again. Independently, writes are refused
 //! while the filesystem is fuller than `diskSpaceWarningLevelRatio` (RocketMQ's rule).

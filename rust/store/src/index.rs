@@ -33,7 +33,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use chrono::{Local, NaiveDateTime, TimeDelta};
@@ -49,6 +49,8 @@ pub const INDEX_HEADER_SIZE: usize = 40;
 pub const HASH_SLOT_SIZE: usize = 4;
 /// Size of one index entry.
 pub const INDEX_ENTRY_SIZE: usize = 20;
+/// Disk blocks reserved ahead of the entry writer at a time.
+const ENTRY_ALLOCATE_CHUNK: usize = 1 << 20;
 pub const HEADER_POS_BEGIN_TIMESTAMP: usize = 0;
 pub const HEADER_POS_END_TIMESTAMP: usize = 8;
 pub const HEADER_POS_BEGIN_PHY_OFFSET: usize = 16;
@@ -191,6 +193,8 @@ struct IndexFile {
     map: RwLock<MmapMut>,
     dirty: AtomicBool,
     deleted: AtomicBool,
+    /// Bytes `[0, allocated)` have disk blocks reserved (see [`IndexFile::reserve_next_entry`]).
+    allocated: AtomicUsize,
 }
 
 impl IndexFile {
@@ -212,8 +216,10 @@ impl IndexFile {
         }
         let size = index_file_size(slot_num, index_num);
         let file = crate::mapped_file::create_sized_file(&path, size)?;
-        // Every byte may be written (slots at random): reserve the whole file, see crate::disk.
-        if let Err(e) = crate::disk::reserve_blocks(&path, 0, size as usize) {
+        // The slots are written at random: reserve them (and the header) now; entries are
+        // reserved as they are appended (see crate::disk).
+        let slots_end = INDEX_HEADER_SIZE + slot_num as usize * HASH_SLOT_SIZE;
+        if let Err(e) = crate::disk::reserve_blocks(&path, 0, slots_end) {
             let _ = std::fs::remove_file(&path);
             return Err(e);
         }
@@ -225,6 +231,7 @@ impl IndexFile {
                 return Err(e);
             }
         };
+        f.allocated.store(slots_end, Ordering::Release);
         let header = IndexHeader {
             begin_timestamp: seed_timestamp,
             end_timestamp: seed_timestamp,
@@ -276,6 +283,7 @@ impl IndexFile {
             map: RwLock::new(map),
             dirty: AtomicBool::new(false),
             deleted: AtomicBool::new(false),
+            allocated: AtomicUsize::new(0),
         })
     }
 
@@ -300,6 +308,22 @@ impl IndexFile {
         INDEX_HEADER_SIZE
             + self.slot_num as usize * HASH_SLOT_SIZE
             + n.max(0) as usize * INDEX_ENTRY_SIZE
+    }
+
+    /// Reserve disk blocks for the next entry (and, for a file an earlier run wrote, the slots
+    /// before it), [`ENTRY_ALLOCATE_CHUNK`] at a time, so writing it cannot hit a full disk.
+    fn reserve_next_entry(&self) -> Result<()> {
+        let n = self.header().index_count.max(1);
+        let end = self.entry_pos(n) + INDEX_ENTRY_SIZE;
+        let have = self.allocated.load(Ordering::Acquire);
+        if end <= have {
+            return Ok(());
+        }
+        let size = index_file_size(self.slot_num, self.index_num) as usize;
+        let to = (end + ENTRY_ALLOCATE_CHUNK).min(size);
+        crate::disk::reserve_blocks(&self.path, have, to)?;
+        self.allocated.fetch_max(to, Ordering::AcqRel);
+        Ok(())
     }
 
     /// Add an entry; false when the file is full.
@@ -540,9 +564,11 @@ impl IndexService {
         }
         for &hash in hashes {
             let mut file = self.writable_file()?;
+            file.reserve_next_entry()?;
             if !file.put(hash, phy_offset, store_timestamp) {
                 // Full (or damaged beyond use): continue in a fresh file.
                 file = self.roll(Some(&file))?;
+                file.reserve_next_entry()?;
                 if !file.put(hash, phy_offset, store_timestamp) {
                     return Err(StoreError::corrupt(
                         "index file",

@@ -268,9 +268,15 @@ impl MappedFile {
         self.last_store_ts.store(ts, Ordering::Release);
     }
 
-    /// Reserve disk blocks for the bytes below `end` (at least `chunk` more at a time) before
-    /// writing there through the mapping, which would otherwise die of SIGBUS on a full disk
-    /// (see [`crate::disk`]). Cheap when already reserved: one atomic load.
+    /// Whether the bytes below `end` have disk blocks reserved. Reserve them (at least
+    /// `chunk` more at a time) with [`MappedFile::ensure_allocated`] before writing there
+    /// through the mapping, which would otherwise die of SIGBUS on a full disk (see
+    /// [`crate::disk`]).
+    pub fn is_allocated(&self, end: usize) -> bool {
+        end <= self.allocated.load(Ordering::Acquire)
+    }
+
+    /// Reserve disk blocks up to `end` (see [`MappedFile::is_allocated`]).
     pub fn ensure_allocated(&self, end: usize, chunk: usize) -> Result<()> {
         let have = self.allocated.load(Ordering::Acquire);
         if end <= have {

@@ -34,8 +34,6 @@ pub struct MappedFileQueue {
     extended: Mutex<Vec<(PathBuf, u64)>>,
     /// Whether a short last file is extended even when it is the only file.
     allow_short_last: AtomicBool,
-    /// Reserve each file's disk blocks whole when it is created (see [`crate::disk`]).
-    reserve_whole: bool,
 }
 
 impl std::fmt::Debug for MappedFileQueue {
@@ -61,15 +59,7 @@ impl MappedFileQueue {
             next: Mutex::new(None),
             extended: Mutex::new(Vec::new()),
             allow_short_last: AtomicBool::new(true),
-            reserve_whole: false,
         }
-    }
-
-    /// Reserve the disk blocks of every new file whole, when it is created (a CommitLog:
-    /// every byte of a segment gets written), so appends never need space the disk lacks.
-    pub fn reserving_whole_files(mut self) -> Self {
-        self.reserve_whole = true;
-        self
     }
 
     pub fn dir(&self) -> &Path {
@@ -216,12 +206,6 @@ impl MappedFileQueue {
             }
         }
         let mf = MappedFile::create(&self.dir, from, self.file_size)?;
-        if self.reserve_whole {
-            if let Err(e) = mf.ensure_allocated(self.file_size, self.file_size) {
-                let _ = mf.destroy();
-                return Err(e);
-            }
-        }
         mf.advise_appending();
         if self.warm {
             mf.warm();
@@ -236,17 +220,10 @@ impl MappedFileQueue {
         let dir = self.dir.clone();
         let size = self.file_size;
         let warm = self.warm;
-        let reserve = self.reserve_whole;
         let handle = std::thread::Builder::new()
             .name("rmq-allocate".into())
             .spawn(move || {
                 let mf = MappedFile::create(&dir, from, size)?;
-                if reserve {
-                    if let Err(e) = mf.ensure_allocated(size, size) {
-                        let _ = mf.destroy();
-                        return Err(e);
-                    }
-                }
                 mf.advise_appending();
                 if warm {
                     mf.warm();
@@ -255,6 +232,18 @@ impl MappedFileQueue {
             });
         if let Ok(h) = handle {
             *self.next.lock() = Some((from, h));
+        }
+    }
+
+    /// Remove the last file if nothing was written to it (a new segment the disk could not
+    /// back), and the preallocated next one.
+    pub fn discard_last_if_empty(&self) {
+        self.discard_preallocated();
+        let mut files = self.files.write();
+        if files.last().is_some_and(|f| f.wrote_position() == 0) {
+            if let Some(f) = files.pop() {
+                let _ = f.destroy();
+            }
         }
     }
 
