@@ -26,7 +26,7 @@ from tests.integration.semantics_helpers import unique
 
 COUNT = 6
 TIMEOUT = "60"
-CLIENTS = ["go"]
+CLIENTS = ["go", "rust"]
 
 
 @pytest.fixture(scope="module")
