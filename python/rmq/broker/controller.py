@@ -133,6 +133,7 @@ class BrokerController:
         self._registration = NameServerRegistration(cfg, topics, self.client)
         topics.on_change = self._topics_changed
         s.register_brokers = self._registration.register_soon
+        s.registrations_settled = self._registration.settled
 
         send = SendProcessor(s)
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):

@@ -27,6 +27,7 @@ class NameServerRegistration:
         self.topics = topics
         self.client = client
         self._pending: asyncio.Task[None] | None = None
+        self._dirty = False
 
     def _header(self) -> dict[str, str]:
         c = self.config
@@ -59,7 +60,12 @@ class NameServerRegistration:
         return ok
 
     def register_soon(self) -> None:
-        """Schedule a registration (after a topic change); coalesces bursts."""
+        """Schedule a registration (after a topic change); coalesces bursts.
+
+        A change made while a registration is already on the wire (its body taken before the change) is
+        registered again right after it, so no change waits for the periodic registration.
+        """
+        self._dirty = True
         if self._pending is not None and not self._pending.done():
             return
         try:
@@ -68,10 +74,17 @@ class NameServerRegistration:
             return
 
         async def run() -> None:
-            await asyncio.sleep(0)
-            await self.register_all()
+            while self._dirty:
+                await asyncio.sleep(0)
+                self._dirty = False  # register_all takes its body before its first await
+                await self.register_all()
 
         self._pending = loop.create_task(run())
+
+    async def settled(self) -> None:
+        """Wait until every scheduled registration has reached the name servers (or failed)."""
+        while self._pending is not None and not self._pending.done():
+            await asyncio.shield(self._pending)
 
     async def unregister_all(self) -> None:
         header = self._header()
