@@ -14,6 +14,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -102,6 +103,9 @@ def build(name: str) -> Path:
             _run(["cargo", "build", "--release", "--locked"], spec.source_dir, env, tmp / "build.log")
             shutil.copy2(root / "rust-target" / "release" / spec.binary, tmp / spec.binary)
         tmp.rename(out_dir)
+        for old in root.iterdir():  # older builds of this driver
+            if old != out_dir and re.fullmatch(rf"{spec.name}-[0-9a-f]{{16}}", old.name):
+                shutil.rmtree(old, ignore_errors=True)
     return exe
 
 
