@@ -3,6 +3,7 @@ GET_CONSUMER_LIST_BY_GROUP (38), LOCK_BATCH_MQ (41), UNLOCK_BATCH_MQ (42), CHECK
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -60,6 +61,10 @@ def _mq_json(mq: tuple[str, str, int]) -> dict[str, Any]:
 
 
 class ClientProcessors:
+    registration_wait_s = 2.0
+    """How long a heartbeat that created a retry topic waits for the name servers to know it (well under
+    the clients' 3 s heartbeat timeout)."""
+
     def __init__(self, services: BrokerServices) -> None:
         self.s = services
 
@@ -141,14 +146,21 @@ class ClientProcessors:
                 s.producers.register(group, ClientChannel(ctx, client_id, request.language, request.version))
         response = create_response(request)
         if created_retry_topic and s.registrations_settled is not None:
-            return self._after_registration(s.registrations_settled, response)
+            return self._after_registration(s.registrations_settled, response, client_id)
         return response
 
-    @staticmethod
     async def _after_registration(
-        settled: Callable[[], Awaitable[None]], response: RemotingCommand
+        self, settled: Callable[[], Awaitable[None]], response: RemotingCommand, client_id: str
     ) -> RemotingCommand:
-        await settled()
+        try:
+            await asyncio.wait_for(settled(), self.registration_wait_s)
+        except TimeoutError:
+            log.warning(
+                "heartbeat of %s answered before the name servers acknowledged its new retry topic "
+                "(waited %.1f s; the registration goes on)",
+                client_id,
+                self.registration_wait_s,
+            )
         return response
 
     def unregister_client(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
