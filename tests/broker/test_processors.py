@@ -91,12 +91,13 @@ class Broker:
         self.send = SendProcessor(self.s)
         self.pull_proc = PullProcessor(self.s)
         self.table: dict[int, Any] = {}
-        for g in (
+        self.processor_groups = (
             OffsetProcessors(self.s),
             ClientProcessors(self.s),
             QueryProcessors(self.s),
             AdminProcessors(self.s),
-        ):
+        )
+        for g in self.processor_groups:
             self.table.update(g.table())
 
     def call(self, code: int, fields: dict[str, str], body: bytes | None = None, ctx: Any = None) -> Any:
@@ -336,6 +337,45 @@ async def test_heartbeat_consumer_list_notify_and_locks(broker):
     }
     r = broker.call(RequestCode.HEART_BEAT, {}, orjson.dumps(bad))
     assert r.code == ResponseCode.SYSTEM_ERROR and "SQL92" in r.remark  # enablePropertyFilter is off
+
+
+async def test_first_heartbeat_is_answered_after_the_retry_topic_is_registered(broker):
+    # The Java broker registers with the name servers before answering a heartbeat that created the
+    # group's %RETRY% topic; rmq's answer waits for the registration it scheduled.
+    entered, settled = asyncio.Event(), asyncio.Event()
+
+    async def registrations_settled() -> None:
+        entered.set()
+        await settled.wait()
+
+    broker.s.registrations_settled = registrations_settled
+    sub = {"topic": "WT", "subString": "*"}
+    hb = {"clientID": "c1", "consumerDataSet": [{"groupName": "WG", "subscriptionDataSet": [sub]}]}
+    answer = asyncio.ensure_future(broker.call(RequestCode.HEART_BEAT, {}, orjson.dumps(hb)))
+    assert "%RETRY%WG" in broker.s.topics.table
+    await entered.wait()
+    assert not answer.done()
+    settled.set()
+    assert (await answer).code == 0
+    # the topic exists now: the next heartbeat is answered at once
+    again = broker.call(RequestCode.HEART_BEAT, {}, orjson.dumps(hb))
+    assert isinstance(again, RemotingCommand) and again.code == 0
+    # broadcasting consumers have no retry topic and nothing to wait for
+    bc = {"groupName": "BG", "messageModel": "BROADCASTING", "subscriptionDataSet": [sub]}
+    plain = broker.call(RequestCode.HEART_BEAT, {}, orjson.dumps({"clientID": "c2", "consumerDataSet": [bc]}))
+    assert isinstance(plain, RemotingCommand) and "%RETRY%BG" not in broker.s.topics.table
+
+
+async def test_first_heartbeat_waits_for_the_registration_only_so_long(broker, caplog):
+    never = asyncio.Event()
+    broker.s.registrations_settled = never.wait  # a name server that does not answer
+    for procs in broker.processor_groups:
+        if isinstance(procs, ClientProcessors):
+            procs.registration_wait_s = 0.05
+    sub = {"topic": "WT", "subString": "*"}
+    hb = {"clientID": "c9", "consumerDataSet": [{"groupName": "SlowG", "subscriptionDataSet": [sub]}]}
+    assert (await broker.call(RequestCode.HEART_BEAT, {}, orjson.dumps(hb))).code == 0
+    assert "heartbeat of c9 answered before the name servers acknowledged" in caplog.text
 
 
 async def test_query_and_view(broker):

@@ -127,6 +127,7 @@ def test_routes_over_two_clusters(ns: Namesrv) -> None:
         "broker-b": {"0": B1},
     }
     assert "orderTopicConf" not in raw
+    assert [b["enableActingMaster"] for b in raw["brokerDatas"]] == [False, False]  # as 5.x name servers
     route = route_of(resp)
     assert {(q.broker_name, q.read_queue_nums, q.write_queue_nums, q.perm) for q in route.queue_datas} == {
         ("broker-a", 4, 4, 6),

@@ -218,6 +218,49 @@ def test_topic_route_data_json() -> None:
     assert "orderTopicConf" not in json.loads(TopicRouteData().to_json())
 
 
+def test_topic_route_data_carries_5x_fields() -> None:
+    # A 5.x name server writes enableActingMaster on every BrokerData (false for a group without an acting
+    # master) and topicSysFlag on every QueueData; zoneName and topicQueueMappingByBroker only when set.
+    route = TopicRouteData(
+        queue_datas=[QueueData("broker-a", 4, 4, 6, 0)],
+        broker_datas=[BrokerData("c1", "broker-a", {0: "10.0.0.1:10911"})],
+    )
+    strict = json.loads(route.to_json())
+    assert strict == {
+        "brokerDatas": [
+            {
+                "brokerAddrs": {"0": "10.0.0.1:10911"},
+                "brokerName": "broker-a",
+                "cluster": "c1",
+                "enableActingMaster": False,
+            }
+        ],
+        "filterServerTable": {},
+        "queueDatas": [
+            {
+                "brokerName": "broker-a",
+                "perm": 6,
+                "readQueueNums": 4,
+                "topicSynFlag": 0,
+                "topicSysFlag": 0,
+                "writeQueueNums": 4,
+            }
+        ],
+    }
+    # a 5.x body with the optional members set reads back, and they survive a round trip
+    five = (
+        b'{"brokerDatas":[{"brokerAddrs":{"0":"10.0.0.1:10911"},"brokerName":"broker-a","cluster":"c1",'
+        b'"enableActingMaster":true,"zoneName":"z1"}],"filterServerTable":{},"queueDatas":[{"brokerName":'
+        b'"broker-a","perm":6,"readQueueNums":4,"topicSysFlag":0,"writeQueueNums":4}],'
+        b'"topicQueueMappingByBroker":{}}'
+    )
+    read = TopicRouteData.from_json(five)
+    assert (read.broker_datas[0].enable_acting_master, read.broker_datas[0].zone_name) == (True, "z1")
+    again = json.loads(read.to_json())["brokerDatas"][0]
+    assert (again["enableActingMaster"], again["zoneName"]) == (True, "z1")
+    assert read.broker_datas[0].copy() == read.broker_datas[0]
+
+
 def test_topic_config_forms() -> None:
     tc = TopicConfig("T", 8, 8, 6, "MULTI_TAG", 0, True)
     assert TopicConfig.from_dict(tc.to_dict()) == tc
@@ -270,7 +313,12 @@ def test_cluster_info_json() -> None:
     info = ClusterInfo({"broker-a": BrokerData("c1", "broker-a", {0: "h:1"})}, {"c1": {"broker-a"}})
     assert json.loads(info.to_json()) == {
         "brokerAddrTable": {
-            "broker-a": {"brokerAddrs": {"0": "h:1"}, "brokerName": "broker-a", "cluster": "c1"}
+            "broker-a": {
+                "brokerAddrs": {"0": "h:1"},
+                "brokerName": "broker-a",
+                "cluster": "c1",
+                "enableActingMaster": False,
+            }
         },
         "clusterAddrTable": {"c1": ["broker-a"]},
     }

@@ -134,6 +134,7 @@ class BrokerController:
         topics.on_change = self._send_rules_changed
         cfg.on_update.append(lambda _props: topics.broker_config_changed())
         s.register_brokers = self._registration.register_soon
+        s.registrations_settled = self._registration.settled
 
         # A full disk (or a store shutting down) refuses every write the same way, whichever
         # processor wrote: SERVICE_NOT_AVAILABLE with the store's reason.

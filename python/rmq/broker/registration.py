@@ -121,6 +121,11 @@ class NameServerRegistration:
             except asyncio.CancelledError:
                 pass
 
+    async def settled(self) -> None:
+        """Wait until every scheduled registration has reached the name servers (or failed)."""
+        while self._runner is not None and not self._runner.done():
+            await asyncio.shield(self._runner)
+
     async def unregister_all(self) -> None:
         header = self._header()
         header.pop("haServerAddr")

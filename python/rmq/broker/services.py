@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +44,8 @@ class BrokerServices:
     counters: Counters = field(default_factory=Counters)
     register_brokers: Callable[[], None] = lambda: None
     """Re-register with the name servers now (after a topic change)."""
+    registrations_settled: Callable[[], Awaitable[None]] | None = None
+    """Wait until the scheduled re-registrations have reached the name servers (None: nothing to wait)."""
     fast_send: Any = None
     """The network thread's SEND fast path (``rmq._store.NetServer``), or None: ``allow_topic`` lets a
     vetted topic's plain sends bypass Python, ``forget_topic`` / ``forget_topics`` undo it (called only by the

@@ -214,24 +214,42 @@ class QueueData:
 
 @dataclass(slots=True)
 class BrokerData:
-    """A broker group: name, cluster and ``brokerId -> "ip:port"`` (``CP/route/BrokerData.java``)."""
+    """A broker group: name, cluster and ``brokerId -> "ip:port"`` (``CP/route/BrokerData.java``).
+
+    ``enableActingMaster`` and ``zoneName`` are the 5.x additions. A 5.x name server always writes
+    ``enableActingMaster`` (``false`` unless the group is a 5.x acting-master one, which no rmq broker is),
+    and some 5.x clients (``rocketmq-client-rust`` 1.0) refuse a route without it; ``zoneName`` is written
+    only when set, as fastjson drops null members. 4.x clients ignore both.
+    """
 
     cluster: str
     broker_name: str
     broker_addrs: dict[int, str] = field(default_factory=dict)
+    enable_acting_master: bool = False
+    zone_name: str | None = None
 
     def master_addr(self) -> str | None:
         return self.broker_addrs.get(MASTER_ID)
 
     def copy(self) -> BrokerData:
-        return BrokerData(self.cluster, self.broker_name, dict(self.broker_addrs))
+        return BrokerData(
+            self.cluster,
+            self.broker_name,
+            dict(self.broker_addrs),
+            self.enable_acting_master,
+            self.zone_name,
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d: dict[str, Any] = {
             "brokerAddrs": {str(k): v for k, v in self.broker_addrs.items()},
             "brokerName": self.broker_name,
             "cluster": self.cluster,
+            "enableActingMaster": self.enable_acting_master,
         }
+        if self.zone_name is not None:
+            d["zoneName"] = self.zone_name
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> BrokerData:
@@ -240,12 +258,18 @@ class BrokerData:
             cluster=str(d.get("cluster") or ""),
             broker_name=str(d["brokerName"]),
             broker_addrs={int(k): str(v) for k, v in addrs.items()},
+            enable_acting_master=_as_bool(d.get("enableActingMaster")),
+            zone_name=None if d.get("zoneName") is None else str(d["zoneName"]),
         )
 
 
 @dataclass(slots=True)
 class TopicRouteData:
-    """The route of one topic (``CP/route/TopicRouteData.java``), the GET_ROUTEINFO_BY_TOPIC body."""
+    """The route of one topic (``CP/route/TopicRouteData.java``), the GET_ROUTEINFO_BY_TOPIC body.
+
+    5.x adds ``topicQueueMappingByBroker`` (static-topic queue mappings); a 5.x name server leaves it out for
+    topics without such a mapping, and rmq has none, so it is never written (and ignored when read).
+    """
 
     queue_datas: list[QueueData] = field(default_factory=list)
     broker_datas: list[BrokerData] = field(default_factory=list)

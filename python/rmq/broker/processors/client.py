@@ -3,7 +3,9 @@ GET_CONSUMER_LIST_BY_GROUP (38), LOCK_BATCH_MQ (41), UNLOCK_BATCH_MQ (42), CHECK
 
 from __future__ import annotations
 
+import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from rmq.broker.clients import ClientChannel
@@ -17,7 +19,7 @@ from rmq.broker.subscription import (
 from rmq.common import codes, fastjson
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand, create_response
-from rmq.remoting.context import Processor, RequestContext
+from rmq.remoting.context import Processor, ProcessorResult, RequestContext
 from rmq.remoting.headers import header_str
 
 __all__ = ["ClientProcessors"]
@@ -59,6 +61,10 @@ def _mq_json(mq: tuple[str, str, int]) -> dict[str, Any]:
 
 
 class ClientProcessors:
+    registration_wait_s = 2.0
+    """How long a heartbeat that created a retry topic waits for the name servers to know it (well under
+    the clients' 3 s heartbeat timeout)."""
+
     def __init__(self, services: BrokerServices) -> None:
         self.s = services
 
@@ -80,8 +86,12 @@ class ClientProcessors:
             raise ValueError("request body is not a JSON object")
         return data
 
-    def heart_beat(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    def heart_beat(self, ctx: RequestContext, request: RemotingCommand) -> ProcessorResult:
+        """Registers the client's groups. A clustering consumer's first heartbeat creates its
+        ``%RETRY%group`` topic; then, as the Java broker does, the answer waits until the name servers
+        know that topic, so a client refreshing its routes right after the heartbeat finds it."""
         s = self.s
+        created_retry_topic = False
         data = self._body(request)
         client_id = str(data.get("clientID") or data.get("clientId") or "")
         if not client_id:
@@ -116,7 +126,9 @@ class ClientProcessors:
                     s.store.register_filter(topic, f"{group}#{topic}", sub.sql)
                 subs.append(sub)
             if model == "CLUSTERING" and gcfg.retry_queue_nums > 0:
-                s.topics.create_in_back(codes.RETRY_GROUP_TOPIC_PREFIX + group, gcfg.retry_queue_nums)
+                retry_topic = codes.RETRY_GROUP_TOPIC_PREFIX + group
+                created_retry_topic |= retry_topic not in s.topics
+                s.topics.create_in_back(retry_topic, gcfg.retry_queue_nums)
             channel = ClientChannel(ctx, client_id, request.language, request.version)
             added, topics_changed = s.consumers.register(
                 group,
@@ -132,7 +144,24 @@ class ClientProcessors:
             group = str(pd.get("groupName") or "")
             if group:
                 s.producers.register(group, ClientChannel(ctx, client_id, request.language, request.version))
-        return create_response(request)
+        response = create_response(request)
+        if created_retry_topic and s.registrations_settled is not None:
+            return self._after_registration(s.registrations_settled, response, client_id)
+        return response
+
+    async def _after_registration(
+        self, settled: Callable[[], Awaitable[None]], response: RemotingCommand, client_id: str
+    ) -> RemotingCommand:
+        try:
+            await asyncio.wait_for(settled(), self.registration_wait_s)
+        except asyncio.TimeoutError:
+            log.warning(
+                "heartbeat of %s answered before the name servers acknowledged its new retry topic "
+                "(waited %.1f s; the registration goes on)",
+                client_id,
+                self.registration_wait_s,
+            )
+        return response
 
     def unregister_client(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         s = self.s
