@@ -1,0 +1,71 @@
+"""Fixtures for the peer tests: one rmq broker and one Apache RocketMQ broker per session, the same settings
+on both, and a helper that runs a Java driver scenario against each and returns both results."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.brokerproc import BrokerProcess, start_broker
+from tests.peers.apache import ApachePeer, PeerLibs, compile_drivers, peer_libs, run_driver, start_apache
+
+BROKERS = ("rmq", "apache")
+# Broker settings the comparisons rely on, given to both brokers.
+SHARED_PROPS = ("autoCreateTopicEnable=true", "autoCreateSubscriptionGroup=true", "enablePropertyFilter=true")
+
+
+@dataclass
+class Peers:
+    libs: PeerLibs
+    classes: Path
+    home: Path
+    rmq: BrokerProcess
+    apache: ApachePeer
+
+    def namesrv(self, broker: str) -> str:
+        return self.rmq.namesrv_addr if broker == "rmq" else self.apache.namesrv_addr
+
+    def run(self, broker: str, scenario: str, **args: object) -> dict[str, Any]:
+        """Run a Java driver scenario against one broker."""
+        home = self.home / broker
+        return run_driver(self.libs, self.classes, home, scenario, namesrv=self.namesrv(broker), **args)
+
+    def both(self, scenario: str, **args: object) -> dict[str, dict[str, Any]]:
+        """Run the same scenario against rmq and the Apache broker (concurrently); results by broker.
+        Topic and group names get a per-broker suffix-free unique prefix from the caller."""
+        with ThreadPoolExecutor(len(BROKERS)) as pool:
+            futures = {b: pool.submit(self.run, b, scenario, **args) for b in BROKERS}
+            return {b: f.result() for b, f in futures.items()}
+
+
+def unique(prefix: str) -> str:
+    """A topic or group name no other test uses."""
+    return f"{prefix}_{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="session")
+def peers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peers]:
+    libs = peer_libs()
+    classes = compile_drivers(libs)
+    home = tmp_path_factory.mktemp("peers")
+    with ThreadPoolExecutor(2) as pool:
+        apache_f = pool.submit(start_apache, home / "apache-broker", *SHARED_PROPS)
+        rmq_f = pool.submit(start_broker, home / "rmq-store", *SHARED_PROPS)
+        rmq = rmq_f.result()
+        try:
+            apache = apache_f.result()
+        except BaseException:
+            rmq.stop()
+            raise
+    try:
+        yield Peers(libs, classes, home, rmq, apache)
+    finally:
+        apache.stop()
+        rc = rmq.stop()
+        assert rc == 0, "rmq broker exited uncleanly:\n" + "".join(rmq.log[-40:])
