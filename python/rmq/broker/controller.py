@@ -139,7 +139,9 @@ class BrokerController:
             self.remoting.register(code, send)
         pull = PullProcessor(s)
         pull_holder.append(pull)
-        self.remoting.register(RequestCode.PULL_MESSAGE, pull)
+        # LITE_PULL_MESSAGE (361, 5.x clients: Java 5, rocketmq-client-rust) is the same pull as 11.
+        for code in (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE):
+            self.remoting.register(code, pull)
         for group in (
             OffsetProcessors(s),
             ClientProcessors(s),
