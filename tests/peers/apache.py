@@ -260,9 +260,10 @@ def start_apache(home: Path, *props: str, timeout: float = 120.0) -> ApachePeer:
 
 
 def run_driver(
-    libs: PeerLibs, classes: Path, home: Path, scenario: str, timeout: float = 180.0, **args: object
+    libs: PeerLibs, classes: Path, home: Path, scenario: str, limit: float = 240.0, **args: object
 ) -> dict[str, Any]:
-    """Run one Java driver scenario; return the JSON object it printed (its last stdout line)."""
+    """Run one Java driver scenario; return the JSON object it printed (its last stdout line). The
+    driver's own ``timeout`` argument bounds its waits; ``limit`` (seconds) bounds the whole JVM."""
     log_root = home / "client-logs"
     argv = [
         "java",
@@ -276,7 +277,7 @@ def run_driver(
         scenario,
         *(f"{k}={v}" for k, v in args.items()),
     ]
-    proc = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=limit, check=False)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if not lines:
         raise AssertionError(

@@ -17,7 +17,16 @@ from tests.peers.apache import ApachePeer, PeerLibs, compile_drivers, peer_libs,
 
 BROKERS = ("rmq", "apache")
 # Broker settings the comparisons rely on, given to both brokers.
-SHARED_PROPS = ("autoCreateTopicEnable=true", "autoCreateSubscriptionGroup=true", "enablePropertyFilter=true")
+# Delay levels 1 and 2 differ (1 s, 2 s); every later level (retries start at 3) is 1 s, so a retry chain
+# to the DLQ takes seconds. Transactions are checked back after 1 s.
+SHARED_PROPS = (
+    "autoCreateTopicEnable=true",
+    "autoCreateSubscriptionGroup=true",
+    "enablePropertyFilter=true",
+    "messageDelayLevel=1s 2s" + " 1s" * 16,
+    "transactionTimeOut=1000",
+    "transactionCheckInterval=1000",
+)
 
 
 @dataclass

@@ -124,3 +124,62 @@ def test_pull_consumer_reads_queues_and_stores_offsets(peers: Peers, expression:
     same(got, "next", "last_status", "beyond_status", "beyond_next", "stored_first")
     for broker in ("rmq", "apache"):
         assert sorted(got[broker]["messages"], key=lambda m: m["body"]) == expected(topic, only=only), broker
+
+
+def test_transaction_commit_rollback_and_check_back(peers: Peers) -> None:
+    topic, group = unique("JTx"), unique("JTxG")
+    got = peers.both("transaction", topic=topic, group=group, count=9, timeout=90)
+    same(got, "states", "checked", "messages")
+    assert got["rmq"]["states"] == {
+        "SEND_OK/COMMIT_MESSAGE": 3,
+        "SEND_OK/ROLLBACK_MESSAGE": 3,
+        "SEND_OK/UNKNOW": 3,
+    }
+    assert got["rmq"]["checked"] == ["2", "5", "8"]
+    assert [m["seq"] for m in got["rmq"]["messages"]] == ["0", "2", "3", "5", "6", "8"]
+
+
+def test_delay_levels(peers: Peers) -> None:
+    topic, group = unique("JDelay"), unique("JDelayG")
+    got = peers.both("delay", topic=topic, group=group, count=4)
+    same(got, "statuses", "messages")
+    assert [m["delayed"] for m in got["rmq"]["messages"]] == [True] * 4
+
+
+def test_retry_then_dlq_after_max_reconsume_times(peers: Peers) -> None:
+    topic, group = unique("JRetry"), unique("JRetryG")
+    got = peers.both("retry", topic=topic, group=group, count=4, max=2, timeout=90)
+    same(got, "reconsume_seen", "dlq")
+    assert got["rmq"]["dlq"] == 4
+    assert got["rmq"]["reconsume_seen"] == {f"{topic}#{i}": [0, 1, 2] for i in range(4)}
+
+
+@pytest.mark.parametrize(
+    "sql",
+    ["TAGS = 'TagA' AND seq IN ('2', '4', '5')", "seq > 5", "seq IS NOT NULL AND (seq = '1' OR seq = '15')"],
+)
+def test_sql92_subscription(peers: Peers, sql: str) -> None:
+    topic, group = unique("JSql"), unique("JSqlG")
+    peers.both("send", topic=topic, group=group, count=N)
+    want = {
+        "TAGS = 'TagA' AND seq IN ('2', '4', '5')": ["2", "4"],
+        "seq > 5": [str(i) for i in range(6, N)],
+        "seq IS NOT NULL AND (seq = '1' OR seq = '15')": ["1", "15"],
+    }[sql]
+    got = peers.both("push", topic=topic, group=group, expect=len(want), sql=sql, timeout=30)
+    same(got, "messages", "complete")
+    assert sorted(int(m["seq"]) for m in got["rmq"]["messages"]) == sorted(int(s) for s in want)
+
+
+def test_request_reply(peers: Peers) -> None:
+    topic, group = unique("JReq"), unique("JReqG")
+    got = peers.both("request_reply", topic=topic, group=group, count=3, timeout=60)
+    same(got, "replies", "errors", "reply_errors")
+    assert got["rmq"]["replies"] == [f"re:{topic}#{i}" for i in range(3)]
+
+
+def test_message_trace_lands_in_trace_topic(peers: Peers) -> None:
+    topic, group = unique("JTrace"), unique("JTraceG")
+    got = peers.both("trace", topic=topic, group=group, count=3, timeout=60)
+    same(got, "traced_keys")
+    assert got["rmq"]["traced_keys"] == ["k0", "k1", "k2"]

@@ -25,7 +25,15 @@ import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
 import org.apache.rocketmq.client.exception.MQBrokerException;
 import org.apache.rocketmq.client.exception.MQClientException;
+import org.apache.rocketmq.client.consumer.MessageSelector;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
+import org.apache.rocketmq.client.producer.LocalTransactionState;
+import org.apache.rocketmq.client.producer.TransactionListener;
+import org.apache.rocketmq.client.producer.TransactionMQProducer;
+import org.apache.rocketmq.client.utils.MessageUtil;
+import org.apache.rocketmq.tools.admin.DefaultMQAdminExt;
+import org.apache.rocketmq.common.admin.TopicStatsTable;
+import org.apache.rocketmq.common.admin.TopicOffset;
 import org.apache.rocketmq.client.producer.SendCallback;
 import org.apache.rocketmq.client.producer.SendResult;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
@@ -63,6 +71,11 @@ public final class Driver {
                 case "push": result = d.push(); break;
                 case "lite_pull": result = d.litePull(); break;
                 case "pull": result = d.pull(); break;
+                case "transaction": result = d.transaction(); break;
+                case "delay": result = d.delay(); break;
+                case "retry": result = d.retry(); break;
+                case "request_reply": result = d.requestReply(); break;
+                case "trace": result = d.trace(); break;
                 default: throw new IllegalArgumentException("unknown scenario " + argv[0]);
             }
         } catch (Throwable t) {
@@ -104,7 +117,7 @@ public final class Driver {
     }
 
     private static String body(MessageExt m) {
-        return new String(m.getBody(), StandardCharsets.UTF_8);
+        return m.getBody() == null ? "" : new String(m.getBody(), StandardCharsets.UTF_8);
     }
 
     /** What a test compares about a received message (never ids, offsets or timestamps). */
@@ -187,6 +200,8 @@ public final class Driver {
             }
         } catch (MQBrokerException e) {
             errors.add("broker code " + e.getResponseCode());
+        } catch (MQClientException e) {
+            errors.add("client code " + e.getResponseCode());
         } finally {
             p.shutdown();
         }
@@ -220,7 +235,11 @@ public final class Driver {
             pc.setInstanceName("c" + c + "_" + System.nanoTime());
             pc.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
             pc.setMessageModel(broadcasting ? MessageModel.BROADCASTING : MessageModel.CLUSTERING);
-            pc.subscribe(topic, arg("expression", "*"));
+            if (args.containsKey("sql")) {
+                pc.subscribe(topic, MessageSelector.bySql(arg("sql")));
+            } else {
+                pc.subscribe(topic, arg("expression", "*"));
+            }
             Map<String, Map<String, Object>> mine = new ConcurrentHashMap<>();
             seen.add(mine);
             if (orderly) {
@@ -409,5 +428,283 @@ public final class Driver {
             next.put(mq.getQueueId(), offset);
         }
         return first;
+    }
+
+    /** A push consumer of the group, from the first offset, collecting into {@code into}. */
+    private DefaultMQPushConsumer collector(String topic, Map<String, Map<String, Object>> into)
+            throws MQClientException {
+        DefaultMQPushConsumer pc = new DefaultMQPushConsumer(arg("group"));
+        pc.setNamesrvAddr(arg("namesrv"));
+        pc.setInstanceName("c" + System.nanoTime());
+        pc.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        pc.subscribe(topic, "*");
+        pc.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                Map<String, Object> d = describe(m);
+                d.put("delayed", m.getStoreTimestamp() - m.getBornTimestamp() >= 1000);
+                into.put(body(m), d);
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        pc.start();
+        return pc;
+    }
+
+    private void await(java.util.function.BooleanSupplier done) throws InterruptedException {
+        long deadline = deadline();
+        while (!done.getAsBoolean() && System.currentTimeMillis() < deadline) {
+            Thread.sleep(50);
+        }
+    }
+
+    /**
+     * transaction count=N: message i's local transaction answers COMMIT (i%3==0), ROLLBACK (i%3==1)
+     * or UNKNOW (i%3==2, committed when the broker checks back). A consumer then waits for the
+     * committed ones, and a little longer (settle=ms) for anything that should not come.
+     */
+    private Object transaction() throws Exception {
+        String topic = arg("topic");
+        int n = count();
+        Map<String, Integer> checked = new ConcurrentHashMap<>();
+        TransactionMQProducer p = new TransactionMQProducer(arg("group") + "_TX");
+        p.setNamesrvAddr(arg("namesrv"));
+        p.setInstanceName("t" + System.nanoTime());
+        p.setTransactionListener(new TransactionListener() {
+            @Override
+            public LocalTransactionState executeLocalTransaction(Message msg, Object arg) {
+                int seq = Integer.parseInt(msg.getUserProperty("seq"));
+                return seq % 3 == 0 ? LocalTransactionState.COMMIT_MESSAGE
+                    : seq % 3 == 1 ? LocalTransactionState.ROLLBACK_MESSAGE : LocalTransactionState.UNKNOW;
+            }
+
+            @Override
+            public LocalTransactionState checkLocalTransaction(MessageExt msg) {
+                checked.merge(msg.getUserProperty("seq"), 1, Integer::sum);
+                return LocalTransactionState.COMMIT_MESSAGE;
+            }
+        });
+        p.start();
+        Map<String, Integer> states = new TreeMap<>();
+        for (int i = 0; i < n; i++) {
+            SendResult r = p.sendMessageInTransaction(message(topic, i), null);
+            states.merge(r.getSendStatus().name() + "/" + ((org.apache.rocketmq.client.producer.TransactionSendResult) r)
+                .getLocalTransactionState().name(), 1, Integer::sum);
+        }
+        Map<String, Map<String, Object>> got = new ConcurrentHashMap<>();
+        DefaultMQPushConsumer c = collector(topic, got);
+        int want = 0;
+        for (int i = 0; i < n; i++) {
+            want += i % 3 == 1 ? 0 : 1;
+        }
+        int wanted = want;
+        await(() -> got.size() >= wanted && checked.size() >= n / 3);
+        Thread.sleep(Long.parseLong(arg("settle", "0")));
+        c.shutdown();
+        p.shutdown();
+        Map<String, Object> out = new TreeMap<>();
+        out.put("states", states);
+        out.put("checked", new java.util.TreeSet<>(checked.keySet()));
+        out.put("messages", new ArrayList<>(new TreeMap<>(got).values()));
+        return out;
+    }
+
+    /** delay count=N: message i is sent with delay level 1 + i%2; consumed from the first offset. */
+    private Object delay() throws Exception {
+        String topic = arg("topic");
+        int n = count();
+        DefaultMQProducer p = producer();
+        Map<String, Integer> statuses = new TreeMap<>();
+        for (int i = 0; i < n; i++) {
+            Message m = message(topic, i);
+            m.setDelayTimeLevel(1 + i % 2);
+            statuses.merge(p.send(m).getSendStatus().name(), 1, Integer::sum);
+        }
+        Map<String, Map<String, Object>> got = new ConcurrentHashMap<>();
+        DefaultMQPushConsumer c = collector(topic, got);
+        await(() -> got.size() >= n);
+        c.shutdown();
+        p.shutdown();
+        Map<String, Object> out = new TreeMap<>();
+        out.put("statuses", statuses);
+        out.put("messages", new ArrayList<>(new TreeMap<>(got).values()));
+        return out;
+    }
+
+    /**
+     * retry count=N max=M: a listener that fails every delivery; each message comes back with
+     * reconsumeTimes 1..M, then goes to %DLQ%group. Reports the reconsume counts seen per message
+     * and how many messages the DLQ topic holds.
+     */
+    private Object retry() throws Exception {
+        String topic = arg("topic");
+        int n = count();
+        int max = Integer.parseInt(arg("max", "2"));
+        DefaultMQProducer p = producer();
+        for (int i = 0; i < n; i++) {
+            p.send(message(topic, i));
+        }
+        Map<String, java.util.SortedSet<Integer>> seen = new ConcurrentHashMap<>();
+        DefaultMQPushConsumer pc = new DefaultMQPushConsumer(arg("group"));
+        pc.setNamesrvAddr(arg("namesrv"));
+        pc.setInstanceName("r" + System.nanoTime());
+        pc.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        pc.setMaxReconsumeTimes(max);
+        pc.subscribe(topic, "*");
+        pc.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                seen.computeIfAbsent(body(m), b -> new java.util.concurrent.ConcurrentSkipListSet<>())
+                    .add(m.getReconsumeTimes());
+            }
+            return ConsumeConcurrentlyStatus.RECONSUME_LATER;
+        });
+        pc.start();
+        DefaultMQAdminExt admin = new DefaultMQAdminExt();
+        admin.setNamesrvAddr(arg("namesrv"));
+        admin.setInstanceName("a" + System.nanoTime());
+        admin.start();
+        String dlq = "%DLQ%" + arg("group");
+        long[] inDlq = {0};
+        await(() -> {
+            inDlq[0] = dlqCount(admin, dlq);
+            return inDlq[0] >= n;
+        });
+        pc.shutdown();
+        p.shutdown();
+        admin.shutdown();
+        Map<String, Object> out = new TreeMap<>();
+        out.put("reconsume_seen", new TreeMap<>(seen));
+        out.put("dlq", inDlq[0]);
+        return out;
+    }
+
+    private static long dlqCount(DefaultMQAdminExt admin, String dlq) {
+        try {
+            TopicStatsTable stats = admin.examineTopicStats(dlq);
+            long total = 0;
+            for (TopicOffset o : stats.getOffsetTable().values()) {
+                total += o.getMaxOffset() - o.getMinOffset();
+            }
+            return total;
+        } catch (Exception e) {
+            return 0;
+        }
+    }
+
+    /** request_reply count=N: producer.request() against a consumer that replies "re:" + body. */
+    private Object requestReply() throws Exception {
+        String topic = arg("topic");
+        int n = count();
+        DefaultMQProducer replier = producer();
+        DefaultMQPushConsumer pc = new DefaultMQPushConsumer(arg("group"));
+        pc.setNamesrvAddr(arg("namesrv"));
+        pc.setInstanceName("rr" + System.nanoTime());
+        // From the first offset: a request sent before this new group holds its queues is still answered.
+        pc.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
+        pc.subscribe(topic, "*");
+        // The topic exists before the consumer starts (else it only finds its queues at its next
+        // periodic rebalance, 20 s on): a plain message creates it and is skipped below.
+        replier.send(new Message(topic, "create".getBytes(StandardCharsets.UTF_8)));
+        List<String> replyErrors = Collections.synchronizedList(new ArrayList<>());
+        pc.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
+            for (MessageExt m : msgs) {
+                if (MessageUtil.getReplyToClient(m) == null) {
+                    continue;
+                }
+                try {
+                    Message reply = MessageUtil.createReplyMessage(m,
+                        ("re:" + body(m)).getBytes(StandardCharsets.UTF_8));
+                    replier.send(reply);
+                } catch (Exception e) {
+                    replyErrors.add(e.toString());
+                }
+            }
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
+        });
+        pc.start();
+        DefaultMQProducer requester = new DefaultMQProducer(arg("group") + "_REQ");
+        requester.setNamesrvAddr(arg("namesrv"));
+        requester.setInstanceName("rq" + System.nanoTime());
+        requester.start();
+        List<String> replies = new ArrayList<>();
+        List<String> errors = new ArrayList<>();
+        long deadline = deadline();
+        for (int i = 0; i < n; i++) {
+            while (true) {
+                try {
+                    Message r = requester.request(message(topic, i), 10000);
+                    replies.add(new String(r.getBody(), StandardCharsets.UTF_8));
+                    break;
+                } catch (Exception e) {
+                    if (System.currentTimeMillis() > deadline) {
+                        errors.add(e.toString());
+                        break;
+                    }
+                }
+            }
+        }
+        requester.shutdown();
+        pc.shutdown();
+        replier.shutdown();
+        Map<String, Object> out = new TreeMap<>();
+        out.put("replies", replies);
+        out.put("errors", errors);
+        out.put("reply_errors", replyErrors);
+        return out;
+    }
+
+    /**
+     * trace count=N: a producer with enableMsgTrace sends N messages; the trace topic
+     * RMQ_SYS_TRACE_TOPIC is then read until a "Pub" trace names each message's key.
+     */
+    private Object trace() throws Exception {
+        String topic = arg("topic");
+        int n = count();
+        DefaultMQProducer p = new DefaultMQProducer(arg("group") + "_P", true);
+        p.setNamesrvAddr(arg("namesrv"));
+        p.setInstanceName("tr" + System.nanoTime());
+        p.start();
+        for (int i = 0; i < n; i++) {
+            p.send(message(topic, i));
+        }
+        DefaultMQPullConsumer c = new DefaultMQPullConsumer(arg("group") + "_TRACE_READER");
+        c.setNamesrvAddr(arg("namesrv"));
+        c.setInstanceName("trr" + System.nanoTime());
+        c.start();
+        java.util.Set<String> traced = new java.util.TreeSet<>();
+        long deadline = deadline();
+        while (traced.size() < n && System.currentTimeMillis() < deadline) {
+            Thread.sleep(200);
+            traced.clear();
+            Collection<MessageQueue> mqs;
+            try {
+                mqs = c.fetchSubscribeMessageQueues("RMQ_SYS_TRACE_TOPIC");
+            } catch (MQClientException e) {
+                continue;  // no trace sent yet: the topic is created by the first one
+            }
+            for (MessageQueue mq : mqs) {
+                long offset = 0;
+                while (true) {
+                    PullResult r = c.pull(mq, "*", offset, 32);
+                    if (r.getMsgFoundList() == null || r.getNextBeginOffset() == offset) {
+                        break;
+                    }
+                    for (MessageExt m : r.getMsgFoundList()) {
+                        String text = body(m);
+                        for (String line : text.split(String.valueOf((char) 2))) {
+                            String[] f = line.split(String.valueOf((char) 1));
+                            if (f.length > 8 && f[0].equals("Pub") && f[4].equals(topic)) {
+                                traced.add(f[7]);
+                            }
+                        }
+                    }
+                    offset = r.getNextBeginOffset();
+                }
+            }
+        }
+        c.shutdown();
+        p.shutdown();
+        Map<String, Object> out = new TreeMap<>();
+        out.put("traced_keys", traced);
+        return out;
     }
 }
