@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
@@ -51,6 +52,31 @@ class Peers:
         with ThreadPoolExecutor(len(BROKERS)) as pool:
             futures = {b: pool.submit(self.run, b, scenario, **args) for b in BROKERS}
             return {b: f.result() for b, f in futures.items()}
+
+
+@dataclass
+class ApacheBroker:
+    """What rmq's integration tests use of their ``broker`` fixture, for the Apache peer."""
+
+    namesrv_addr: str
+    broker_addr: str
+
+
+def rerun_against_apache(
+    base: ModuleType, namespace: dict[str, Any], skip: frozenset[str] = frozenset()
+) -> None:
+    """Collect ``base``'s tests (and its ``producer`` fixture) once more into the test module whose globals
+    are ``namespace``, with a ``broker`` fixture that points at the Apache peer; ``skip`` names tests left
+    out (each with its reason in the calling module)."""
+    namespace.update(
+        {k: v for k, v in vars(base).items() if (k.startswith("test_") and k not in skip) or k == "producer"}
+    )
+
+    @pytest.fixture(scope="module")
+    def broker(peers: Peers) -> ApacheBroker:
+        return ApacheBroker(peers.apache.namesrv_addr, peers.apache.broker_addr)
+
+    namespace["broker"] = broker
 
 
 def unique(prefix: str) -> str:
