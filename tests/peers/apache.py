@@ -93,13 +93,15 @@ def compile_drivers(libs: PeerLibs) -> Path:
     tmp = out.with_suffix(".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    subprocess.run(
+    javac = subprocess.run(
         ["javac", "-nowarn", "-encoding", "UTF-8", "-d", str(tmp), "-cp", f"{libs.client}/*"]
         + [str(s) for s in sources],
-        check=True,
         capture_output=True,
         text=True,
+        check=False,
     )
+    if javac.returncode != 0:
+        raise RuntimeError(f"javac failed on the peer drivers:\n{javac.stderr[-4000:]}")
     (tmp / "complete").touch()
     shutil.rmtree(out, ignore_errors=True)
     tmp.rename(out)

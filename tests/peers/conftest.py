@@ -48,7 +48,7 @@ class Peers:
 
     def both(self, scenario: str, **args: object) -> dict[str, dict[str, Any]]:
         """Run the same scenario against rmq and the Apache broker (concurrently); results by broker.
-        Topic and group names get a per-broker suffix-free unique prefix from the caller."""
+        The same topic and group names serve both (the brokers share nothing), so results compare."""
         with ThreadPoolExecutor(len(BROKERS)) as pool:
             futures = {b: pool.submit(self.run, b, scenario, **args) for b in BROKERS}
             return {b: f.result() for b, f in futures.items()}
