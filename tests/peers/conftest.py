@@ -27,6 +27,11 @@ SHARED_PROPS = (
     "messageDelayLevel=1s 2s" + " 1s" * 16,
     "transactionTimeOut=1000",
     "transactionCheckInterval=1000",
+    # A shared test machine may be fuller than the default limits; the stores here are tiny.
+    "diskMaxUsedSpaceRatio=95",
+    # Small files: each broker reserves its mapped files' blocks up front.
+    f"mappedFileSizeCommitLog={64 * 1024 * 1024}",
+    f"mappedFileSizeConsumeQueue={20 * 30000}",
 )
 
 
@@ -91,7 +96,8 @@ def peers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peers]:
     home = tmp_path_factory.mktemp("peers")
     with ThreadPoolExecutor(2) as pool:
         apache_f = pool.submit(start_apache, home / "apache-broker", *SHARED_PROPS)
-        rmq_f = pool.submit(start_broker, home / "rmq-store", *SHARED_PROPS)
+        # The Apache broker's disk thresholds are raised the same way (JVM flags, tests/peers/apache.py).
+        rmq_f = pool.submit(start_broker, home / "rmq-store", *SHARED_PROPS, "diskSpaceWarningLevelRatio=99")
         rmq = rmq_f.result()
         try:
             apache = apache_f.result()
