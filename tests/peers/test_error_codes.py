@@ -8,9 +8,11 @@ to a queue the topic does not have, a reply whose requester is not connected.
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
+from rmq.client import Message, Producer
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting import create_request
 from rmq.remoting.client import invoke_sync
@@ -112,3 +114,34 @@ def test_reply_to_unconnected_requester_is_refused_alike(peers: Peers) -> None:
         for b, a in {"rmq": peers.rmq.broker_addr, "apache": peers.apache.broker_addr}.items()
     }
     assert got["rmq"] == got["apache"] != 0
+
+
+async def test_reply_the_requester_refuses_is_refused_and_stored_alike(peers: Peers) -> None:
+    """rmq's Python producer does not take PUSH_REPLY_MESSAGE_TO_CLIENT (it answers "not supported"): the
+    responder is told SYSTEM_ERROR and the reply is stored all the same, on both brokers."""
+    mark = unique("JErrReply")
+    codes = {}
+    for broker in BROKERS:
+        producer = Producer(unique("PG_REPLY"), namesrv_addr=peers.namesrv(broker))
+        await producer.start()
+        try:
+            await producer.send(Message(mark, b"route"))  # a heartbeat has registered the producer
+            props = f"REPLY_TO_CLIENT{_KV}{producer.client_id}{_SEP}CORRELATION_ID{_KV}{mark}{_SEP}"
+            addr = peers.rmq.broker_addr if broker == "rmq" else peers.apache.broker_addr
+            codes[broker] = await asyncio.to_thread(
+                send_v2,
+                addr,
+                "DefaultCluster_REPLY_TOPIC",
+                mark.encode(),
+                0,
+                props,
+                RequestCode.SEND_REPLY_MESSAGE_V2,
+            )
+        finally:
+            await producer.shutdown()
+    assert codes == {"rmq": ResponseCode.SYSTEM_ERROR, "apache": ResponseCode.SYSTEM_ERROR}
+    got = await asyncio.to_thread(
+        peers.both, "pull", topic="DefaultCluster_REPLY_TOPIC", group=unique("JErrReplyG"), expect=1
+    )
+    for broker in BROKERS:
+        assert mark in {m["body"] for m in got[broker]["messages"]}, broker
