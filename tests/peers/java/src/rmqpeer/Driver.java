@@ -62,6 +62,10 @@ public final class Driver {
     }
 
     public static void main(String[] argv) {
+        // Rebalance every second, not every 20 s, and (setPollNameServerInterval below) learn routes
+        // within a second: a queue or topic that appears mid-scenario (a group's %RETRY% topic, made on
+        // the first send-back) is then consumed at once on either broker.
+        System.setProperty("rocketmq.client.rebalance.waitInterval", "1000");
         int rc = 0;
         Object result;
         try {
@@ -135,6 +139,7 @@ public final class Driver {
         DefaultMQProducer p = new DefaultMQProducer(arg("group") + "_P");
         p.setNamesrvAddr(arg("namesrv"));
         p.setInstanceName("p" + System.nanoTime());
+        p.setPollNameServerInterval(1000);
         p.setSendMsgTimeout(10000);
         p.start();
         return p;
@@ -233,6 +238,7 @@ public final class Driver {
             DefaultMQPushConsumer pc = new DefaultMQPushConsumer(arg("group"));
             pc.setNamesrvAddr(arg("namesrv"));
             pc.setInstanceName("c" + c + "_" + System.nanoTime());
+            pc.setPollNameServerInterval(1000);
             pc.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
             pc.setMessageModel(broadcasting ? MessageModel.BROADCASTING : MessageModel.CLUSTERING);
             if (args.containsKey("sql")) {
@@ -318,6 +324,7 @@ public final class Driver {
         DefaultLitePullConsumer c = new DefaultLitePullConsumer(arg("group"));
         c.setNamesrvAddr(arg("namesrv"));
         c.setInstanceName("l" + System.nanoTime());
+        c.setPollNameServerInterval(1000);
         c.setAutoCommit(false);
         c.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         boolean assign = arg("mode", "subscribe").equals("assign");
@@ -367,6 +374,7 @@ public final class Driver {
         DefaultMQPullConsumer c = new DefaultMQPullConsumer(arg("group"));
         c.setNamesrvAddr(arg("namesrv"));
         c.setInstanceName("q" + System.nanoTime());
+        c.setPollNameServerInterval(1000);
         c.start();
         Map<String, Object> got = new TreeMap<>();
         Map<Integer, Long> next = new TreeMap<>();
@@ -436,6 +444,7 @@ public final class Driver {
         DefaultMQPushConsumer pc = new DefaultMQPushConsumer(arg("group"));
         pc.setNamesrvAddr(arg("namesrv"));
         pc.setInstanceName("c" + System.nanoTime());
+        pc.setPollNameServerInterval(1000);
         pc.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         pc.subscribe(topic, "*");
         pc.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
@@ -469,6 +478,7 @@ public final class Driver {
         TransactionMQProducer p = new TransactionMQProducer(arg("group") + "_TX");
         p.setNamesrvAddr(arg("namesrv"));
         p.setInstanceName("t" + System.nanoTime());
+        p.setPollNameServerInterval(1000);
         p.setTransactionListener(new TransactionListener() {
             @Override
             public LocalTransactionState executeLocalTransaction(Message msg, Object arg) {
@@ -547,6 +557,7 @@ public final class Driver {
         DefaultMQPushConsumer pc = new DefaultMQPushConsumer(arg("group"));
         pc.setNamesrvAddr(arg("namesrv"));
         pc.setInstanceName("r" + System.nanoTime());
+        pc.setPollNameServerInterval(1000);
         pc.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         pc.setMaxReconsumeTimes(max);
         pc.subscribe(topic, "*");
@@ -561,6 +572,7 @@ public final class Driver {
         DefaultMQAdminExt admin = new DefaultMQAdminExt();
         admin.setNamesrvAddr(arg("namesrv"));
         admin.setInstanceName("a" + System.nanoTime());
+        admin.setPollNameServerInterval(1000);
         admin.start();
         String dlq = "%DLQ%" + arg("group");
         long[] inDlq = {0};
@@ -598,6 +610,7 @@ public final class Driver {
         DefaultMQPushConsumer pc = new DefaultMQPushConsumer(arg("group"));
         pc.setNamesrvAddr(arg("namesrv"));
         pc.setInstanceName("rr" + System.nanoTime());
+        pc.setPollNameServerInterval(1000);
         // From the first offset: a request sent before this new group holds its queues is still answered.
         pc.setConsumeFromWhere(ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET);
         pc.subscribe(topic, "*");
@@ -624,6 +637,7 @@ public final class Driver {
         DefaultMQProducer requester = new DefaultMQProducer(arg("group") + "_REQ");
         requester.setNamesrvAddr(arg("namesrv"));
         requester.setInstanceName("rq" + System.nanoTime());
+        requester.setPollNameServerInterval(1000);
         requester.start();
         List<String> replies = new ArrayList<>();
         List<String> errors = new ArrayList<>();
@@ -662,6 +676,7 @@ public final class Driver {
         DefaultMQProducer p = new DefaultMQProducer(arg("group") + "_P", true);
         p.setNamesrvAddr(arg("namesrv"));
         p.setInstanceName("tr" + System.nanoTime());
+        p.setPollNameServerInterval(1000);
         p.start();
         for (int i = 0; i < n; i++) {
             p.send(message(topic, i));
@@ -669,6 +684,7 @@ public final class Driver {
         DefaultMQPullConsumer c = new DefaultMQPullConsumer(arg("group") + "_TRACE_READER");
         c.setNamesrvAddr(arg("namesrv"));
         c.setInstanceName("trr" + System.nanoTime());
+        c.setPollNameServerInterval(1000);
         c.start();
         java.util.Set<String> traced = new java.util.TreeSet<>();
         long deadline = deadline();
