@@ -188,3 +188,11 @@ class ProducerManager:
             if not ch.ctx.is_closed:
                 return ch
         return None
+
+    def find_channel(self, client_id: str) -> ClientChannel | None:
+        """An open connection of the producer client ``client_id`` (any group)."""
+        for chans in self.groups.values():
+            for ch in chans.values():
+                if ch.client_id == client_id and not ch.ctx.is_closed:
+                    return ch
+        return None

@@ -56,6 +56,7 @@ _NAMES: dict[str, str] = {
     "defaultQueryMaxNum": "default_query_max_num",
     "maxMsgsNumBatch": "max_msgs_num_batch",
     "enablePropertyFilter": "enable_property_filter",
+    "storeReplyMessageEnable": "store_reply_message_enable",
     "transactionTimeOut": "transaction_time_out",
     "transactionCheckInterval": "transaction_check_interval",
     "transactionCheckMax": "transaction_check_max",
@@ -150,6 +151,8 @@ class BrokerConfig:
     default_query_max_num: int = 32
     max_msgs_num_batch: int = 64
     enable_property_filter: bool = False
+    store_reply_message_enable: bool = True
+    """Store reply messages (request-reply) after pushing them to the requester."""
     transaction_time_out: int = 6000
     transaction_check_interval: int = 60_000
     transaction_check_max: int = 15

@@ -21,6 +21,7 @@ from rmq.broker.processors.client import ClientProcessors
 from rmq.broker.processors.offsets import OffsetProcessors
 from rmq.broker.processors.pull import PullProcessor
 from rmq.broker.processors.query import QueryProcessors
+from rmq.broker.processors.reply import ReplyProcessor
 from rmq.broker.processors.send import SendProcessor
 from rmq.broker.processors.send_back import SendBackProcessor
 from rmq.broker.registration import NameServerRegistration
@@ -143,9 +144,14 @@ class BrokerController:
         send = SendProcessor(s)
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
             self.remoting.register(code, send)
+        reply = ReplyProcessor(s, send)
+        for code in (RequestCode.SEND_REPLY_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2):
+            self.remoting.register(code, reply)
         pull = PullProcessor(s)
         pull_holder.append(pull)
-        self.remoting.register(RequestCode.PULL_MESSAGE, pull)
+        # LITE_PULL_MESSAGE (361, 5.x clients: Java 5, rocketmq-client-rust) is the same pull as 11.
+        for code in (RequestCode.PULL_MESSAGE, RequestCode.LITE_PULL_MESSAGE):
+            self.remoting.register(code, pull)
         for group in (
             OffsetProcessors(s),
             ClientProcessors(s),

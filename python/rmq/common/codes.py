@@ -112,6 +112,8 @@ class RequestCode(IntEnum):
     ADD_WRITE_PERM_OF_BROKER = 327
     GET_ALL_PRODUCER_INFO = 328
     DELETE_EXPIRED_COMMITLOG = 329
+    # 5.x: a pull whose sysFlag has the lite-pull bit; Java 4.9.x clients send 11 for the same pull.
+    LITE_PULL_MESSAGE = 361
 
 
 class ResponseCode(IntEnum):

@@ -550,8 +550,10 @@ impl MessageStore {
             return res;
         }
         if offset > max {
+            // Apache RocketMQ 4.9 moves an offset past the end back to the end (older 4.x releases
+            // sent it to 0 when the queue still starts at 0); the peer tests compare this.
             res.status = GetMessageStatus::OffsetOverflowBadly;
-            res.next_begin_offset = if min == 0 { min } else { max };
+            res.next_begin_offset = max;
             return res;
         }
         let max_msgs = req.max_msgs.max(1);

@@ -1,5 +1,8 @@
 """PULL_MESSAGE (11) with tag filtering, commit-offset piggyback and long polling (REMOTING.md §3.2,
-§7.3). The response body is the stored records exactly as the store returns them."""
+§7.3). The response body is the stored records exactly as the store returns them.
+
+LITE_PULL_MESSAGE (361) is the same request under the code 5.x clients use when the sysFlag carries the
+lite-pull bit: same header, same answers, held for long polling only when its suspend bit asks for it."""
 
 from __future__ import annotations
 

@@ -412,6 +412,8 @@ class LitePullConsumer(ConsumerBase):
                 sub_version=sub.sub_version,
                 offset=offset,
                 max_nums=self.pull_batch_size,
+                # Sent as PULL_MESSAGE (11) with the lite-pull bit, as the Java 4.9.8 client does: code 361
+                # is 5.x only and Apache 4.9 brokers answer it "not supported" (tests/peers).
                 sys_flag=PullSysFlag.build(False, True, True) | PullSysFlag.LITE_PULL_MESSAGE,
                 commit_offset=0,
                 suspend_timeout_ms=BROKER_SUSPEND_MAX_TIME_MS,

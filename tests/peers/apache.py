@@ -1,0 +1,305 @@
+"""Apache RocketMQ as a test peer: its name server and broker as child JVMs, and the Java driver programs.
+
+``scripts/peers`` fetches the pinned jars (Apache RocketMQ 4.9.7 server, 4.9.8 Java client) from Maven
+Central into the peers cache; :func:`peer_libs` runs it. A peer that cannot be fetched fails the tests that
+need it, loudly; only ``RMQ_PEERS_SKIP=1`` (for a machine without Maven Central) turns that into a skip.
+
+:func:`start_apache` starts ``NamesrvStartup`` and ``BrokerStartup`` on free loopback ports, with their
+logs and store under a temp dir, and returns once the broker has registered; :meth:`ApachePeer.stop`
+stops both by PID. :func:`compile_drivers` builds ``tests/peers/java/src`` with ``javac`` into a cache dir
+keyed by a hash of the sources and the jar set; :func:`run_driver` runs one scenario in a child JVM and
+returns the JSON object it prints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+JAVA_SRC = Path(__file__).resolve().parent / "java" / "src"
+
+# Java 17 closes the JDK internals RocketMQ 4.x reaches into (direct-buffer cleaners, NIO selectors).
+JAVA_OPENS = [
+    "--add-opens=java.base/java.nio=ALL-UNNAMED",
+    "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+    "--add-opens=java.base/java.lang=ALL-UNNAMED",
+    "--add-exports=java.base/jdk.internal.ref=ALL-UNNAMED",
+]
+# Sized for a 2-core machine: small heaps, serial GC, C1 only (starts fast, runs the tests fast enough).
+JVM_SMALL = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xss512k"]
+NAMESRV_JVM = ["-Xms64m", "-Xmx128m", *JVM_SMALL]
+# The broker refuses writes once its disk is 90% used and deletes files from 85% on; a shared test machine
+# may well be that full, and the peer's store is tiny: only a really full disk (99%) stops it.
+DISK_RATIOS = [
+    "-Drocketmq.broker.diskSpaceWarningLevelRatio=0.99",
+    "-Drocketmq.broker.diskSpaceCleanForciblyRatio=0.99",
+]
+BROKER_JVM = ["-Xms256m", "-Xmx512m", "-XX:MaxDirectMemorySize=512m", *JVM_SMALL, *DISK_RATIOS]
+DRIVER_JVM = ["-Xms32m", "-Xmx256m", *JVM_SMALL]
+
+LOGBACK = """<configuration>
+  <appender name="FILE" class="ch.qos.logback.core.FileAppender">
+    <file>${user.home}/%s.log</file>
+    <encoder><pattern>%%d{HH:mm:ss.SSS} %%-5level [%%thread] %%logger{30} - %%msg%%n</pattern></encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="FILE"/></root>
+</configuration>
+"""
+
+
+@dataclass(frozen=True)
+class PeerLibs:
+    server: Path  # Apache RocketMQ name server + broker jars
+    client: Path  # Java client, tools and ACL jars
+
+
+_libs: PeerLibs | None = None
+
+
+def peer_libs() -> PeerLibs:
+    """The cached peer jars, fetched by ``scripts/peers`` on first use (once per session)."""
+    global _libs
+    if _libs is None:
+        proc = subprocess.run(
+            [str(REPO / "scripts" / "peers")], capture_output=True, text=True, timeout=900, check=False
+        )
+        if proc.returncode != 0:
+            msg = f"scripts/peers failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}"
+            if os.environ.get("RMQ_PEERS_SKIP") == "1":
+                pytest.skip(msg)
+            pytest.fail(msg, pytrace=False)
+        server, client = (Path(line) for line in proc.stdout.split())
+        _libs = PeerLibs(server, client)
+    return _libs
+
+
+def compile_drivers(libs: PeerLibs) -> Path:
+    """The compiled driver classes, in a cache dir keyed by the sources and the client jar set."""
+    sources = sorted(JAVA_SRC.rglob("*.java"))
+    digest = hashlib.sha256()
+    for src in sources:
+        digest.update(src.relative_to(JAVA_SRC).as_posix().encode() + b"\0" + src.read_bytes())
+    for jar in sorted(libs.client.glob("*.jar")):
+        digest.update(jar.name.encode())
+    out = libs.client.parent / "drivers" / digest.hexdigest()[:16]
+    if (out / "complete").exists():
+        return out
+    tmp = out.with_suffix(".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    javac = subprocess.run(
+        ["javac", "-nowarn", "-encoding", "UTF-8", "-d", str(tmp), "-cp", f"{libs.client}/*"]
+        + [str(s) for s in sources],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if javac.returncode != 0:
+        raise RuntimeError(f"javac failed on the peer drivers:\n{javac.stderr[-4000:]}")
+    (tmp / "complete").touch()
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return out
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_port(neighbours: tuple[int, ...] = ()) -> int:
+    """A free loopback port whose ``neighbours`` (offsets from it) are free too."""
+    for _ in range(200):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if 1024 < port - 2 and port + 2 < 65535 and all(_port_free(port + d) for d in neighbours):
+            return port
+    raise RuntimeError("no free port with free neighbours")
+
+
+@dataclass
+class ApachePeer:
+    namesrv: subprocess.Popen[str]
+    broker: subprocess.Popen[str]
+    namesrv_addr: str
+    broker_addr: str
+    home: Path
+    log: list[str] = field(default_factory=list)
+
+    def logs(self, tail: int = 60) -> str:
+        """The last lines of the broker's and name server's own log files (for failure messages)."""
+        parts = []
+        for name in ("broker", "namesrv"):
+            path = self.home / "user" / f"{name}.log"
+            if path.exists():
+                lines = path.read_text(errors="replace").splitlines()[-tail:]
+                parts.append(f"--- {path}\n" + "\n".join(lines))
+        return "\n".join(parts + self.log[-tail:])
+
+    def stop(self, timeout: float = 30.0) -> None:
+        for proc in (self.broker, self.namesrv):
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in (self.broker, self.namesrv):
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _java(libs: Path, jvm: list[str], home: Path, main: str, *args: str) -> subprocess.Popen[str]:
+    env = dict(os.environ, ROCKETMQ_HOME=str(home / "rocketmq"))
+    return subprocess.Popen(
+        ["java", *jvm, *JAVA_OPENS, f"-Duser.home={home / 'user'}", "-cp", f"{libs}/*", main, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        cwd=home,
+    )
+
+
+def _await_line(proc: subprocess.Popen[str], needle: str, log: list[str], timeout: float) -> bool:
+    """Read ``proc``'s output until a line contains ``needle``; then keep draining it in a thread."""
+    assert proc.stdout is not None
+    found = threading.Event()
+
+    def drain() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            log.append(line)
+            if needle in line:
+                found.set()
+        found.set()
+
+    threading.Thread(target=drain, daemon=True).start()
+    found.wait(timeout)
+    return any(needle in line for line in log)
+
+
+def start_apache(home: Path, *props: str, timeout: float = 120.0) -> ApachePeer:
+    """Start the Apache name server and broker (cluster DefaultCluster, broker-a, master) under ``home``.
+
+    The broker listens on ``listenPort`` and also on ``listenPort - 2`` (the "VIP" channel) and
+    ``listenPort + 1`` (HA), so all three are picked free. ``props`` are extra ``key=value`` lines for
+    broker.conf.
+    """
+    libs = peer_libs()
+    conf = home / "rocketmq" / "conf"
+    conf.mkdir(parents=True)
+    (home / "user").mkdir()
+    (conf / "logback_namesrv.xml").write_text(LOGBACK % "namesrv")
+    (conf / "logback_broker.xml").write_text(LOGBACK % "broker")
+    (conf / "logback_tools.xml").write_text(LOGBACK % "tools")
+    ns_port = free_port()
+    (home / "namesrv.conf").write_text(f"listenPort={ns_port}\n")
+    namesrv_addr = f"127.0.0.1:{ns_port}"
+    log: list[str] = []
+    namesrv = _java(
+        libs.server,
+        NAMESRV_JVM,
+        home,
+        "org.apache.rocketmq.namesrv.NamesrvStartup",
+        "-c",
+        str(home / "namesrv.conf"),
+    )
+    broker_port = free_port(neighbours=(-2, 1))
+    store = home / "store"
+    lines = [
+        "brokerClusterName=DefaultCluster",
+        "brokerName=broker-a",
+        "brokerId=0",
+        "brokerRole=ASYNC_MASTER",
+        "brokerIP1=127.0.0.1",
+        f"listenPort={broker_port}",
+        f"namesrvAddr={namesrv_addr}",
+        f"storePathRootDir={store}",
+        f"storePathCommitLog={store / 'commitlog'}",
+        "autoCreateTopicEnable=true",
+        "autoCreateSubscriptionGroup=true",
+        f"mappedFileSizeCommitLog={64 * 1024 * 1024}",
+        f"mappedFileSizeConsumeQueue={20 * 30000}",
+        *props,
+    ]
+    (home / "broker.conf").write_text("\n".join(lines) + "\n")
+    broker = None
+    peer = None
+    try:
+        if not _await_line(namesrv, "boot success", log, timeout):
+            raise RuntimeError("Apache name server did not start")
+        broker = _java(
+            libs.server,
+            BROKER_JVM,
+            home,
+            "org.apache.rocketmq.broker.BrokerStartup",
+            "-c",
+            str(home / "broker.conf"),
+        )
+        peer = ApachePeer(namesrv, broker, namesrv_addr, f"127.0.0.1:{broker_port}", home, log)
+        if not _await_line(broker, "boot success", log, timeout):
+            raise RuntimeError("Apache broker did not start")
+    except BaseException as exc:
+        detail = peer.logs() if peer else "".join(log[-60:])
+        for proc in (broker, namesrv):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        raise RuntimeError(f"{exc}:\n{detail}") from exc
+    return peer
+
+
+def run_driver(
+    libs: PeerLibs, classes: Path, home: Path, scenario: str, limit: float = 240.0, **args: object
+) -> dict[str, Any]:
+    """Run one Java driver scenario; return the JSON object it printed (its last stdout line). The
+    driver's own ``timeout`` argument bounds its waits; ``limit`` (seconds) bounds the whole JVM."""
+    log_root = home / "client-logs"
+    argv = [
+        "java",
+        *DRIVER_JVM,
+        f"-Drocketmq.client.logRoot={log_root}",
+        f"-Duser.home={home}",
+        f"-Dlogback.configurationFile={_driver_logback(home)}",
+        "-cp",
+        f"{classes}:{libs.client}/*",
+        "rmqpeer.Driver",
+        scenario,
+        *(f"{k}={v}" for k, v in args.items()),
+    ]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=limit, check=False)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        raise AssertionError(
+            f"driver {scenario} printed no result (exit {proc.returncode}):\n"
+            f"{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+        )
+    result = json.loads(lines[-1])
+    if proc.returncode != 0 or "error" in result:
+        raise AssertionError(f"driver {scenario} {args} failed: {result}\n{proc.stderr[-2000:]}")
+    return result
+
+
+def _driver_logback(home: Path) -> Path:
+    path = home / "driver-logback.xml"
+    if not path.exists():
+        home.mkdir(parents=True, exist_ok=True)
+        path.write_text(LOGBACK % "driver")
+    return path

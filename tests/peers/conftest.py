@@ -1,0 +1,112 @@
+"""Fixtures for the peer tests: one rmq broker and one Apache RocketMQ broker per session, the same settings
+on both, and a helper that runs a Java driver scenario against each and returns both results."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from tests.brokerproc import BrokerProcess, start_broker
+from tests.peers.apache import ApachePeer, PeerLibs, compile_drivers, peer_libs, run_driver, start_apache
+
+BROKERS = ("rmq", "apache")
+# Broker settings the comparisons rely on, given to both brokers.
+# Delay levels 1 and 2 differ (1 s, 2 s); every later level (retries start at 3) is 1 s, so a retry chain
+# to the DLQ takes seconds. Transactions are checked back after 1 s.
+SHARED_PROPS = (
+    "autoCreateTopicEnable=true",
+    "autoCreateSubscriptionGroup=true",
+    "enablePropertyFilter=true",
+    "messageDelayLevel=1s 2s" + " 1s" * 16,
+    "transactionTimeOut=1000",
+    "transactionCheckInterval=1000",
+    # A shared test machine may be fuller than the default limits; the stores here are tiny.
+    "diskMaxUsedSpaceRatio=95",
+    # Small files: each broker reserves its mapped files' blocks up front.
+    f"mappedFileSizeCommitLog={64 * 1024 * 1024}",
+    f"mappedFileSizeConsumeQueue={20 * 30000}",
+)
+
+
+@dataclass
+class Peers:
+    libs: PeerLibs
+    classes: Path
+    home: Path
+    rmq: BrokerProcess
+    apache: ApachePeer
+
+    def namesrv(self, broker: str) -> str:
+        return self.rmq.namesrv_addr if broker == "rmq" else self.apache.namesrv_addr
+
+    def run(self, broker: str, scenario: str, **args: object) -> dict[str, Any]:
+        """Run a Java driver scenario against one broker."""
+        home = self.home / broker
+        return run_driver(self.libs, self.classes, home, scenario, namesrv=self.namesrv(broker), **args)
+
+    def both(self, scenario: str, **args: object) -> dict[str, dict[str, Any]]:
+        """Run the same scenario against rmq and the Apache broker (concurrently); results by broker.
+        The same topic and group names serve both (the brokers share nothing), so results compare."""
+        with ThreadPoolExecutor(len(BROKERS)) as pool:
+            futures = {b: pool.submit(self.run, b, scenario, **args) for b in BROKERS}
+            return {b: f.result() for b, f in futures.items()}
+
+
+@dataclass
+class ApacheBroker:
+    """What rmq's integration tests use of their ``broker`` fixture, for the Apache peer."""
+
+    namesrv_addr: str
+    broker_addr: str
+
+
+def rerun_against_apache(
+    base: ModuleType, namespace: dict[str, Any], skip: frozenset[str] = frozenset()
+) -> None:
+    """Collect ``base``'s tests (and its ``producer`` fixture) once more into the test module whose globals
+    are ``namespace``, with a ``broker`` fixture that points at the Apache peer; ``skip`` names tests left
+    out (each with its reason in the calling module)."""
+    namespace.update(
+        {k: v for k, v in vars(base).items() if (k.startswith("test_") and k not in skip) or k == "producer"}
+    )
+
+    @pytest.fixture(scope="module")
+    def broker(peers: Peers) -> ApacheBroker:
+        return ApacheBroker(peers.apache.namesrv_addr, peers.apache.broker_addr)
+
+    namespace["broker"] = broker
+
+
+def unique(prefix: str) -> str:
+    """A topic or group name no other test uses."""
+    return f"{prefix}_{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="session")
+def peers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peers]:
+    libs = peer_libs()
+    classes = compile_drivers(libs)
+    home = tmp_path_factory.mktemp("peers")
+    with ThreadPoolExecutor(2) as pool:
+        apache_f = pool.submit(start_apache, home / "apache-broker", *SHARED_PROPS)
+        # The Apache broker's disk thresholds are raised the same way (JVM flags, tests/peers/apache.py).
+        rmq_f = pool.submit(start_broker, home / "rmq-store", *SHARED_PROPS, "diskSpaceWarningLevelRatio=99")
+        rmq = rmq_f.result()
+        try:
+            apache = apache_f.result()
+        except BaseException:
+            rmq.stop()
+            raise
+    try:
+        yield Peers(libs, classes, home, rmq, apache)
+    finally:
+        apache.stop()
+        rc = rmq.stop()
+        assert rc == 0, "rmq broker exited uncleanly:\n" + "".join(rmq.log[-40:])
