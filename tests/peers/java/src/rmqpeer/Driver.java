@@ -398,7 +398,15 @@ public final class Driver {
             out.put("beyond_next", beyond.getNextBeginOffset());
             c.getOffsetStore().persistAll(new java.util.HashSet<>(
                 Collections.singleton(first)));
-            out.put("stored_first", c.fetchConsumeOffset(first, true));
+            // persistAll sends the offset oneway: wait (bounded) until the broker has it, so
+            // both brokers are compared after the update, not racing it.
+            long want = next.get(first.getQueueId());
+            long stored = c.fetchConsumeOffset(first, true);
+            for (int i = 0; i < 50 && stored != want; i++) {
+                Thread.sleep(100);
+                stored = c.fetchConsumeOffset(first, true);
+            }
+            out.put("stored_first", stored);
         }
         c.shutdown();
         out.put("messages", new ArrayList<>(got.values()));
