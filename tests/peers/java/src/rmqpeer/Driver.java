@@ -342,19 +342,29 @@ public final class Driver {
             c.start();
         }
         Map<String, Object> got = new TreeMap<>();
+        Map<Integer, Long> consumedTo = new TreeMap<>();
         long deadline = deadline();
         while (got.size() < expect && System.currentTimeMillis() < deadline) {
             for (MessageExt m : c.poll(1000)) {
                 got.put(body(m), describe(m));
+                consumedTo.merge(m.getQueueId(), m.getQueueOffset() + 1, Math::max);
             }
         }
         c.commitSync();
         if (mqs == null) {
             mqs = c.assignment();
         }
+        // commitSync sends the offsets oneway: read them back once the broker has them (bounded),
+        // so both brokers are compared after the update, not racing it.
         Map<Integer, Long> committed = new TreeMap<>();
         for (MessageQueue mq : mqs) {
-            committed.put(mq.getQueueId(), c.committed(mq));
+            Long want = consumedTo.get(mq.getQueueId());
+            long have = c.committed(mq);
+            for (int i = 0; i < 50 && want != null && have != want; i++) {
+                Thread.sleep(100);
+                have = c.committed(mq);
+            }
+            committed.put(mq.getQueueId(), have);
         }
         c.shutdown();
         Map<String, Object> out = new TreeMap<>();
