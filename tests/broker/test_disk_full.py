@@ -151,12 +151,18 @@ async def test_full_disk_refuses_sends_keeps_reads_and_recovers(small_disk):
     await asyncio.to_thread(fill, small_disk / "ballast2")
     b = await asyncio.to_thread(start_broker, store, *PROPS)
     try:
-        # As RocketMQ does above diskMaxUsedSpaceRatio, retention deleted the oldest files
-        # (expired or not) and says so; everything after them is served.
+        # As RocketMQ does above diskMaxUsedSpaceRatio, retention (which runs at start) deletes
+        # the oldest files, expired or not, and says so; once it has, everything after them is
+        # served.
+        deadline = time.monotonic() + 30
+        while True:
+            info = await runtime_info(b.broker_addr)
+            repairs = [v for k, v in info.items() if k.startswith("storeRepair0")]
+            if any("retention" in r and "diskMaxUsedSpaceRatio" in r for r in repairs):
+                break
+            assert time.monotonic() < deadline, repairs
+            await asyncio.sleep(0.2)
         now = await served(b.broker_addr)
         assert now and now == {i for i in acked if i >= min(now)}, (len(now), len(acked))
-        info = await runtime_info(b.broker_addr)
-        repairs = [v for k, v in info.items() if k.startswith("storeRepair0")]
-        assert any("retention" in r and "diskMaxUsedSpaceRatio" in r for r in repairs), repairs
     finally:
         b.stop()
