@@ -171,16 +171,6 @@ impl Journal {
         st.taken = st.events.len();
         st.events[from..].to_vec()
     }
-
-    /// Number of warnings recorded.
-    pub fn warnings(&self) -> usize {
-        self.state
-            .lock()
-            .events
-            .iter()
-            .filter(|e| e.level == Level::Warn)
-            .count()
-    }
 }
 
 #[cfg(test)]
@@ -198,7 +188,7 @@ mod tests {
         assert_eq!(new.len(), 2);
         assert_eq!(new[0].message, "skipped [10, 20)\twith a tab");
         assert!(j.take_new().is_empty());
-        assert_eq!(j.warnings(), 1);
+        assert_eq!(j.all().iter().filter(|e| e.level == Level::Warn).count(), 1);
         drop(j);
 
         // After a crash the earlier events are listed but not handed out for logging again.
