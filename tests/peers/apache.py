@@ -267,10 +267,17 @@ def start_apache(home: Path, *props: str, timeout: float = 120.0) -> ApachePeer:
 
 
 def run_driver(
-    libs: PeerLibs, classes: Path, home: Path, scenario: str, limit: float = 240.0, **args: object
+    libs: PeerLibs,
+    classes: Path,
+    home: Path,
+    scenario: str,
+    limit: float = 240.0,
+    main: str = "rmqpeer.Driver",
+    **args: object,
 ) -> dict[str, Any]:
     """Run one Java driver scenario; return the JSON object it printed (its last stdout line). The
-    driver's own ``timeout`` argument bounds its waits; ``limit`` (seconds) bounds the whole JVM."""
+    driver's own ``timeout`` argument bounds its waits; ``limit`` (seconds) bounds the whole JVM;
+    ``main`` is the driver class (each ``tests/peers/java/src/rmqpeer`` program takes the scenario first)."""
     log_root = home / "client-logs"
     argv = [
         "java",
@@ -280,7 +287,7 @@ def run_driver(
         f"-Dlogback.configurationFile={_driver_logback(home)}",
         "-cp",
         f"{classes}:{libs.client}/*",
-        "rmqpeer.Driver",
+        main,
         scenario,
         *(f"{k}={v}" for k, v in args.items()),
     ]
