@@ -18,13 +18,14 @@ from tests.peers.apache import ApachePeer, PeerLibs, compile_drivers, peer_libs,
 
 BROKERS = ("rmq", "apache")
 # Broker settings the comparisons rely on, given to both brokers.
-# Delay levels 1 and 2 differ (1 s, 2 s); every later level (retries start at 3) is 1 s, so a retry chain
+# Delay levels 1 and 2 differ (1 s, 2 s); retries start at level 3, and levels 3, 4, 5 are 1 s, 2 s, 3 s
+# (as tests/integration/test_client_retry.py, rerun here, expects), every later one 1 s, so a retry chain
 # to the DLQ takes seconds. Transactions are checked back after 1 s.
 SHARED_PROPS = (
     "autoCreateTopicEnable=true",
     "autoCreateSubscriptionGroup=true",
     "enablePropertyFilter=true",
-    "messageDelayLevel=1s 2s" + " 1s" * 16,
+    "messageDelayLevel=1s 2s 1s 2s 3s" + " 1s" * 13,
     "transactionTimeOut=1000",
     "transactionCheckInterval=1000",
     # A shared test machine may be fuller than the default limits; the stores here are tiny.
