@@ -493,6 +493,39 @@ def test_send_orderly_keeps_shards_in_queue_order(
         assert seqs == sorted(seqs), f"queue order differs from send order: {seqs}"
 
 
+def test_send_async_then_pull(broker: BrokerProcess, producer: CppProducer, homes: Path) -> None:
+    run = uuid.uuid4().hex[:8]
+    topic = f"CppAsync_{run}"
+    sent = make_messages(topic, run, 40)
+    results = producer.send_ok("async", sent)  # all 40 in flight, then every callback
+    got = pull_all(broker, homes, topic, len(sent))
+    assert_exactly_once(sent, got)
+    assert_intact(sent, got)
+    check_queue_offsets(got)
+    by_seq = {m["props"]["seq"]: m for m in got}
+    for spec, res in zip(sent, results, strict=True):
+        m = by_seq[spec["props"]["seq"]]
+        assert (res["msg_id"], res["offset"]) == (m["props"]["UNIQ_KEY"], m["queue_offset"])
+
+
+def test_send_with_delay_levels(broker: BrokerProcess, producer: CppProducer, homes: Path) -> None:
+    """Levels 1 and 2 (the default 1 s and 5 s): each message is stored in its topic again only once its
+    delay has passed since it was born, with DELAY and REAL_TOPIC kept as RocketMQ keeps them."""
+    run = uuid.uuid4().hex[:8]
+    topic = f"CppDelay_{run}"
+    sent = make_messages(topic, run, 8, big=False)
+    for i, m in enumerate(sent):
+        m["delay"] = 1 + i % 2
+    producer.send_ok("sync", sent)
+    got = pull_all(broker, homes, topic, len(sent))
+    assert_exactly_once(sent, got)
+    assert_intact(sent, got)
+    for m in got:
+        level = 1 + int(m["props"]["seq"]) % 2
+        assert m["props"]["DELAY"] == str(level) and m["props"]["REAL_TOPIC"] == topic, m
+        assert m["store_timestamp"] >= m["born_timestamp"] + (1000, 5000)[level - 1], m
+
+
 def check_batch(
     broker: BrokerProcess, producer: CppProducer, homes: Path, topic: str, sent: list[Msg]
 ) -> None:
