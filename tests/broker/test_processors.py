@@ -464,9 +464,9 @@ def test_config_parsing():
     with pytest.raises(ConfigError, match="namesrvAddr"):
         cfg.validate()
     cfg.set("namesrvAddr", "a:1")
-    cfg.set("mappedFileSizeConsumeQueue", "30")
     with pytest.raises(ConfigError, match="mappedFileSizeConsumeQueue"):
-        cfg.validate()
+        cfg.set("mappedFileSizeConsumeQueue", "30")
+    cfg.validate()
 
 
 def test_cli_reports_bad_properties(tmp_path):

@@ -14,7 +14,7 @@ import sys
 
 import click
 
-from rmq.broker.config import BrokerConfig, ConfigError, parse_properties_text
+from rmq.broker.config import BrokerConfig, ConfigError, parse_properties_lines
 from rmq.broker.controller import BrokerController
 from rmq.remoting.loop import install_best_loop, loop_name
 
@@ -22,21 +22,32 @@ log = logging.getLogger("rmq.broker")
 
 
 def build_config(conf: str | None, namesrv: str | None, props: tuple[str, ...]) -> BrokerConfig:
+    """The configuration from ``conf``, then ``-p`` overrides, then ``-n``; every unknown name and bad
+    value in them is reported together, each with its file and line (or its option)."""
     cfg = BrokerConfig()
+    entries: list[tuple[str, str, str]] = []
     if conf:
         try:
             with open(conf, encoding="utf-8") as f:
                 text = f.read()
         except OSError as e:
             raise ConfigError(f"cannot read {conf}: {e.strerror}") from None
-        cfg.update(parse_properties_text(text))
+        entries += [(f"{conf}:{line}", key, value) for line, key, value in parse_properties_lines(text)]
+    bad = []
     for p in props:
         key, sep, value = p.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(f"-p {p!r}: expected KEY=VALUE")
-        cfg.set(key, value)
+            bad.append(f"-p {p!r}: expected KEY=VALUE")
+        else:
+            entries.append((f"-p {key.strip()}", key, value))
     if namesrv:
-        cfg.set("namesrvAddr", namesrv)
+        entries.append(("-n", "namesrvAddr", namesrv))
+    try:
+        cfg.load(entries)
+    except ConfigError as e:
+        bad.append(str(e))
+    if bad:
+        raise ConfigError("\n".join(bad))
     cfg.validate()
     return cfg
 
@@ -89,6 +100,12 @@ def main(
         cfg = build_config(conf, namesrv, props)
     except ConfigError as e:
         raise click.UsageError(str(e)) from None
+    if cfg.not_implemented:
+        log.warning(
+            "%d properties accepted without effect (rmq does not implement them): %s",
+            len(cfg.not_implemented),
+            ", ".join(f"{k} ({why})" for k, why in sorted(cfg.not_implemented.items())),
+        )
     install_best_loop()
     try:
         asyncio.run(serve(cfg, namesrv_port))
