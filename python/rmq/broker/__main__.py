@@ -14,8 +14,11 @@ import sys
 
 import click
 
+import rmq
 from rmq.broker.config import BrokerConfig, ConfigError, parse_properties_lines
 from rmq.broker.controller import BrokerController
+from rmq.common.logsetup import LEVELS
+from rmq.common.logsetup import configure as configure_logging
 from rmq.remoting.loop import install_best_loop, loop_name
 
 log = logging.getLogger("rmq.broker")
@@ -80,26 +83,32 @@ async def serve(cfg: BrokerConfig, namesrv_port: int | None) -> None:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(rmq.__version__, "-V", "--version", prog_name="rmq-broker")
 @click.option("-c", "--config", "conf", type=click.Path(dir_okay=False), help="A RocketMQ broker.conf file.")
 @click.option("-n", "--namesrv", help="External name servers, host:port;host:port (no embedded one).")
 @click.option(
     "-p", "--property", "props", multiple=True, metavar="KEY=VALUE", help="A broker or store property."
 )
 @click.option("--namesrv-port", type=int, default=None, help="Port of the embedded name server (9876).")
-@click.option("--log-level", default="INFO", show_default=True)
+@click.option(
+    "--log-level",
+    type=click.Choice(LEVELS, case_sensitive=False),
+    default="INFO",
+    show_default=True,
+    help="Also see the logDir, logFileMaxSize and logFileCount properties.",
+)
 def main(
     conf: str | None, namesrv: str | None, props: tuple[str, ...], namesrv_port: int | None, log_level: str
 ) -> None:
     """Run an rmq broker (RocketMQ 4.x compatible)."""
-    logging.basicConfig(
-        level=getattr(logging, log_level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
     try:
         cfg = build_config(conf, namesrv, props)
     except ConfigError as e:
         raise click.UsageError(str(e)) from None
+    path = configure_logging(
+        "broker", log_level, cfg.log_dir or None, cfg.log_file_max_size, cfg.log_file_count
+    )
+    log.info("rmq %s broker starting; log file %s", rmq.__version__, path or "(none: stderr only)")
     if cfg.not_implemented:
         log.warning(
             "%d properties accepted without effect (rmq does not implement them): %s",

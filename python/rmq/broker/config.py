@@ -73,6 +73,10 @@ _NAMES: dict[str, str] = {
     "bindAddress": "bind_address",
     "networkThread": "network_thread",
     "timerMaxDelaySec": "timer_max_delay_sec",
+    "logDir": "log_dir",
+    "logFileMaxSize": "log_file_max_size",
+    "logFileCount": "log_file_count",
+    "statsLogInterval": "stats_log_interval",
 }
 
 # Accepted for compatibility with existing broker.conf files; they tune Java thread pools or
@@ -180,6 +184,14 @@ class BrokerConfig:
     network_thread: bool = True
     """Serve the broker port from the Rust network thread, which answers plain sends without Python
     (rmq's own property; false: the asyncio server handles every request)."""
+    log_dir: str = ""
+    """Directory of ``broker.log`` (rmq's own property; empty: ``~/logs/rmqlogs``)."""
+    log_file_max_size: int = 128 * 1024 * 1024
+    """Size in bytes at which ``broker.log`` is rotated (rmq's own property)."""
+    log_file_count: int = 10
+    """Rotated log files kept (rmq's own property)."""
+    stats_log_interval: int = 60_000
+    """Milliseconds between two statistics lines in the log (rmq's own property; 0: none)."""
     # Store properties by their RocketMQ names (validated by the store when it opens).
     store: dict[str, str] = field(default_factory=dict)
     on_update: list[Callable[[dict[str, Any]], None]] = field(
@@ -303,6 +315,10 @@ class BrokerConfig:
             host, _, port = addr.rpartition(":")
             if not host or not port.isdigit():
                 raise ConfigError(f"namesrvAddr: {addr!r} is not host:port")
+        if self.log_file_max_size < 1024 or self.log_file_count < 1:
+            raise ConfigError("logFileMaxSize must be at least 1024 bytes and logFileCount at least 1")
+        if self.stats_log_interval < 0:
+            raise ConfigError("statsLogInterval must not be negative")
         if self.default_topic_queue_nums < 1:
             raise ConfigError("defaultTopicQueueNums must be at least 1")
         try:
