@@ -200,3 +200,24 @@ def test_switches_for_missing_features_refuse_when_on(line: str, reason: str) ->
         build_config(None, None, (line,))
     key = line.split("=")[0]
     assert key in build_config(None, None, (f"{key}=false",)).not_implemented
+
+
+def test_broker_ip1_defaults_to_an_address_other_machines_can_reach(monkeypatch: pytest.MonkeyPatch) -> None:
+    """As RocketMQ picks it: the first interface address outside 127.0.* and 192.168.*, else the last
+    non-loopback one, else the host name's address."""
+    from rmq.common import netaddr
+
+    found = netaddr.interface_addresses()
+    non_loopback = [ip for _, ip in found if not ip.startswith("127.")]
+    if non_loopback:  # this machine: the default is one of its own reachable addresses
+        assert BrokerConfig().broker_ip1 in non_loopback
+    cases = [
+        ([("lo", "127.0.0.1"), ("wlan0", "192.168.1.5"), ("eth0", "10.0.0.7")], "10.0.0.7"),
+        ([("lo", "127.0.0.1"), ("eth0", "192.168.1.5"), ("eth1", "192.168.2.9")], "192.168.2.9"),
+    ]
+    for table, expected in cases:
+        monkeypatch.setattr(netaddr, "interface_addresses", lambda table=table: table)
+        assert netaddr.local_address() == expected
+    monkeypatch.setattr(netaddr, "interface_addresses", lambda: [("lo", "127.0.0.1")])
+    monkeypatch.setattr(netaddr.socket, "gethostbyname", lambda _: "127.0.1.1")
+    assert netaddr.local_address() == "127.0.1.1"

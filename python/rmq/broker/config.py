@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import difflib
 import os
-import socket
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from rmq._store import MessageStore, StoreConfigError, check_store_config
 from rmq.broker.java_properties import JAVA_PROPERTIES, LEGACY_NAMES
+from rmq.common.netaddr import local_address
 
 __all__ = [
     "RUNTIME_UPDATABLE",
@@ -28,14 +28,6 @@ __all__ = [
 
 class ConfigError(ValueError):
     """A configuration property is unknown or has a bad value."""
-
-
-def _default_ip() -> str:
-    try:
-        ip = socket.gethostbyname(socket.gethostname())
-    except OSError:
-        return "127.0.0.1"
-    return ip or "127.0.0.1"
 
 
 # Java property name -> python attribute name of BrokerConfig.
@@ -149,7 +141,7 @@ class BrokerConfig:
     broker_name: str = field(default_factory=lambda: "broker-a")
     broker_cluster_name: str = "DefaultCluster"
     broker_id: int = 0
-    broker_ip1: str = field(default_factory=_default_ip)
+    broker_ip1: str = field(default_factory=local_address)
     listen_port: int = 10911
     namesrv_addr: str | None = None
     broker_permission: int = 6
