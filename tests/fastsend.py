@@ -22,7 +22,7 @@ def fast_send_stats(broker_addr: str) -> dict[str, int]:
         "declined": int(table["fastSendDeclined"]),
     }
     for reason in REASONS:
-        out[reason] = int(table["fastSendDeclined" + reason])
+        out[reason] = int(table.get("fastSendDeclined" + reason, 0))  # none without a network thread
     return out
 
 

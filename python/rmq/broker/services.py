@@ -56,7 +56,8 @@ counts what it took and declined."""
         """The fast path's counters for GET_BROKER_RUNTIME_INFO: send requests it answered
         (``fastSendTaken``), the messages they stored (``fastSendMessages``) and the send requests it
         left to the Python path (``fastSendDeclined``), also per reason (``fastSendDeclinedTopic``, ...:
-        header, topic, queue id, body, special, properties, batch, store, queued); zeros without it."""
+        header, topic, queue id, body, special, properties, batch, store, queued); without a network
+        thread the totals only, zeros."""
         if self.fast_send is None:
             taken, messages, declined = 0, 0, []
         else:
