@@ -48,9 +48,9 @@ class BrokerServices:
     """Wait until the scheduled re-registrations have reached the name servers (None: nothing to wait)."""
     fast_send: Any = None
     """The network thread's SEND fast path (``rmq._store.NetServer``), or None: ``allow_topic`` lets a
-    vetted topic's plain sends bypass Python, ``forget_topic`` / ``forget_topics`` undo it (called only by the
-controller's one hook for topic and broker config changes), ``fast_puts`` counts them, ``fast_send_stats``
-counts what it took and declined."""
+    vetted topic's sends and batches bypass Python, ``forget_topic`` / ``forget_topics`` undo it (called
+    only by the controller's one hook for topic and broker config changes), ``fast_puts`` counts them,
+    ``fast_send_stats`` counts what it took and declined."""
 
     def fast_send_stats(self) -> dict[str, str]:
         """The fast path's counters for GET_BROKER_RUNTIME_INFO: send requests it answered
