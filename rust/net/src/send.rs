@@ -26,7 +26,7 @@ use rmq_store::message::{decode_batch_body, push_offset_msg_id_hex, sysflag, Mes
 use rmq_store::{FlushDiskType, MessageStore};
 use std::collections::HashMap;
 
-use crate::frame::{self, FLAG_ONEWAY, FLAG_RESPONSE, SERIALIZE_JSON};
+use crate::frame::{self, FLAG_ONEWAY, FLAG_RESPONSE, SERIALIZE_JSON, SERIALIZE_ROCKETMQ};
 use crate::header::{self, Header, SendHeader};
 use crate::stats::{Counters, Decline, Stats};
 
@@ -157,8 +157,15 @@ impl FastSend {
         let Some(p) = frame::parts(frame_bytes) else {
             return;
         };
-        if let Ok(h) = serde_json::from_slice::<Header<'_>>(p.header) {
-            if h.flag & FLAG_RESPONSE == 0 && header::is_send(h.code) {
+        let code_flag = match p.serialize_type {
+            SERIALIZE_JSON => serde_json::from_slice::<Header<'_>>(p.header)
+                .ok()
+                .map(|h| (h.code, h.flag)),
+            SERIALIZE_ROCKETMQ => frame::binary_code_flag(p.header),
+            _ => None,
+        };
+        if let Some((code, flag)) = code_flag {
+            if flag & FLAG_RESPONSE == 0 && header::is_send(code) {
                 self.counters.declined(Decline::Queued);
             }
         }
@@ -177,7 +184,14 @@ impl FastSend {
     ) -> Option<Sent> {
         let p = frame::parts(frame_bytes)?;
         if p.serialize_type != SERIALIZE_JSON {
-            // A binary (ROCKETMQ) header: not read here; whether it is a send is not known.
+            // A ROCKETMQ binary header: its sends are the Python path's.
+            if p.serialize_type == SERIALIZE_ROCKETMQ {
+                if let Some((code, flag)) = frame::binary_code_flag(p.header) {
+                    if flag & FLAG_RESPONSE == 0 && header::is_send(code) {
+                        self.counters.declined(Decline::Header);
+                    }
+                }
+            }
             return None;
         }
         let h: Header<'_> = serde_json::from_slice(p.header).ok()?;

@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Why a send request went to the Python path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decline {
-    /// The header is not JSON, or a field is missing or not read as the Python path reads it.
+    /// The header is not JSON (a ROCKETMQ binary one), or a field is missing or not read as the
+    /// Python path reads it.
     Header,
     /// The topic is not vetted (unknown, not yet sent to, a retry topic, not writable, ...).
     Topic,

@@ -125,6 +125,20 @@ fn declines_what_python_must_answer() {
         &one,
         SEND_MESSAGE
     ));
+    // a ROCKETMQ binary header: the Python path's (counted); not a send: not counted
+    let binary = |code: i16| {
+        let mut h = code.to_be_bytes().to_vec();
+        h.extend_from_slice(&[
+            0, 0x01, 0x99, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        ]);
+        let mut f = ((4 + h.len() + 1) as i32).to_be_bytes().to_vec();
+        f.extend_from_slice(&(h.len() as u32 | 1 << 24).to_be_bytes());
+        f.extend_from_slice(&h);
+        f.push(b'x');
+        handle(&fs, &f, &mut || 0u32).is_none()
+    };
+    assert!(binary(SEND_MESSAGE_V2 as i16));
+    assert!(binary(11));
     let big = vec![0u8; (1 << 20) + 1];
     assert!(declined(r#"{"b":"T","e":"0"}"#, &big, SEND_MESSAGE_V2));
     // a V1 send is taken
@@ -159,7 +173,7 @@ fn declines_what_python_must_answer() {
     let st = fs.stats();
     assert_eq!((st.taken, st.messages), (4, 4));
     let declined: std::collections::HashMap<_, _> = st.declined.iter().copied().collect();
-    assert_eq!(declined["header"], 5);
+    assert_eq!(declined["header"], 5 + 1);
     assert_eq!(declined["topic"], 3 + 1);
     assert_eq!(declined["queue_id"], 1);
     assert_eq!(declined["body"], 2);
@@ -167,7 +181,7 @@ fn declines_what_python_must_answer() {
     assert_eq!(declined["batch"], 4);
     assert_eq!(
         st.declined_total(),
-        20,
+        21,
         "code 11 is not a send: not counted"
     );
     s.shutdown().unwrap();
