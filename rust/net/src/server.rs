@@ -631,6 +631,8 @@ impl Worker {
                             None => {}
                         }
                     }
+                } else if let Some(fs) = &fast {
+                    fs.note_queued(f);
                 }
                 diverted = true;
                 to_owner.extend_from_slice(f);

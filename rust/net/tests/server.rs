@@ -203,6 +203,9 @@ fn frames_after_a_diverted_one_wait_for_the_owner() {
         .unwrap();
     assert_eq!(read_frame(&mut c)["opaque"], 4);
     assert_eq!(fs.puts(), 1);
+    // Counted: the unvetted topic, and the two sends queued behind it.
+    let declined: std::collections::HashMap<_, _> = fs.stats().declined.into_iter().collect();
+    assert_eq!((declined["topic"], declined["queued"]), (1, 2));
     server.shutdown();
     st.shutdown().unwrap();
 }

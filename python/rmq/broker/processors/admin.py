@@ -221,6 +221,7 @@ class AdminProcessors:
             "runtime": f"[ {(now - boot) // 86_400_000} days, {(now - boot) // 3_600_000 % 24} hours, "
             f"{(now - boot) // 60_000 % 60} minutes, {(now - boot) // 1000 % 60} seconds ]",
             "diskFull": "true" if store.is_disk_full() else "false",
+            **s.fast_send_stats(),
             **journal.runtime_info(store),
         }
         return create_response(request, body=fastjson.dumps({"table": table}))

@@ -198,7 +198,7 @@ class SendProcessor:
         tc = self._topic_for_send(request, h, topic, queue_id)
         if isinstance(tc, RemotingCommand):
             return tc
-        if s.fast_send is not None and not batch:
+        if s.fast_send is not None:
             self._vet(topic, tc)
         if queue_id < 0:
             queue_id = random.randrange(max(tc.write_queue_nums, 1))
@@ -306,8 +306,8 @@ class SendProcessor:
         return None
 
     def _vet(self, topic: str, tc: TopicConfig) -> None:
-        """Let the network thread answer the next plain sends to `topic` itself (it still declines
-        batches, delayed, timer, transactional and malformed messages, which keep coming here)."""
+        """Let the network thread answer the next sends and batches to `topic` itself (it still
+        declines delayed, timer, transactional and malformed messages, which keep coming here)."""
         if (
             PermName.is_writeable(self.s.config.broker_permission)
             and PermName.is_writeable(tc.perm)
