@@ -1,0 +1,265 @@
+"""Issue 12, item 3: a store written by one broker is opened by the other, after a clean stop and after
+``kill -9``, and the Java client 4.9.8 reads everything back on it.
+
+The Java program ``rmqpeer.StoreFeed feed`` fills the source broker (messages with tags and keys, a batch, a
+body past the client's 4 KiB compression threshold, a message delayed by level 1 and delivered, one delayed by
+level 3 still pending, a committed and a rolled-back transaction) and has a group consume the first phase,
+its offsets committed to the end of every queue; a second phase stays unconsumed. The source broker is then
+stopped (or killed once its config files hold the offsets it acknowledged) and the other broker starts on the
+same store directory. There level 3 is 1 s instead of 1 h, so the pending message is due at once.
+``rmqpeer.StoreFeed drain`` sends one new message to every queue, reads every queue from offset 0 as a fresh
+group, and the first group's range from its committed offsets on.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rmq.common import fastjson
+
+from tests.brokerproc import start_broker
+from tests.peers.apache import compile_drivers, peer_libs, run_driver, start_apache
+from tests.peers.conftest import unique
+from tests.spark.helpers import read_rows
+
+TOPIC_PROPS = (
+    "autoCreateTopicEnable=true",
+    "autoCreateSubscriptionGroup=true",
+    "diskMaxUsedSpaceRatio=95",
+    # Both brokers must agree on the file sizes of the store they share.
+    f"mappedFileSizeCommitLog={64 * 1024 * 1024}",
+    f"mappedFileSizeConsumeQueue={20 * 30000}",
+    "transactionTimeOut=1000",
+    "transactionCheckInterval=1000",
+)
+# The source holds level 3 for an hour (pending when it stops); the target delivers it after 1 s.
+SOURCE_DELAYS = "messageDelayLevel=1s 2s 1h"
+TARGET_DELAYS = "messageDelayLevel=1s 2s 1s"
+RMQ_PROPS = ("diskSpaceWarningLevelRatio=99",)
+COMPRESSED = 0x1
+
+DIRECTIONS = ("apache_to_rmq", "rmq_to_apache")
+STOPS = ("clean", "kill9")
+
+
+@dataclass
+class Exchange:
+    direction: str
+    stop: str
+    store: Path
+    topic: str
+    group: str
+    feed: dict[str, Any]
+    drain: dict[str, Any]
+    source_rows: list[dict[str, Any]] = field(default_factory=list)
+    target_log: str = ""
+
+
+class Broker:
+    """One broker of either kind on a given store dir, as the test drives it."""
+
+    def __init__(self, kind: str, home: Path, store: Path, delays: str) -> None:
+        self.kind = kind
+        if kind == "rmq":
+            self.rmq = start_broker(store, *TOPIC_PROPS, delays, *RMQ_PROPS)
+            self.namesrv = self.rmq.namesrv_addr
+        else:
+            self.apache = start_apache(home, *TOPIC_PROPS, delays, store=store)
+            self.namesrv = self.apache.namesrv_addr
+
+    def stop(self, how: str) -> None:
+        if self.kind == "rmq":
+            if how == "kill9":
+                self.rmq.kill()
+            else:
+                rc = self.rmq.stop()
+                assert rc == 0, "rmq broker exited uncleanly:\n" + "".join(self.rmq.log[-40:])
+        elif how == "kill9":
+            self.apache.kill()
+        else:
+            self.apache.stop()
+
+    def log(self) -> str:
+        return "".join(self.rmq.log) if self.kind == "rmq" else self.apache.logs(200)
+
+
+def _config(store: Path, name: str) -> dict[str, Any]:
+    path = store / "config" / name
+    if not path.exists():
+        return {}
+    try:
+        return fastjson.loads(path.read_bytes()) or {}
+    except ValueError:
+        return {}  # caught between the write and the rename
+
+
+def _await(cond: Any, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def _persisted(store: Path, topic: str, group: str, committed: dict[str, int]) -> None:
+    """Wait until the config files hold what the broker acknowledged: the group's offsets and the
+    delivery of the level-1 message (both brokers persist them periodically)."""
+
+    def offsets_on_disk() -> bool:
+        table = _config(store, "consumerOffset.json").get("offsetTable") or {}
+        got = {str(q): int(o) for q, o in (table.get(f"{topic}@{group}") or {}).items()}
+        return got == {str(q): int(o) for q, o in committed.items()}
+
+    def delay_on_disk() -> bool:
+        table = _config(store, "delayOffset.json").get("offsetTable") or {}
+        return int(table.get("1", table.get(1, 0))) >= 1
+
+    _await(offsets_on_disk, "consumerOffset.json to hold the committed offsets")
+    _await(delay_on_disk, "delayOffset.json to hold the level-1 delivery")
+
+
+@pytest.fixture(scope="module")
+def java() -> tuple[Any, Path]:
+    libs = peer_libs()
+    return libs, compile_drivers(libs)
+
+
+@pytest.fixture(scope="module", params=[(d, s) for d in DIRECTIONS for s in STOPS], ids=lambda p: "-".join(p))
+def exchange(
+    request: pytest.FixtureRequest, java: tuple[Any, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Exchange]:
+    direction, stop = request.param
+    source_kind, target_kind = ("apache", "rmq") if direction == "apache_to_rmq" else ("rmq", "apache")
+    libs, classes = java
+    home = tmp_path_factory.mktemp(f"exchange-{direction}-{stop}")
+    store = home / "store"
+    topic, group = unique("StoreX"), unique("storex_g")
+
+    source = Broker(source_kind, home / "source", store, SOURCE_DELAYS)
+    try:
+        feed = run_driver(
+            libs,
+            classes,
+            home / "client",
+            "feed",
+            main="rmqpeer.StoreFeed",
+            namesrv=source.namesrv,
+            topic=topic,
+            group=group,
+        )
+        if stop == "kill9":
+            _persisted(store, topic, group, feed["committed"])
+    finally:
+        source.stop(stop)
+    source_rows = read_rows(store)
+
+    pending = next(m["msg_id"] for m in feed["sent"] if m["kind"] == "delay3")
+    target = Broker(target_kind, home / "target", store, TARGET_DELAYS)
+    try:
+        drain = run_driver(
+            libs,
+            classes,
+            home / "client",
+            "drain",
+            main="rmqpeer.StoreFeed",
+            namesrv=target.namesrv,
+            topic=topic,
+            group=group,
+            fresh=group + "_fresh",
+            **{"await": pending},
+        )
+    finally:
+        target.stop("clean")
+    yield Exchange(direction, stop, store, topic, group, feed, drain, source_rows, target.log())
+
+
+# Where a send's queue and offset are the real topic's (a delayed or transactional send answers with the
+# system topic's).
+PLACED = ("plain", "batch", "big", "new")
+FIELDS = ("body", "tags", "keys", "kind", "seq")
+
+
+def _by_id(messages: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    counts = Counter(m["msg_id"] for m in messages)
+    assert [i for i, n in counts.items() if n > 1] == [], "read more than once"
+    return {m["msg_id"]: m for m in messages}
+
+
+def _same(sent: dict[str, Any], got: dict[str, Any]) -> None:
+    assert {k: got[k] for k in FIELDS} == {k: sent[k] for k in FIELDS}, sent["msg_id"]
+    if sent["kind"] in PLACED:
+        assert (got["queue_id"], got["queue_offset"]) == (sent["queue_id"], sent["queue_offset"]), sent
+
+
+def test_everything_is_read_back_by_a_fresh_group(exchange: Exchange) -> None:
+    """A fresh group reads every queue from 0 on the target: each message once (the delayed ones in the real
+    topic, the pending one delivered by the target, the committed transaction, not the rolled-back one), with
+    body, tags, keys and properties as sent; the new sends continue each queue's offsets without a gap."""
+    sent = exchange.feed["sent"] + exchange.drain["sent"]
+    all_ = _by_id(exchange.drain["all"])
+    want = {m["msg_id"]: m for m in sent if m["kind"] != "txr"}
+    assert sorted(all_) == sorted(want), exchange.target_log[-4000:]
+    for msg_id, m in want.items():
+        _same(m, all_[msg_id])
+    big = next(m for m in exchange.feed["sent"] if m["kind"] == "big")
+    assert len(all_[big["msg_id"]]["body"]) >= 12000
+    by_queue: dict[int, list[int]] = {}
+    for m in all_.values():
+        by_queue.setdefault(m["queue_id"], []).append(m["queue_offset"])
+    for q, offsets in by_queue.items():
+        assert sorted(offsets) == list(range(len(offsets))), f"queue {q}: {sorted(offsets)}"
+    for new in exchange.drain["sent"]:
+        older = [
+            all_[m["msg_id"]]["queue_offset"]
+            for m in exchange.feed["sent"]
+            if m["kind"] != "txr"
+            and all_[m["msg_id"]]["queue_id"] == new["queue_id"]
+            and m["kind"] != "delay3"
+        ]
+        assert new["queue_offset"] > max(older, default=-1), new
+
+
+def test_the_group_resumes_from_its_committed_offsets(exchange: Exchange) -> None:
+    """The group's offsets committed on the source are its offsets on the target, and from them it reads
+    exactly the unconsumed second phase, the pending delayed message and the target's new sends."""
+    committed = {str(q): o for q, o in exchange.feed["committed"].items()}
+    assert {str(q): o for q, o in exchange.drain["committed"].items()} == committed
+    rest = _by_id(exchange.drain["rest"])
+    want = [m for m in exchange.feed["sent"] if m["phase"] == "B"] + exchange.drain["sent"]
+    assert sorted(rest) == sorted(m["msg_id"] for m in want)
+    for m in want:
+        _same(m, rest[m["msg_id"]])
+
+
+def test_the_reader_reads_the_source_store_exactly(exchange: Exchange) -> None:
+    """rmq's reader (the Spark data source's partitions and decode) reads the source's store as it was left:
+    every visible message of the topic equals what was sent, the big body flagged compressed and inflated,
+    the pending delayed message still parked in SCHEDULE_TOPIC_XXXX, the rolled-back transaction invisible."""
+    rows = [r for r in exchange.source_rows if r["topic"] == exchange.topic]
+    visible = {r["uniq_key"]: r for r in rows if r["visible"]}
+    assert len(visible) == len([r for r in rows if r["visible"]]), "a message stored twice"
+    sent = {m["msg_id"]: m for m in exchange.feed["sent"] if m["kind"] not in ("txr", "delay3")}
+    assert sorted(visible) == sorted(sent)
+    for msg_id, m in sent.items():
+        r = visible[msg_id]
+        props = dict(r["properties"])
+        got = {
+            "body": r["body"].decode(),
+            "tags": r["tags"],
+            "keys": r["keys"],
+            "kind": props.get("kind"),
+            "seq": props.get("seq"),
+        }
+        assert got == {k: m[k] for k in FIELDS}, msg_id
+        if m["kind"] in PLACED:
+            assert (r["queue_id"], r["queue_offset"]) == (m["queue_id"], m["queue_offset"])
+        assert bool(r["sysflag"] & COMPRESSED) == (m["kind"] == "big"), (m["kind"], r["sysflag"])
+    pending = next(m["msg_id"] for m in exchange.feed["sent"] if m["kind"] == "delay3")
+    parked = [r for r in exchange.source_rows if r["uniq_key"] == pending]
+    assert [(r["topic"], r["queue_id"]) for r in parked] == [("SCHEDULE_TOPIC_XXXX", 2)]
