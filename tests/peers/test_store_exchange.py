@@ -1,14 +1,17 @@
 """Issue 12, item 3: a store written by one broker is opened by the other, after a clean stop and after
 ``kill -9``, and the Java client 4.9.8 reads everything back on it.
 
-The Java program ``rmqpeer.StoreFeed feed`` fills the source broker (messages with tags and keys, a batch, a
-body past the client's 4 KiB compression threshold, a message delayed by level 1 and delivered, one delayed by
-level 3 still pending, a committed and a rolled-back transaction) and has a group consume the first phase,
-its offsets committed to the end of every queue; a second phase stays unconsumed. The source broker is then
-stopped (or killed once its config files hold the offsets it acknowledged) and the other broker starts on the
-same store directory. There level 3 is 1 s instead of 1 h, so the pending message is due at once.
-``rmqpeer.StoreFeed drain`` sends one new message to every queue, reads every queue from offset 0 as a fresh
-group, and the first group's range from its committed offsets on.
+The Java program ``rmqpeer.StoreFeed feed`` fills the source broker (messages with tags and keys, a batch,
+batches of 1200-byte bodies filling several small CommitLog and ConsumeQueue files, a body past the client's
+4 KiB compression threshold, a message delayed by level 1 and delivered, one delayed by level 3 still pending,
+a committed, a rolled-back and an unresolved transaction) and has a group consume the first phase, its offsets
+committed to the end of every queue; a second phase stays unconsumed. The source broker is then stopped (or
+killed once its config files hold the offsets it acknowledged) and the other broker starts on the same store
+directory. There level 3 is 1 s instead of 1 h, so the pending message is due at once, and a transaction is
+checked back after 1 s instead of a minute, so the target checks back the unresolved one (the source never
+did). ``rmqpeer.StoreFeed drain`` sends one new message to every queue, commits the checked-back transaction,
+reads every queue from offset 0 as a fresh group, looks every message up by unique key and by key, and reads
+the first group's range from its committed offsets on.
 """
 
 from __future__ import annotations
@@ -28,19 +31,22 @@ from tests.peers.apache import compile_drivers, peer_libs, run_driver, start_apa
 from tests.peers.conftest import unique
 from tests.spark.helpers import read_rows
 
+COMMITLOG_FILE = 32 * 1024
+CQ_UNITS = 8
 TOPIC_PROPS = (
     "autoCreateTopicEnable=true",
     "autoCreateSubscriptionGroup=true",
     "diskMaxUsedSpaceRatio=95",
-    # Both brokers must agree on the file sizes of the store they share.
-    f"mappedFileSizeCommitLog={64 * 1024 * 1024}",
-    f"mappedFileSizeConsumeQueue={20 * 30000}",
-    "transactionTimeOut=1000",
+    # Both brokers must agree on the file sizes of the store they share; small ones, so the feed rolls
+    # the CommitLog over several files and the topic's ConsumeQueues over several each.
+    f"mappedFileSizeCommitLog={COMMITLOG_FILE}",
+    f"mappedFileSizeConsumeQueue={20 * CQ_UNITS}",
     "transactionCheckInterval=1000",
 )
-# The source holds level 3 for an hour (pending when it stops); the target delivers it after 1 s.
-SOURCE_DELAYS = "messageDelayLevel=1s 2s 1h"
-TARGET_DELAYS = "messageDelayLevel=1s 2s 1s"
+# The source holds level 3 for an hour (pending when it stops) and checks a transaction back after a
+# minute (so it never does); the target delivers level 3 after 1 s and checks back after 1 s.
+SOURCE_PROPS = ("messageDelayLevel=1s 2s 1h", "transactionTimeOut=60000")
+TARGET_PROPS = ("messageDelayLevel=1s 2s 1s", "transactionTimeOut=1000")
 RMQ_PROPS = ("diskSpaceWarningLevelRatio=99",)
 COMPRESSED = 0x1
 
@@ -58,19 +64,20 @@ class Exchange:
     feed: dict[str, Any]
     drain: dict[str, Any]
     source_rows: list[dict[str, Any]] = field(default_factory=list)
+    source_files: list[str] = field(default_factory=list)
     target_log: str = ""
 
 
 class Broker:
     """One broker of either kind on a given store dir, as the test drives it."""
 
-    def __init__(self, kind: str, home: Path, store: Path, delays: str) -> None:
+    def __init__(self, kind: str, home: Path, store: Path, props: tuple[str, ...]) -> None:
         self.kind = kind
         if kind == "rmq":
-            self.rmq = start_broker(store, *TOPIC_PROPS, delays, *RMQ_PROPS)
+            self.rmq = start_broker(store, *TOPIC_PROPS, *props, *RMQ_PROPS)
             self.namesrv = self.rmq.namesrv_addr
         else:
-            self.apache = start_apache(home, *TOPIC_PROPS, delays, store=store)
+            self.apache = start_apache(home, *TOPIC_PROPS, *props, store=store)
             self.namesrv = self.apache.namesrv_addr
 
     def stop(self, how: str) -> None:
@@ -86,7 +93,7 @@ class Broker:
             self.apache.stop()
 
     def log(self) -> str:
-        return "".join(self.rmq.log) if self.kind == "rmq" else self.apache.logs(200)
+        return "".join(self.rmq.log) if self.kind == "rmq" else self.apache.logs(1_000_000)
 
 
 def _config(store: Path, name: str) -> dict[str, Any]:
@@ -141,7 +148,7 @@ def exchange(
     store = home / "store"
     topic, group = unique("StoreX"), unique("storex_g")
 
-    source = Broker(source_kind, home / "source", store, SOURCE_DELAYS)
+    source = Broker(source_kind, home / "source", store, SOURCE_PROPS)
     try:
         feed = run_driver(
             libs,
@@ -158,9 +165,10 @@ def exchange(
     finally:
         source.stop(stop)
     source_rows = read_rows(store)
+    source_files = sorted(str(p.relative_to(store)) for p in store.rglob("*") if p.is_file())
 
-    pending = next(m["msg_id"] for m in feed["sent"] if m["kind"] == "delay3")
-    target = Broker(target_kind, home / "target", store, TARGET_DELAYS)
+    awaited = ",".join(m["msg_id"] for m in feed["sent"] if m["kind"] in ("delay3", "txu"))
+    target = Broker(target_kind, home / "target", store, TARGET_PROPS)
     try:
         drain = run_driver(
             libs,
@@ -172,22 +180,27 @@ def exchange(
             topic=topic,
             group=group,
             fresh=group + "_fresh",
-            **{"await": pending},
+            **{"await": awaited},
         )
     finally:
         target.stop("clean")
-    yield Exchange(direction, stop, store, topic, group, feed, drain, source_rows, target.log())
+    yield Exchange(direction, stop, store, topic, group, feed, drain, source_rows, source_files, target.log())
 
 
 # Where a send's queue and offset are the real topic's (a delayed or transactional send answers with the
 # system topic's).
-PLACED = ("plain", "batch", "big", "new")
+PLACED = ("plain", "batch", "bulk", "big", "new")
+# Appended to the topic by the target: the pending delayed message, the transaction it checks back.
+BY_TARGET = ("delay3", "txu")
 FIELDS = ("body", "tags", "keys", "kind", "seq")
 
 
 def _by_id(messages: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     counts = Counter(m["msg_id"] for m in messages)
-    assert [i for i, n in counts.items() if n > 1] == [], "read more than once"
+    twice = [
+        (m["kind"], m["seq"], m["queue_id"], m["queue_offset"]) for m in messages if counts[m["msg_id"]] > 1
+    ]
+    assert twice == [], "read more than once"
     return {m["msg_id"]: m for m in messages}
 
 
@@ -219,19 +232,21 @@ def test_everything_is_read_back_by_a_fresh_group(exchange: Exchange) -> None:
             all_[m["msg_id"]]["queue_offset"]
             for m in exchange.feed["sent"]
             if m["kind"] != "txr"
+            and m["kind"] not in BY_TARGET
             and all_[m["msg_id"]]["queue_id"] == new["queue_id"]
-            and m["kind"] != "delay3"
         ]
         assert new["queue_offset"] > max(older, default=-1), new
 
 
 def test_the_group_resumes_from_its_committed_offsets(exchange: Exchange) -> None:
     """The group's offsets committed on the source are its offsets on the target, and from them it reads
-    exactly the unconsumed second phase, the pending delayed message and the target's new sends."""
+    exactly the unconsumed second phase, what the target appended (the pending delayed message, the
+    transaction it checked back) and the target's new sends."""
     committed = {str(q): o for q, o in exchange.feed["committed"].items()}
     assert {str(q): o for q, o in exchange.drain["committed"].items()} == committed
     rest = _by_id(exchange.drain["rest"])
-    want = [m for m in exchange.feed["sent"] if m["phase"] == "B"] + exchange.drain["sent"]
+    want = [m for m in exchange.feed["sent"] if m["phase"] == "B" or m["kind"] in BY_TARGET]
+    want += exchange.drain["sent"]
     assert sorted(rest) == sorted(m["msg_id"] for m in want)
     for m in want:
         _same(m, rest[m["msg_id"]])
@@ -244,7 +259,7 @@ def test_the_reader_reads_the_source_store_exactly(exchange: Exchange) -> None:
     rows = [r for r in exchange.source_rows if r["topic"] == exchange.topic]
     visible = {r["uniq_key"]: r for r in rows if r["visible"]}
     assert len(visible) == len([r for r in rows if r["visible"]]), "a message stored twice"
-    sent = {m["msg_id"]: m for m in exchange.feed["sent"] if m["kind"] not in ("txr", "delay3")}
+    sent = {m["msg_id"]: m for m in exchange.feed["sent"] if m["kind"] not in ("txr", *BY_TARGET)}
     assert sorted(visible) == sorted(sent)
     for msg_id, m in sent.items():
         r = visible[msg_id]
@@ -263,3 +278,42 @@ def test_the_reader_reads_the_source_store_exactly(exchange: Exchange) -> None:
     pending = next(m["msg_id"] for m in exchange.feed["sent"] if m["kind"] == "delay3")
     parked = [r for r in exchange.source_rows if r["uniq_key"] == pending]
     assert [(r["topic"], r["queue_id"]) for r in parked] == [("SCHEDULE_TOPIC_XXXX", 2)]
+
+
+def test_the_target_resolves_the_transaction_left_open(exchange: Exchange) -> None:
+    """The source's half and op records tell the target which transactions are settled: it checks back only
+    the one the source left unknown (answered COMMIT by the producer now), never the committed or the
+    rolled-back one, and the checked one is in the topic once (asserted with everything else above)."""
+    assert sorted(exchange.drain["checked"]) == ["txu"], exchange.target_log[-4000:]
+
+
+def test_the_index_answers_for_what_the_source_stored(exchange: Exchange) -> None:
+    """The target's index (the source's index files, and what it added) finds every message of the topic by
+    its unique key and by its own key."""
+    all_ = _by_id(exchange.drain["all"])
+    assert exchange.drain["by_uniq_key"] == {i: m["body"] for i, m in all_.items()}
+    assert exchange.drain["by_key"] == {i: [i] for i in all_}
+
+
+def test_the_store_spans_several_files(exchange: Exchange) -> None:
+    """The feed rolled the CommitLog and the topic's ConsumeQueues over several files (so recovery and
+    reads crossed file ends, blank end-of-file records included)."""
+    commitlog = [f for f in exchange.source_files if f.startswith("commitlog/")]
+    cq = [f for f in exchange.source_files if f.startswith(f"consumequeue/{exchange.topic}/")]
+    assert len(commitlog) >= 3, exchange.source_files
+    assert len(cq) > 4, exchange.source_files
+
+
+def test_the_target_recovers_the_store(exchange: Exchange) -> None:
+    """The target sees how the source stopped (clean, or the abort file a kill -9 leaves) and recovers
+    without repairing anything: rmq journals no repair (no WARN from its store), Apache logs no store
+    error."""
+    log = exchange.target_log
+    if exchange.direction == "apache_to_rmq":
+        state = "clean shutdown" if exchange.stop == "clean" else "unclean shutdown"
+        assert f"INFO rmq.store: store recovery: {state};" in log, log
+        assert [line for line in log.splitlines() if "WARN rmq.store" in line] == []
+    else:
+        state = "normally" if exchange.stop == "clean" else "abnormally"
+        assert f"RocketmqStore - last shutdown {state}" in log
+        assert [line for line in log.splitlines() if "ERROR" in line and "RocketmqStore" in line] == []

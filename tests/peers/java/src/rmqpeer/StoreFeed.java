@@ -39,6 +39,7 @@ import org.apache.rocketmq.common.message.MessageQueue;
  */
 public final class StoreFeed {
     private static final int BIG = 12000;
+    private static final int BULK = 1200;
     private final Map<String, String> args = new HashMap<>();
 
     private StoreFeed(String[] argv) {
@@ -85,8 +86,9 @@ public final class StoreFeed {
     private Message message(String kind, int seq) {
         String topic = arg("topic");
         StringBuilder body = new StringBuilder(topic + "#" + kind + "#" + seq);
-        if (kind.equals("big")) {
-            for (int i = 0; body.length() < BIG; i++) {
+        int size = kind.equals("big") ? BIG : kind.equals("bulk") ? BULK : 0;
+        if (size > 0) {
+            for (int i = 0; body.length() < size; i++) {
                 body.append(' ').append(i);
             }
         }
@@ -173,6 +175,7 @@ public final class StoreFeed {
                 d.put("queue_offset", br.getQueueOffset() + i);
                 out.add(d);
             }
+            out.addAll(bulk(p, 0, 3, "A"));
             Message big = message("big", 0);
             SendResult bigR = p.send(big);
             check(bigR);
@@ -187,7 +190,7 @@ public final class StoreFeed {
             // Phase A consumed by the group; offsets committed up to each queue's end.
             Set<String> want = new java.util.HashSet<>();
             for (Map<String, Object> d : out) {
-                if (!d.get("kind").equals("txr")) {
+                if (!d.get("kind").equals("txr") && !d.get("kind").equals("txu")) {
                     want.add((String) d.get("msg_id"));
                 }
             }
@@ -200,6 +203,7 @@ public final class StoreFeed {
                 check(r);
                 out.add(sent(m, r, "B"));
             }
+            out.addAll(bulk(p, 3, 1, "B"));
             Message pending = message("delay3", 0);
             pending.setDelayTimeLevel(3);
             SendResult pr = p.send(pending);
@@ -215,7 +219,9 @@ public final class StoreFeed {
         }
     }
 
-    private List<Map<String, Object>> transactions() throws Exception {
+    /** A transaction producer of the test's group; checks are answered by kind and counted. */
+    private TransactionMQProducer txProducer(Map<String, Integer> checked, LocalTransactionState unknown)
+            throws Exception {
         TransactionMQProducer tp = new TransactionMQProducer(arg("group") + "_TX");
         tp.setNamesrvAddr(arg("namesrv"));
         tp.setInstanceName("t" + System.nanoTime());
@@ -223,19 +229,48 @@ public final class StoreFeed {
         tp.setTransactionListener(new TransactionListener() {
             @Override
             public LocalTransactionState executeLocalTransaction(Message msg, Object arg) {
-                return msg.getUserProperty("kind").equals("txc") ? LocalTransactionState.COMMIT_MESSAGE
-                    : LocalTransactionState.ROLLBACK_MESSAGE;
+                String kind = msg.getUserProperty("kind");
+                return kind.equals("txc") ? LocalTransactionState.COMMIT_MESSAGE
+                    : kind.equals("txr") ? LocalTransactionState.ROLLBACK_MESSAGE : LocalTransactionState.UNKNOW;
             }
 
             @Override
             public LocalTransactionState checkLocalTransaction(MessageExt msg) {
-                return LocalTransactionState.ROLLBACK_MESSAGE;
+                String kind = msg.getUserProperty("kind");
+                checked.merge(kind, 1, Integer::sum);
+                return kind.equals("txu") ? unknown : LocalTransactionState.ROLLBACK_MESSAGE;
             }
         });
         tp.start();
+        return tp;
+    }
+
+    /** Batches of 16 "bulk" messages (1200-byte bodies, not compressed): they roll the files over. */
+    private List<Map<String, Object>> bulk(DefaultMQProducer p, int first, int batches, String phase)
+            throws Exception {
+        List<Map<String, Object>> out = new ArrayList<>();
+        for (int b = first; b < first + batches; b++) {
+            List<Message> batch = new ArrayList<>();
+            for (int i = 0; i < 16; i++) {
+                batch.add(message("bulk", b * 16 + i));
+            }
+            SendResult r = p.send(batch);
+            check(r);
+            for (int i = 0; i < batch.size(); i++) {
+                Map<String, Object> d = sent(batch.get(i), r, phase);
+                d.put("queue_offset", r.getQueueOffset() + i);
+                out.add(d);
+            }
+        }
+        return out;
+    }
+
+    /** txc committed, txr rolled back, txu left unknown (its checks answer UNKNOW here). */
+    private List<Map<String, Object>> transactions() throws Exception {
+        TransactionMQProducer tp = txProducer(new ConcurrentHashMap<>(), LocalTransactionState.UNKNOW);
         List<Map<String, Object>> out = new ArrayList<>();
         try {
-            for (String kind : new String[] {"txc", "txr"}) {
+            for (String kind : new String[] {"txc", "txr", "txu"}) {
                 Message m = message(kind, 0);
                 SendResult r = tp.sendMessageInTransaction(m, null);
                 check(r);
@@ -335,6 +370,9 @@ public final class StoreFeed {
         }
         Map<String, Object> res = new TreeMap<>();
         res.put("sent", sentNew);
+        // The target checks back the transaction the source left unknown: this producer commits it.
+        Map<String, Integer> checked = new ConcurrentHashMap<>();
+        TransactionMQProducer tp = txProducer(checked, LocalTransactionState.COMMIT_MESSAGE);
         DefaultMQPullConsumer fresh = new DefaultMQPullConsumer(arg("fresh"));
         fresh.setNamesrvAddr(arg("namesrv"));
         fresh.setInstanceName("f" + System.nanoTime());
@@ -357,8 +395,27 @@ public final class StoreFeed {
                 Thread.sleep(200);
             }
             res.put("all", all);
+            res.put("checked", new TreeMap<>(checked));
+            // The index: every message by its unique key and by its own key (each message's first key
+            // is its own; the second, "shared", is on all of them, more than one query answers).
+            Map<String, String> byUniq = new TreeMap<>();
+            Map<String, List<String>> byKey = new TreeMap<>();
+            for (Map<String, Object> d : all) {
+                String id = (String) d.get("msg_id");
+                MessageExt m = fresh.getDefaultMQPullConsumerImpl().queryMessageByUniqKey(topic, id);
+                byUniq.put(id, m == null ? null : new String(m.getBody(), StandardCharsets.UTF_8));
+                List<String> ids = new ArrayList<>();
+                String key = ((String) d.get("keys")).split(" ")[0];
+                for (MessageExt k : fresh.queryMessage(topic, key, 32, 0, Long.MAX_VALUE).getMessageList()) {
+                    ids.add(MessageClientIDSetter.getUniqID(k));
+                }
+                byKey.put(id, ids);
+            }
+            res.put("by_uniq_key", byUniq);
+            res.put("by_key", byKey);
         } finally {
             fresh.shutdown();
+            tp.shutdown();
         }
         DefaultMQPullConsumer group = new DefaultMQPullConsumer(arg("group"));
         group.setNamesrvAddr(arg("namesrv"));
