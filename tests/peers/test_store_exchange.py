@@ -16,6 +16,7 @@ the first group's range from its committed offsets on.
 
 from __future__ import annotations
 
+import struct
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -65,6 +66,8 @@ class Exchange:
     drain: dict[str, Any]
     source_rows: list[dict[str, Any]] = field(default_factory=list)
     source_files: list[str] = field(default_factory=list)
+    # The first ConsumeQueue unit of delay level 3 as the source left it: offset, size, tags code.
+    source_schedule_unit: tuple[int, int, int] = (0, 0, 0)
     target_log: str = ""
 
 
@@ -166,6 +169,8 @@ def exchange(
         source.stop(stop)
     source_rows = read_rows(store)
     source_files = sorted(str(p.relative_to(store)) for p in store.rglob("*") if p.is_file())
+    with open(store / "consumequeue" / "SCHEDULE_TOPIC_XXXX" / "2" / f"{0:020d}", "rb") as f:
+        unit = struct.unpack(">qiq", f.read(20))
 
     awaited = ",".join(m["msg_id"] for m in feed["sent"] if m["kind"] in ("delay3", "txu"))
     target = Broker(target_kind, home / "target", store, TARGET_PROPS)
@@ -184,7 +189,9 @@ def exchange(
         )
     finally:
         target.stop("clean")
-    yield Exchange(direction, stop, store, topic, group, feed, drain, source_rows, source_files, target.log())
+    yield Exchange(
+        direction, stop, store, topic, group, feed, drain, source_rows, source_files, unit, target.log()
+    )
 
 
 # Where a send's queue and offset are the real topic's (a delayed or transactional send answers with the
@@ -255,7 +262,8 @@ def test_the_group_resumes_from_its_committed_offsets(exchange: Exchange) -> Non
 def test_the_reader_reads_the_source_store_exactly(exchange: Exchange) -> None:
     """rmq's reader (the Spark data source's partitions and decode) reads the source's store as it was left:
     every visible message of the topic equals what was sent, the big body flagged compressed and inflated,
-    the pending delayed message still parked in SCHEDULE_TOPIC_XXXX, the rolled-back transaction invisible."""
+    the pending delayed message still parked in SCHEDULE_TOPIC_XXXX (due in an hour), the rolled-back
+    transaction invisible."""
     rows = [r for r in exchange.source_rows if r["topic"] == exchange.topic]
     visible = {r["uniq_key"]: r for r in rows if r["visible"]}
     assert len(visible) == len([r for r in rows if r["visible"]]), "a message stored twice"
@@ -278,6 +286,9 @@ def test_the_reader_reads_the_source_store_exactly(exchange: Exchange) -> None:
     pending = next(m["msg_id"] for m in exchange.feed["sent"] if m["kind"] == "delay3")
     parked = [r for r in exchange.source_rows if r["uniq_key"] == pending]
     assert [(r["topic"], r["queue_id"]) for r in parked] == [("SCHEDULE_TOPIC_XXXX", 2)]
+    # Its ConsumeQueue unit's tags code is when it is due: stored + the source's level 3 (1 h).
+    due = int(parked[0]["store_timestamp"].timestamp() * 1000) + 3_600_000
+    assert exchange.source_schedule_unit == (parked[0]["commitlog_offset"], parked[0]["store_size"], due)
 
 
 def test_the_target_resolves_the_transaction_left_open(exchange: Exchange) -> None:

@@ -397,7 +397,12 @@ public final class StoreFeed {
             res.put("all", all);
             res.put("checked", new TreeMap<>(checked));
             // The index: every message by its unique key and by its own key (each message's first key
-            // is its own; the second, "shared", is on all of them, more than one query answers).
+            // is its own; the second, "shared", is on all of them, more than one query returns).
+            // The key query is bounded in time the way consoles ask (the last ten minutes), so the index
+            // files' time range and each entry's time difference count; a unique key query starts at
+            // the time in the id.
+            long end = System.currentTimeMillis() + 60_000;
+            long begin = end - 11 * 60_000;
             Map<String, String> byUniq = new TreeMap<>();
             Map<String, List<String>> byKey = new TreeMap<>();
             for (Map<String, Object> d : all) {
@@ -406,7 +411,7 @@ public final class StoreFeed {
                 byUniq.put(id, m == null ? null : new String(m.getBody(), StandardCharsets.UTF_8));
                 List<String> ids = new ArrayList<>();
                 String key = ((String) d.get("keys")).split(" ")[0];
-                for (MessageExt k : fresh.queryMessage(topic, key, 32, 0, Long.MAX_VALUE).getMessageList()) {
+                for (MessageExt k : fresh.queryMessage(topic, key, 32, begin, end).getMessageList()) {
                     ids.add(MessageClientIDSetter.getUniqID(k));
                 }
                 byKey.put(id, ids);
