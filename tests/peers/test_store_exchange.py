@@ -328,3 +328,47 @@ def test_the_target_recovers_the_store(exchange: Exchange) -> None:
         state = "normally" if exchange.stop == "clean" else "abnormally"
         assert f"RocketmqStore - last shutdown {state}" in log
         assert [line for line in log.splitlines() if "ERROR" in line and "RocketmqStore" in line] == []
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    pytest.importorskip("pyspark")
+    import os
+    import sys
+
+    import rmq.spark
+    from pyspark.sql import SparkSession
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    session = (
+        SparkSession.builder.master("local[1]")
+        .appName("rmq-store-exchange")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.host", "127.0.0.1")
+        .config("spark.driver.bindAddress", "127.0.0.1")
+        .config("spark.driver.memory", "512m")
+        .config("spark.sql.shuffle.partitions", "1")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    rmq.spark.register(session)
+    yield session
+    session.stop()
+
+
+# One Spark session costs more than the rest of a case: Spark reads the store left by a kill -9 only (the
+# reader's own read of every source store is above).
+@pytest.mark.parametrize("exchange", [("apache_to_rmq", "kill9")], indirect=True, ids=["apache_to_rmq-kill9"])
+def test_spark_reads_the_topic_as_the_client_does(exchange: Exchange, spark: Any) -> None:
+    """Through Spark (the topic predicate answered from the ConsumeQueues), the Apache-written store as rmq
+    left it holds exactly what the fresh group read: the same messages at the same queue offsets, bodies
+    inflated."""
+    df = (
+        spark.read.format("rocketmq")
+        .load(str(exchange.store))
+        .where(f"topic = '{exchange.topic}' AND visible")
+    )
+    got = {r.uniq_key: (r.queue_id, r.queue_offset, bytes(r.body).decode()) for r in df.collect()}
+    want = {m["msg_id"]: (m["queue_id"], m["queue_offset"], m["body"]) for m in exchange.drain["all"]}
+    assert got == want
