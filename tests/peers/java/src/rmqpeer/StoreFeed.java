@@ -16,6 +16,9 @@ import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.PullResult;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.consumer.store.OffsetStore;
+import org.apache.rocketmq.client.consumer.store.ReadOffsetType;
+import org.apache.rocketmq.client.impl.MQAdminImpl;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.LocalTransactionState;
 import org.apache.rocketmq.client.producer.SendResult;
@@ -304,6 +307,17 @@ public final class StoreFeed {
         long deadline = deadline();
         while (!got.keySet().containsAll(want) && System.currentTimeMillis() < deadline) {
             Thread.sleep(50);
+        }
+        // A message is acknowledged once its listener call returned: wait until the consumer's own
+        // offsets reach every queue's end, so the shutdown commits them all.
+        OffsetStore store = c.getDefaultMQPushConsumerImpl().getOffsetStore();
+        MQAdminImpl admin = c.getDefaultMQPushConsumerImpl().getmQClientFactory().getMQAdminImpl();
+        for (MessageQueue mq : c.fetchSubscribeMessageQueues(topic)) {
+            long end = admin.maxOffset(mq);
+            while (store.readOffset(mq, ReadOffsetType.READ_FROM_MEMORY) < end
+                    && System.currentTimeMillis() < deadline) {
+                Thread.sleep(50);
+            }
         }
         c.shutdown();
         if (!got.keySet().containsAll(want)) {
