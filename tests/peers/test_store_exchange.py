@@ -5,13 +5,14 @@ The Java program ``rmqpeer.StoreFeed feed`` fills the source broker (messages wi
 batches of 1200-byte bodies filling several small CommitLog and ConsumeQueue files, a body past the client's
 4 KiB compression threshold, a message delayed by level 1 and delivered, one delayed by level 3 still pending,
 a committed, a rolled-back and an unresolved transaction) and has a group consume the first phase, its offsets
-committed to the end of every queue; a second phase stays unconsumed. The source broker is then stopped (or
-killed once its config files hold the offsets it acknowledged) and the other broker starts on the same store
-directory. There level 3 is 1 s instead of 1 h, so the pending message is due at once, and a transaction is
-checked back after 1 s instead of a minute, so the target checks back the unresolved one (the source never
+committed to the end of every queue (a second group consumes it too, asking for one message again later: a
+retry parked for level 3); a second phase stays unconsumed. The source broker is then stopped (or killed once
+its config files hold the offsets it acknowledged) and the other broker starts on the same store directory.
+There level 3 is 1 s instead of 1 h, so the pending message and the retry are due at once, and a transaction
+is checked back after 1 s instead of a minute, so the target checks back the unresolved one (the source never
 did). ``rmqpeer.StoreFeed drain`` sends one new message to every queue, commits the checked-back transaction,
-reads every queue from offset 0 as a fresh group, looks every message up by unique key and by key, and reads
-the first group's range from its committed offsets on.
+reads every queue (and the retry topic) from offset 0 as a fresh group, looks every message up by unique key
+and by key, and reads the first group's range from its committed offsets on.
 """
 
 from __future__ import annotations
@@ -66,8 +67,8 @@ class Exchange:
     drain: dict[str, Any]
     source_rows: list[dict[str, Any]] = field(default_factory=list)
     source_files: list[str] = field(default_factory=list)
-    # The first ConsumeQueue unit of delay level 3 as the source left it: offset, size, tags code.
-    source_schedule_unit: tuple[int, int, int] = (0, 0, 0)
+    # The ConsumeQueue units of delay level 3 as the source left them: offset, size, tags code.
+    source_schedule_units: list[tuple[int, int, int]] = field(default_factory=list)
     target_log: str = ""
 
 
@@ -170,7 +171,9 @@ def exchange(
     source_rows = read_rows(store)
     source_files = sorted(str(p.relative_to(store)) for p in store.rglob("*") if p.is_file())
     with open(store / "consumequeue" / "SCHEDULE_TOPIC_XXXX" / "2" / f"{0:020d}", "rb") as f:
-        unit = struct.unpack(">qiq", f.read(20))
+        data = f.read()
+    units = [struct.unpack_from(">qiq", data, i) for i in range(0, len(data), 20)]
+    units = [u for u in units if u != (0, 0, 0)]
 
     awaited = ",".join(m["msg_id"] for m in feed["sent"] if m["kind"] in ("delay3", "txu"))
     target = Broker(target_kind, home / "target", store, TARGET_PROPS)
@@ -190,7 +193,7 @@ def exchange(
     finally:
         target.stop("clean")
     yield Exchange(
-        direction, stop, store, topic, group, feed, drain, source_rows, source_files, unit, target.log()
+        direction, stop, store, topic, group, feed, drain, source_rows, source_files, units, target.log()
     )
 
 
@@ -262,8 +265,8 @@ def test_the_group_resumes_from_its_committed_offsets(exchange: Exchange) -> Non
 def test_the_reader_reads_the_source_store_exactly(exchange: Exchange) -> None:
     """rmq's reader (the Spark data source's partitions and decode) reads the source's store as it was left:
     every visible message of the topic equals what was sent, the big body flagged compressed and inflated,
-    the pending delayed message still parked in SCHEDULE_TOPIC_XXXX (due in an hour), the rolled-back
-    transaction invisible."""
+    the pending delayed message and the retry still parked in SCHEDULE_TOPIC_XXXX (due in an hour), the
+    rolled-back transaction invisible."""
     rows = [r for r in exchange.source_rows if r["topic"] == exchange.topic]
     visible = {r["uniq_key"]: r for r in rows if r["visible"]}
     assert len(visible) == len([r for r in rows if r["visible"]]), "a message stored twice"
@@ -284,11 +287,15 @@ def test_the_reader_reads_the_source_store_exactly(exchange: Exchange) -> None:
             assert (r["queue_id"], r["queue_offset"]) == (m["queue_id"], m["queue_offset"])
         assert bool(r["sysflag"] & COMPRESSED) == (m["kind"] == "big"), (m["kind"], r["sysflag"])
     pending = next(m["msg_id"] for m in exchange.feed["sent"] if m["kind"] == "delay3")
-    parked = [r for r in exchange.source_rows if r["uniq_key"] == pending]
-    assert [(r["topic"], r["queue_id"]) for r in parked] == [("SCHEDULE_TOPIC_XXXX", 2)]
-    # Its ConsumeQueue unit's tags code is when it is due: stored + the source's level 3 (1 h).
-    due = int(parked[0]["store_timestamp"].timestamp() * 1000) + 3_600_000
-    assert exchange.source_schedule_unit == (parked[0]["commitlog_offset"], parked[0]["store_size"], due)
+    parked = [r for r in exchange.source_rows if r["topic"] == "SCHEDULE_TOPIC_XXXX" and r["queue_id"] == 2]
+    assert [r["uniq_key"] for r in parked] == [exchange.feed["retried"], pending]
+    retry = dict(parked[0]["properties"])
+    assert (retry["REAL_TOPIC"], retry["RETRY_TOPIC"]) == (f"%RETRY%{exchange.group}_retry", exchange.topic)
+    # Their ConsumeQueue units' tags codes are when they are due: stored + the source's level 3 (1 h).
+    due = [int(r["store_timestamp"].timestamp() * 1000) + 3_600_000 for r in parked]
+    assert exchange.source_schedule_units == [
+        (r["commitlog_offset"], r["store_size"], d) for r, d in zip(parked, due, strict=True)
+    ]
 
 
 def test_the_target_resolves_the_transaction_left_open(exchange: Exchange) -> None:
@@ -372,3 +379,12 @@ def test_spark_reads_the_topic_as_the_client_does(exchange: Exchange, spark: Any
     got = {r.uniq_key: (r.queue_id, r.queue_offset, bytes(r.body).decode()) for r in df.collect()}
     want = {m["msg_id"]: (m["queue_id"], m["queue_offset"], m["body"]) for m in exchange.drain["all"]}
     assert got == want
+
+
+def test_the_retry_parked_on_the_source_is_redelivered_by_the_target(exchange: Exchange) -> None:
+    """A message one group asked to reconsume later, parked for an hour on the source, is delivered by the
+    target into that group's retry topic (created on the source), once, with its reconsume count and
+    origin."""
+    first = next(m for m in exchange.feed["sent"] if m["msg_id"] == exchange.feed["retried"])
+    got = [(m["msg_id"], m["body"], m["reconsume"], m["retry_topic"]) for m in exchange.drain["retry"]]
+    assert got == [(first["msg_id"], first["body"], 1, exchange.topic)]

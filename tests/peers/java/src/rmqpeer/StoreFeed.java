@@ -131,6 +131,7 @@ public final class StoreFeed {
         d.put("queue_offset", m.getQueueOffset());
         d.put("sys_flag", m.getSysFlag());
         d.put("reconsume", m.getReconsumeTimes());
+        d.put("retry_topic", m.getProperty("RETRY_TOPIC"));
         return d;
     }
 
@@ -151,10 +152,12 @@ public final class StoreFeed {
     }
 
     /**
-     * feed: phase A (8 messages with tags and keys, a batch of 4, a big compressed body, a message
-     * delayed by level 1, a committed and a rolled-back transaction) is consumed by group, whose
-     * offsets are then committed up to the end of every queue; phase B (6 more messages and one
-     * delayed by level 3, which the source broker is set up to hold for long) is left unconsumed.
+     * feed: phase A (8 messages with tags and keys, a batch of 4, three batches of 16 bulk messages,
+     * a big compressed body, a message delayed by level 1, a committed, a rolled-back and an unknown
+     * transaction) is consumed by group, whose offsets are then committed up to the end of every
+     * queue, and by group_retry, which has the first message redelivered later (level 3); phase B (6
+     * more messages, a bulk batch and one delayed by level 3, which the source broker is set up to
+     * hold for long) is left unconsumed.
      */
     private Object feed() throws Exception {
         String topic = arg("topic");
@@ -197,7 +200,13 @@ public final class StoreFeed {
                     want.add((String) d.get("msg_id"));
                 }
             }
-            Map<String, Map<String, Object>> got = consume(topic, want);
+            Map<String, Map<String, Object>> got = consume(topic, arg("group"), want, null);
+            // A second group has the first plain message redelivered: its first delivery answers
+            // RECONSUME_LATER, so the broker parks it for level 3 (an hour on the source).
+            String retried = (String) out.get(0).get("msg_id");
+            Set<String> rest = new java.util.HashSet<>(want);
+            rest.remove(retried);
+            consume(topic, arg("group") + "_retry", rest, retried);
             Map<Integer, Long> committed = awaitCommitted(topic);
 
             for (int i = 8; i < 14; i++) {
@@ -216,6 +225,7 @@ public final class StoreFeed {
             res.put("sent", out);
             res.put("consumed", new ArrayList<>(got.values()));
             res.put("committed", committed);
+            res.put("retried", retried);
             return res;
         } finally {
             p.shutdown();
@@ -288,10 +298,14 @@ public final class StoreFeed {
         return out;
     }
 
-    /** A push consumer of group until every id in want arrived; then shut down (offsets persisted). */
-    private Map<String, Map<String, Object>> consume(String topic, Set<String> want) throws Exception {
+    /**
+     * A push consumer of group until every id in want arrived and was acknowledged; then shut down
+     * (offsets committed). The first delivery of message reject (if any) answers RECONSUME_LATER.
+     */
+    private Map<String, Map<String, Object>> consume(String topic, String group, Set<String> want,
+            String reject) throws Exception {
         Map<String, Map<String, Object>> got = new ConcurrentHashMap<>();
-        DefaultMQPushConsumer c = new DefaultMQPushConsumer(arg("group"));
+        DefaultMQPushConsumer c = new DefaultMQPushConsumer(group);
         c.setNamesrvAddr(arg("namesrv"));
         c.setInstanceName("c" + System.nanoTime());
         c.setPollNameServerInterval(1000);
@@ -299,7 +313,11 @@ public final class StoreFeed {
         c.subscribe(topic, "*");
         c.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
             for (MessageExt m : msgs) {
-                got.put(MessageClientIDSetter.getUniqID(m), received(m));
+                String id = MessageClientIDSetter.getUniqID(m);
+                if (id.equals(reject) && m.getReconsumeTimes() == 0) {
+                    return ConsumeConcurrentlyStatus.RECONSUME_LATER;
+                }
+                got.put(id, received(m));
             }
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
         });
@@ -394,21 +412,28 @@ public final class StoreFeed {
         try {
             long deadline = deadline();
             List<Map<String, Object>> all;
+            List<Map<String, Object>> retry;
+            String retryTopic = "%RETRY%" + arg("group") + "_retry";
             while (true) {
                 all = new ArrayList<>();
                 for (MessageQueue mq : fresh.fetchSubscribeMessageQueues(topic)) {
                     all.addAll(pullRange(fresh, mq, 0));
                 }
+                retry = new ArrayList<>();
+                for (MessageQueue mq : fresh.fetchSubscribeMessageQueues(retryTopic)) {
+                    retry.addAll(pullRange(fresh, mq, 0));
+                }
                 Set<String> ids = new java.util.HashSet<>();
                 for (Map<String, Object> d : all) {
                     ids.add((String) d.get("msg_id"));
                 }
-                if (ids.containsAll(await) || System.currentTimeMillis() > deadline) {
+                if (ids.containsAll(await) && !retry.isEmpty() || System.currentTimeMillis() > deadline) {
                     break;
                 }
                 Thread.sleep(200);
             }
             res.put("all", all);
+            res.put("retry", retry);
             res.put("checked", new TreeMap<>(checked));
             // The index: every message by its unique key and by its own key (each message's first key
             // is its own; the second, "shared", is on all of them, more than one query returns).
