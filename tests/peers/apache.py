@@ -272,6 +272,29 @@ def start_apache(home: Path, *props: str, timeout: float = 120.0, store: Path | 
     return peer
 
 
+def restart_broker(peer: ApachePeer, *, kill: bool = False, timeout: float = 120.0) -> None:
+    """Stop (SIGTERM) or ``kill -9`` the Apache broker, then start it again with the same ``broker.conf``
+    (same store, same ports); the name server keeps running. A broker already dead is just started."""
+    if peer.broker.poll() is None:
+        if kill:
+            peer.broker.kill()
+        else:
+            peer.broker.send_signal(signal.SIGTERM)
+        peer.broker.wait(timeout)
+    peer.broker = _java(
+        peer_libs().server,
+        BROKER_JVM,
+        peer.home,
+        "org.apache.rocketmq.broker.BrokerStartup",
+        "-c",
+        str(peer.home / "broker.conf"),
+    )
+    if not _await_line(peer.broker, "boot success", peer.log, timeout):
+        peer.broker.kill()
+        peer.broker.wait()
+        raise RuntimeError(f"Apache broker did not start again:\n{peer.logs()}")
+
+
 def run_driver(
     libs: PeerLibs,
     classes: Path,
