@@ -63,6 +63,8 @@ use rocketmq_runtime::RuntimeOwner;
 use serde_json::json;
 use serde_json::Value;
 
+const RUNTIME_SHUTDOWN: Duration = Duration::from_secs(2);
+
 struct Args {
     namesrv: String,
     topic: String,
@@ -173,8 +175,15 @@ fn main() {
             "pull" => d.pull().await,
             other => fail(&format!("unknown scenario {other}")),
         };
-        let _ = d.rt.shutdown().await;
-        out
+        // Bounded: after the classic pull consumer's shutdown, its lite pull tasks keep retrying (without
+        // a name server) and the runtime's shutdown waits about 30 s for them.
+        let drained = tokio::time::timeout(RUNTIME_SHUTDOWN, d.rt.shutdown())
+            .await
+            .is_ok();
+        out.map(|mut v| {
+            v["runtime_shutdown"] = json!(if drained { "done" } else { "timed out" });
+            v
+        })
     });
     match out {
         Ok(mut v) => {
@@ -817,9 +826,21 @@ impl Driver {
             offsets.insert(mq.queue_id().to_string(), json!(offset));
             c.update_consume_offset(&mq, offset).await?;
         }
-        c.shutdown().await?;
+        // Bounded: the shutdown waits 5 s for each queue's lite pull task (started by the subscription
+        // the classic pull registers), which does not stop when asked ("lite pull task shutdown report
+        // is unhealthy": timed_out 1, aborted 1).
+        let shutdown = match tokio::time::timeout(RUNTIME_SHUTDOWN, c.shutdown()).await {
+            Ok(r) => r.map(|()| "done")?,
+            Err(_) => "timed out",
+        };
         let complete = collector.wait(Duration::ZERO).await;
         let received = collector.received.lock().unwrap().clone();
-        Ok(json!({ "received": received, "complete": complete, "offsets": offsets, "sent": sent }))
+        Ok(json!({
+            "received": received,
+            "complete": complete,
+            "offsets": offsets,
+            "consumer_shutdown": shutdown,
+            "sent": sent,
+        }))
     }
 }
