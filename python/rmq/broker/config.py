@@ -15,7 +15,7 @@ from typing import Any
 
 from rmq._store import MessageStore, StoreConfigError, check_store_config
 
-__all__ = ["RUNTIME_UPDATABLE", "BrokerConfig", "ConfigError", "parse_properties_text"]
+__all__ = ["RUNTIME_UPDATABLE", "BrokerConfig", "ConfigError", "is_known_property", "parse_properties_text"]
 
 
 class ConfigError(ValueError):
@@ -114,6 +114,11 @@ RUNTIME_UPDATABLE: frozenset[str] = frozenset(
         "transactionCheckMax",
     }
 )
+
+
+def is_known_property(key: str) -> bool:
+    """Whether rmq knows the property ``key`` (it may still be fixed at start or ignored)."""
+    return key in _NAMES or key in STORE_KEYS or key in IGNORED
 
 
 def _parse_bool(key: str, value: str) -> bool:
@@ -272,7 +277,9 @@ class BrokerConfig:
             if f.name == "store" or not f.init:
                 continue
             v = getattr(self, f.name)
-            out[by_attr[f.name]] = ("true" if v else "false") if isinstance(v, bool) else str(v or "")
+            out[by_attr[f.name]] = (
+                ("true" if v else "false") if isinstance(v, bool) else ("" if v is None else str(v))
+            )
         out.update(self.store)
         return out
 

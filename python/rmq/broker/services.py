@@ -12,6 +12,7 @@ from rmq.broker.consumer_offset import ConsumerOffsetManager
 from rmq.broker.flush_responder import FlushResponder
 from rmq.broker.long_polling import PullHoldService
 from rmq.broker.mq_lock import RebalanceLockManager
+from rmq.broker.stats import WindowCounter
 from rmq.broker.subscription_group import SubscriptionGroupManager
 from rmq.broker.topic_config import TopicConfigManager
 from rmq.store import AsyncStore, MessageStore
@@ -24,6 +25,25 @@ class Counters:
     put_messages: int = 0
     get_messages: int = 0
     boot_ms: int = 0
+    day: str = ""
+    """The local date the morning marks below belong to ("" until the first :meth:`mark_day`)."""
+    put_today_morning: int = 0
+    get_today_morning: int = 0
+    put_yesterday_morning: int = 0
+    get_yesterday_morning: int = 0
+
+    def mark_day(self, today: str, put_total: int) -> None:
+        """Record the totals at the start of a new local day (``today``, ISO date); the first call (at
+        start) only notes the day, so a broker started today reports 0 for both mornings, as Apache's."""
+        if self.day == today:
+            return
+        if self.day:
+            self.put_yesterday_morning, self.get_yesterday_morning = (
+                self.put_today_morning,
+                self.get_today_morning,
+            )
+            self.put_today_morning, self.get_today_morning = put_total, self.get_messages
+        self.day = today
 
 
 @dataclass
@@ -42,6 +62,8 @@ class BrokerServices:
     delay_levels: list[int] = field(default_factory=list)
     """Delay of each level in ms (`messageDelayLevel`)."""
     counters: Counters = field(default_factory=Counters)
+    group_gets: WindowCounter = field(default_factory=WindowCounter)
+    """Messages pulled, by ``topic@group`` (VIEW_BROKER_STATS_DATA's GROUP_GET_NUMS)."""
     register_brokers: Callable[[], None] = lambda: None
     """Re-register with the name servers now (after a topic change)."""
     registrations_settled: Callable[[], Awaitable[None]] | None = None

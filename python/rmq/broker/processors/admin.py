@@ -5,11 +5,14 @@ filesystem path or runs anything."""
 from __future__ import annotations
 
 import dataclasses
+import logging
+import os
 import time
 
 from rmq.broker import journal
-from rmq.broker.config import RUNTIME_UPDATABLE, ConfigError, parse_properties_text
+from rmq.broker.config import RUNTIME_UPDATABLE, ConfigError, is_known_property, parse_properties_text
 from rmq.broker.services import BrokerServices
+from rmq.broker.stats import MINUTE_MS
 from rmq.broker.subscription_group import SubscriptionGroupConfig
 from rmq.common import codes, fastjson
 from rmq.common.codes import RequestCode, ResponseCode
@@ -21,6 +24,22 @@ from rmq.remoting.context import Processor, RequestContext
 from rmq.remoting.headers import header_bool, header_int, header_str
 
 __all__ = ["AdminProcessors"]
+
+log = logging.getLogger(__name__)
+
+
+def _disk_ratio(path: str) -> str:
+    """The used share of the file system holding ``path``, as Apache's ``commitLogDiskRatio``: used blocks
+    over used plus those available to the broker (reserved blocks left out), rounded up to a percent."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return "-1"
+    used = st.f_blocks - st.f_bfree
+    entire = used + st.f_bavail
+    if entire <= 0:
+        return "-1"
+    return str(-(-used * 100 // entire) / 100)
 
 
 def _mq_key(topic: str, broker: str, qid: int) -> ObjectKey:
@@ -146,7 +165,9 @@ class AdminProcessors:
                         },
                     )
                 )
-        body = fastjson.dumps_with_object_keys({"consumeTps": 0.0, "offsetTable": dict(entries)})
+        # The group's pull rate over the last minute, of the one topic asked for or of all its topics.
+        tps = sum(s.group_gets.window(f"{t}@{group}", MINUTE_MS).sum for t in topics) * 1000 / MINUTE_MS
+        body = fastjson.dumps_with_object_keys({"consumeTps": tps, "offsetTable": dict(entries)})
         return create_response(request, body=body)
 
     def update_subscription_group(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
@@ -211,8 +232,20 @@ class AdminProcessors:
             "brokerVersionDesc": codes.RMQ_VERSION_DESC,
             "msgPutTotalTodayNow": str(s.put_messages()),
             "msgGetTotalTodayNow": str(s.counters.get_messages),
+            "msgPutTotalTodayMorning": str(s.counters.put_today_morning),
+            "msgGetTotalTodayMorning": str(s.counters.get_today_morning),
+            "msgPutTotalYesterdayMorning": str(s.counters.put_yesterday_morning),
+            "msgGetTotalYesterdayMorning": str(s.counters.get_yesterday_morning),
             "putTps": "0.0 0.0 0.0",
             "getTotalTps": "0.0 0.0 0.0",
+            "getTransferedTps": "0.0 0.0 0.0",
+            # rmq queues no requests in front of thread pools and takes no page-cache lock: none waits.
+            "sendThreadPoolQueueSize": "0",
+            "sendThreadPoolQueueHeadWaitTimeMills": "0",
+            "pullThreadPoolQueueSize": "0",
+            "pullThreadPoolQueueHeadWaitTimeMills": "0",
+            "pageCacheLockTimeMills": "0",
+            "commitLogDiskRatio": _disk_ratio(s.config.store_root),
             "commitLogMinOffset": str(store.commitlog_min_offset()),
             "commitLogMaxOffset": str(store.commitlog_max_offset()),
             "dispatchBehindBytes": str(store.commitlog_max_offset() - store.dispatched_offset()),
@@ -236,13 +269,19 @@ class AdminProcessors:
             props = parse_properties_text(bytes(request.body or b"").decode("utf-8"))
         except UnicodeDecodeError:
             return create_response(request, ResponseCode.SYSTEM_ERROR, "config body is not UTF-8")
-        refused = sorted(k for k in props if k not in RUNTIME_UPDATABLE)
-        if refused:
-            return create_response(
-                request,
-                ResponseCode.SYSTEM_ERROR,
-                f"these properties cannot be changed at run time: {', '.join(refused)}",
-            )
+        # Apache's broker takes any key (an unknown one is kept and shown by GET_BROKER_CONFIG, a path is
+        # changed under the running store); rmq refuses both, naming the keys.
+        unknown = sorted(k for k in props if not is_known_property(k))
+        fixed = sorted(k for k in props if is_known_property(k) and k not in RUNTIME_UPDATABLE)
+        if unknown or fixed:
+            parts = []
+            if unknown:
+                parts.append(f"unknown broker properties: {', '.join(unknown)}")
+            if fixed:
+                parts.append(f"these properties cannot be changed at run time: {', '.join(fixed)}")
+            remark = "; ".join(parts)
+            log.warning("UPDATE_BROKER_CONFIG from %s refused: %s", ctx.remote_addr, remark)
+            return create_response(request, ResponseCode.SYSTEM_ERROR, remark)
         try:
             trial = dataclasses.replace(self.s.config, store=dict(self.s.config.store))
             trial.update(props)

@@ -140,6 +140,7 @@ class PullProcessor:
         if status == _FOUND:
             code = ResponseCode.SUCCESS
             s.counters.get_messages += count
+            s.group_gets.add(f"{topic}@{group}", count)
         elif status in ("NO_MATCHED_MESSAGE", "MESSAGE_WAS_REMOVING"):
             code = _RETRY
         elif status in ("NO_MATCHED_LOGIC_QUEUE", "NO_MESSAGE_IN_QUEUE"):
