@@ -269,8 +269,8 @@ class AdminProcessors:
             props = parse_properties_text(bytes(request.body or b"").decode("utf-8"))
         except UnicodeDecodeError:
             return create_response(request, ResponseCode.SYSTEM_ERROR, "config body is not UTF-8")
-        # Apache's broker takes any key (an unknown one is kept and shown by GET_BROKER_CONFIG, a path is
-        # changed under the running store); rmq refuses both, naming the keys.
+        # Apache's broker answers success to any key (it drops an unknown one silently and changes a store
+        # path under the running store); rmq refuses both, naming the keys.
         unknown = sorted(k for k in props if not is_known_property(k))
         fixed = sorted(k for k in props if is_known_property(k) and k not in RUNTIME_UPDATABLE)
         if unknown or fixed:
