@@ -206,7 +206,7 @@ def test_print_msg(admin: Admin) -> None:
     out = admin.same("printMsg", "-t", admin.topic, "-c", "UTF-8", "-d", "true")
     for i in range(COUNT):
         assert f"MSGID: <msgId{i}>" in out
-        assert f"body=[{admin.topic}#{i}]" in out or f"{admin.topic}#{i}" in out
+        assert f"BODY: {admin.topic}#{i}" in out
 
 
 def test_stats_all(admin: Admin) -> None:
