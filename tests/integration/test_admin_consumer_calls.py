@@ -243,6 +243,11 @@ async def test_view_broker_stats_data(online: Online) -> None:
     ):
         r = await stats(name, key)
         assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, f"The stats <{name}> <{key}> not exist")
+    # A deleted group's counts go with it.
+    r = await online.call(RequestCode.DELETE_SUBSCRIPTIONGROUP, {"groupName": online.group})
+    assert r.code == ResponseCode.SUCCESS
+    r = await stats("GROUP_GET_NUMS", f"{online.topic}@{online.group}")
+    assert r.code == ResponseCode.SYSTEM_ERROR
 
 
 async def test_update_broker_config_refusals_name_the_key(online: Online) -> None:

@@ -25,6 +25,15 @@ def test_window_counter_sums_what_falls_in_each_window() -> None:
     assert "t@g" in c and "other" not in c and c.window("other", DAY_MS, now).sum == 0
 
 
+def test_window_counter_forgets_deleted_topics_and_groups() -> None:
+    c = WindowCounter()
+    for key in ("T1@G1", "T1@G2", "T2@G1", "T2@G2"):
+        c.add(key, 1, now_ms=T0)
+    assert c.forget(topic="T1") == 2
+    assert c.forget(group="G1") == 1
+    assert ["T1@G1" in c, "T1@G2" in c, "T2@G1" in c, "T2@G2" in c] == [False, False, False, True]
+
+
 def test_window_counter_keeps_a_bounded_number_of_buckets() -> None:
     c = WindowCounter()
     for i in range(3 * 24 * 60):  # one add a minute for three days

@@ -55,6 +55,19 @@ class WindowCounter:
             while ring and ring[0][0] <= now - window - width:
                 ring.popleft()
 
+    def forget(self, *, topic: str | None = None, group: str | None = None) -> int:
+        """Drop the ``topic@group`` keys of a deleted topic or group (as Apache drops their stats); returns
+        how many. Neither name can hold an ``@``."""
+        gone = [
+            k
+            for k in self._keys
+            if (topic is not None and k.partition("@")[0] == topic)
+            or (group is not None and k.partition("@")[2] == group)
+        ]
+        for k in gone:
+            del self._keys[k]
+        return len(gone)
+
     def __contains__(self, key: str) -> bool:
         return key in self._keys
 

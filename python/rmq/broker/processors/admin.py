@@ -106,6 +106,7 @@ class AdminProcessors:
             return create_response(request, ResponseCode.SYSTEM_ERROR, f"{topic} is a system topic")
         self.s.topics.delete(topic)
         self.s.offsets.remove_topic(topic)
+        self.s.group_gets.forget(topic=topic)
         self.s.store.delete_topic(topic)
         return create_response(request)
 
@@ -186,6 +187,7 @@ class AdminProcessors:
         f = request.ext_fields
         group = header_str(f, "groupName")
         self.s.groups.delete(group)
+        self.s.group_gets.forget(group=group)
         if header_bool(f, "removeOffset", False):
             self.s.offsets.remove_group(group)
         return create_response(request)
