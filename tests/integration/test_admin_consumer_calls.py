@@ -118,7 +118,15 @@ async def online(broker: BrokerProcess) -> AsyncIterator[Online]:
     on = Online(topic, group, consumer, client, broker.broker_addr, seen)
     try:
         await seen.wait_for(COUNT)
-        await consumer.persist_consumer_offset(oneway=False)
+        # The listener returns before the consumer advances its offsets: commit until the broker has them
+        # all (bounded), so every test starts from a group with an offset on each queue.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 15
+        while True:
+            await consumer.persist_consumer_offset(oneway=False)
+            if sum(int(o or 0) for o in await on.committed()) == COUNT or loop.time() > deadline:
+                break
+            await asyncio.sleep(0.05)
         yield on
     finally:
         await consumer.shutdown()
@@ -260,3 +268,24 @@ async def test_update_broker_config_refusals_name_the_key(online: Online) -> Non
     )
     r = await online.call(RequestCode.GET_BROKER_CONFIG, {})
     assert b"defaultQueryMaxNum=32\n" in r.body  # nothing of a refused request applied
+
+
+async def test_runtime_info_has_what_cluster_list_reads(online: Online) -> None:
+    r = await online.call(RequestCode.GET_BROKER_RUNTIME_INFO, {})
+    table = fastjson.loads(r.body)["table"]
+    for key in ("putTps", "getTransferedTps", "getTotalTps"):
+        assert len([float(x) for x in table[key].split()]) == 3, key
+    for key in (
+        "sendThreadPoolQueueSize",
+        "pullThreadPoolQueueSize",
+        "sendThreadPoolQueueHeadWaitTimeMills",
+        "pullThreadPoolQueueHeadWaitTimeMills",
+        "pageCacheLockTimeMills",
+        "msgPutTotalTodayMorning",
+        "msgGetTotalTodayMorning",
+        "msgPutTotalYesterdayMorning",
+        "msgGetTotalYesterdayMorning",
+    ):
+        assert int(table[key]) >= 0, key
+    assert int(table["msgPutTotalTodayNow"]) >= COUNT and int(table["msgGetTotalTodayNow"]) >= COUNT
+    assert 0 < float(table["commitLogDiskRatio"]) <= 1

@@ -1,10 +1,10 @@
-"""The broker's windowed message counts (VIEW_BROKER_STATS_DATA) and the daily morning marks of the runtime
-info, on explicit clocks."""
+"""The broker's windowed message counts (VIEW_BROKER_STATS_DATA), its put / get rates and the daily
+morning marks of the runtime info, on explicit clocks."""
 
 from __future__ import annotations
 
 from rmq.broker.services import Counters
-from rmq.broker.stats import DAY_MS, HOUR_MS, MINUTE_MS, WindowCounter
+from rmq.broker.stats import DAY_MS, HOUR_MS, MINUTE_MS, RateSampler, WindowCounter
 
 T0 = 1_700_000_000_000 - 1_700_000_000_000 % DAY_MS  # a midnight (UTC), so buckets start on it
 
@@ -57,3 +57,14 @@ def test_counters_mark_the_totals_at_each_new_day() -> None:
     c.mark_day("2026-11-26", put_total=25)
     assert (c.put_today_morning, c.get_today_morning) == (25, 9)
     assert (c.put_yesterday_morning, c.get_yesterday_morning) == (10, 7)
+
+
+def test_rate_sampler_rates_over_10s_1min_10min() -> None:
+    r = RateSampler()
+    assert r.text() == "0.0 0.0 0.0"  # no samples yet
+    for i in range(601):  # 5 messages a second for the first 9 minutes, then none
+        r.sample(5 * min(i, 540), now_ms=T0 + i * 1000)
+    assert r.rate(10) == 0.0
+    assert r.rate(60) == 0.0
+    assert r.rate(600) == 5 * 540 / 600
+    assert r.text() == f"0.0 0.0 {5 * 540 / 600}"

@@ -179,6 +179,7 @@ class BrokerController:
             ),
             PeriodicTask("scan-expired-clients", 10.0, self._scan_clients),
             PeriodicTask("mark-day", 60.0, self._mark_day),
+            PeriodicTask("sample-rates", 1.0, s.sample_rates, initial_delay_s=0.0),
             PeriodicTask("log-store-journal", 1.0, lambda: journal.log_new_events(store), final_tick=True),
             PeriodicTask("schedule-delay-levels", 0.1, self.schedule.tick, initial_delay_s=0.1),
             PeriodicTask("timer-messages", 0.1, self.timer.tick, initial_delay_s=0.1),

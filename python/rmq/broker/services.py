@@ -12,7 +12,7 @@ from rmq.broker.consumer_offset import ConsumerOffsetManager
 from rmq.broker.flush_responder import FlushResponder
 from rmq.broker.long_polling import PullHoldService
 from rmq.broker.mq_lock import RebalanceLockManager
-from rmq.broker.stats import WindowCounter
+from rmq.broker.stats import RateSampler, WindowCounter
 from rmq.broker.subscription_group import SubscriptionGroupManager
 from rmq.broker.topic_config import TopicConfigManager
 from rmq.store import AsyncStore, MessageStore
@@ -24,6 +24,8 @@ __all__ = ["BrokerServices", "Counters", "socket_addr"]
 class Counters:
     put_messages: int = 0
     get_messages: int = 0
+    get_requests: int = 0
+    """Pulls answered (found or not), as Apache's getTotalTps counts them."""
     boot_ms: int = 0
     day: str = ""
     """The local date the morning marks below belong to ("" until the first :meth:`mark_day`)."""
@@ -63,6 +65,12 @@ class BrokerServices:
     """Delay of each level in ms (`messageDelayLevel`)."""
     counters: Counters = field(default_factory=Counters)
     group_gets: WindowCounter = field(default_factory=WindowCounter)
+    put_rate: RateSampler = field(default_factory=RateSampler)
+    """Messages stored per second (runtime info ``putTps``)."""
+    get_rate: RateSampler = field(default_factory=RateSampler)
+    """Messages pulled per second (``getTransferedTps``)."""
+    pull_rate: RateSampler = field(default_factory=RateSampler)
+    """Pulls answered per second (``getTotalTps``)."""
     """Messages pulled, by ``topic@group`` (VIEW_BROKER_STATS_DATA's GROUP_GET_NUMS)."""
     register_brokers: Callable[[], None] = lambda: None
     """Re-register with the name servers now (after a topic change)."""
@@ -72,6 +80,11 @@ class BrokerServices:
     """The network thread's SEND fast path (``rmq._store.NetServer``), or None: ``allow_topic`` lets a
     vetted topic's plain sends bypass Python, ``forget_topic`` / ``forget_topics`` undo it (called only by the
 controller's one hook for topic and broker config changes), ``fast_puts`` counts them."""
+
+    def sample_rates(self) -> None:
+        self.put_rate.sample(self.put_messages())
+        self.get_rate.sample(self.counters.get_messages)
+        self.pull_rate.sample(self.counters.get_requests)
 
     def put_messages(self) -> int:
         """Messages stored since start, by the Python path and the fast path."""

@@ -1,4 +1,5 @@
-"""Per-key message counts over the last minute, hour and day (what VIEW_BROKER_STATS_DATA reports).
+"""Message counts over time: per-key counts over the last minute, hour and day (what
+VIEW_BROKER_STATS_DATA reports), and the broker's put / get rates of the runtime info.
 
 A :class:`WindowCounter` keeps, per key, three rings of buckets: 10-second buckets for the last minute,
 1-minute buckets for the last hour and 1-hour buckets for the last day. :meth:`WindowCounter.add` adds to
@@ -14,7 +15,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Final
 
-__all__ = ["DAY_MS", "HOUR_MS", "MINUTE_MS", "WindowCounter", "WindowSum"]
+__all__ = ["DAY_MS", "HOUR_MS", "MINUTE_MS", "RateSampler", "WindowCounter", "WindowSum"]
 
 MINUTE_MS: Final = 60_000
 HOUR_MS: Final = 3_600_000
@@ -85,3 +86,30 @@ class WindowCounter:
                 total += n
                 times += t
         return WindowSum(total, times)
+
+
+class RateSampler:
+    """A running total sampled about once a second (:meth:`sample`); :meth:`text` gives its rate per second
+    over the last 10 s, 1 min and 10 min, as Apache's runtime info (``putTps``, ``getTransferedTps``...)."""
+
+    WINDOWS_S: Final = (10, 60, 600)
+
+    def __init__(self) -> None:
+        self._samples: deque[tuple[int, int]] = deque(maxlen=self.WINDOWS_S[-1] + 2)
+
+    def sample(self, total: int, now_ms: int | None = None) -> None:
+        self._samples.append((int(time.time() * 1000) if now_ms is None else now_ms, total))
+
+    def rate(self, window_s: int) -> float:
+        """Per second, from the newest sample back to the oldest one within ``window_s`` (0 with fewer
+        than two samples)."""
+        if len(self._samples) < 2:
+            return 0.0
+        last_ms, last = self._samples[-1]
+        first_ms, first = next((t, v) for t, v in self._samples if t >= last_ms - window_s * 1000)
+        if last_ms <= first_ms:
+            return 0.0
+        return (last - first) * 1000 / (last_ms - first_ms)
+
+    def text(self) -> str:
+        return " ".join(str(self.rate(w)) for w in self.WINDOWS_S)

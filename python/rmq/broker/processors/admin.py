@@ -238,9 +238,9 @@ class AdminProcessors:
             "msgGetTotalTodayMorning": str(s.counters.get_today_morning),
             "msgPutTotalYesterdayMorning": str(s.counters.put_yesterday_morning),
             "msgGetTotalYesterdayMorning": str(s.counters.get_yesterday_morning),
-            "putTps": "0.0 0.0 0.0",
-            "getTotalTps": "0.0 0.0 0.0",
-            "getTransferedTps": "0.0 0.0 0.0",
+            "putTps": s.put_rate.text(),
+            "getTotalTps": s.pull_rate.text(),
+            "getTransferedTps": s.get_rate.text(),
             # rmq queues no requests in front of thread pools and takes no page-cache lock: none waits.
             "sendThreadPoolQueueSize": "0",
             "sendThreadPoolQueueHeadWaitTimeMills": "0",
