@@ -55,6 +55,7 @@ def start_broker(
     args = [sys.executable, "-m", "rmq.broker", "-p", "brokerIP1=127.0.0.1", "-p", "listenPort=0"]
     args += ["-p", "bindAddress=127.0.0.1"]
     args += ["-p", f"storePathRootDir={store_dir}"]
+    args += ["-p", f"logDir={Path(store_dir).parent / (Path(store_dir).name + '-logs')}"]
     for p in props:
         args += ["-p", p]
     if namesrv:

@@ -19,6 +19,7 @@ from rmq.broker.processors.offsets import OffsetProcessors
 from rmq.broker.processors.pull import PullProcessor
 from rmq.broker.processors.query import QueryProcessors
 from rmq.broker.processors.send import SendProcessor
+from rmq.broker.records import parse_properties
 from rmq.broker.services import BrokerServices
 from rmq.broker.subscription_group import SubscriptionGroupManager
 from rmq.broker.topic_config import TopicConfigManager
@@ -202,6 +203,34 @@ async def test_batch_flag_as_cpp_sends_it(broker):
     assert len(r.ext_fields["msgId"].split(",")) == 2
     broker.store.wait_dispatched(broker.store.commitlog_max_offset(), 5000)
     assert broker.store.max_offset("Batch", 0) == 2
+
+
+async def test_batch_messages_keep_their_own_uniq_key(broker, caplog):
+    # rocketmq-client-rust and Java 5.x clients put the batch's own UNIQ_KEY in the batch-level properties;
+    # appended to every message it would replace theirs (Apache ISSUE #9416). Other batch-level
+    # properties are still appended (4.9), and a message without a UNIQ_KEY gets none.
+    body = encode_batch_body(
+        [(0, b"m1", b"UNIQ_KEY\x01ID1\x02TAGS\x01A"), (0, b"m2", b"UNIQ_KEY\x01ID2"), (0, b"m3", b"")]
+    )
+    batch_props = "UNIQ_KEY\x01BATCH\x02WAIT\x01true\x02XUNIQ_KEY\x01x"
+    r = broker.call(RequestCode.SEND_BATCH_MESSAGE, v2("BatchIds", 0, batch_props, m="1"), body)
+    assert r.code == 0
+    broker.store.wait_dispatched(broker.store.commitlog_max_offset(), 5000)
+    r = broker.call(RequestCode.PULL_MESSAGE, pull_fields("BatchIds", 0, 0))
+    stored = [parse_properties(x[13]) for x in decode_records(r.body)]
+    assert [p.get("UNIQ_KEY") for p in stored] == ["ID1", "ID2", None]
+    assert [(p["WAIT"], p["XUNIQ_KEY"], p["CLUSTER"]) for p in stored] == [
+        ("true", "x", "DefaultCluster")
+    ] * 3
+    assert stored[0]["TAGS"] == "A"
+    assert "batch-level UNIQ_KEY: dropped" in caplog.text
+    # without a batch-level UNIQ_KEY nothing is dropped or logged
+    caplog.clear()
+    body = encode_batch_body([(0, b"m4", b"UNIQ_KEY\x01ID4")])
+    assert (
+        broker.call(RequestCode.SEND_BATCH_MESSAGE, v2("BatchIds", 0, "WAIT\x01true", m="1"), body).code == 0
+    )
+    assert "UNIQ_KEY" not in caplog.text
 
 
 async def test_pull_found_filter_and_statuses(broker):
@@ -464,9 +493,9 @@ def test_config_parsing():
     with pytest.raises(ConfigError, match="namesrvAddr"):
         cfg.validate()
     cfg.set("namesrvAddr", "a:1")
-    cfg.set("mappedFileSizeConsumeQueue", "30")
     with pytest.raises(ConfigError, match="mappedFileSizeConsumeQueue"):
-        cfg.validate()
+        cfg.set("mappedFileSizeConsumeQueue", "30")
+    cfg.validate()
 
 
 def test_cli_reports_bad_properties(tmp_path):

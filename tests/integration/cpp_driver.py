@@ -8,12 +8,14 @@ Subcommands::
 
     producer      --namesrv A --group G
         Long-lived. Reads one JSON command per stdin line, answers one JSON line per command:
-          {"op": "send", "mode": "sync"|"oneway"|"orderly"|"batch", "messages": [MSG, ...]}
+          {"op": "send", "mode": "sync"|"async"|"oneway"|"orderly"|"batch", "messages": [MSG, ...]}
             -> {"results": [{"status": 0, "msg_id": "...", "offset": 12} | {"error": "..."}, ...]}
                (one result per message; "batch" sends all messages as one batch and answers one result)
           {"op": "quit"}  (or EOF) -> {"event": "stopped"} and exit
-        MSG = {"topic": T, "body": str, "tags": str?, "keys": str?, "props": {str: str}?, "shard": int?}
-        ("shard" is the send_orderly argument: the wrapper's selector picks queue shard % queue count).
+        MSG = {"topic": T, "body": str, "tags": str?, "keys": str?, "props": {str: str}?, "shard": int?,
+               "delay": int?}
+        ("shard" is the send_orderly argument: the wrapper's selector picks queue shard % queue count;
+        "delay" a delay level; "async" sends every message with send_async, then waits for each callback).
 
     produce       --namesrv A --group G --topic T --count N --mode sync|oneway|orderly|batch
                   [--tags TagA,TagB] [--batch-size 8] [--shards 4]
@@ -56,7 +58,19 @@ CONSUME_SUCCESS = int(_CConsumeStatus.CONSUME_SUCCESS)
 RECONSUME_LATER = int(_CConsumeStatus.RECONSUME_LATER)
 
 # Properties every delivered message is asked for (the wrapper cannot list a message's properties).
-READ_PROPS = ("seq", "run", "shard", "round", "warmup", "extra", "UNIQ_KEY", "TAGS", "KEYS")
+READ_PROPS = (
+    "seq",
+    "run",
+    "shard",
+    "round",
+    "warmup",
+    "extra",
+    "UNIQ_KEY",
+    "TAGS",
+    "KEYS",
+    "DELAY",
+    "REAL_TOPIC",
+)
 
 _out_lock = threading.Lock()
 
@@ -124,6 +138,8 @@ def build_message(spec: dict[str, Any]) -> Message:
         msg.set_keys(spec["keys"])
     for key, value in (spec.get("props") or {}).items():
         msg.set_property(key, value)
+    if spec.get("delay"):
+        msg.set_delay_time_level(int(spec["delay"]))
     msg.set_body(spec.get("body", ""))
     return msg
 
@@ -138,6 +154,8 @@ def send(producer: Producer, mode: str, specs: list[dict[str, Any]]) -> list[dic
             return [_result(producer.send_batch([build_message(s) for s in specs]))]
         except Exception as exc:
             return [{"error": f"{type(exc).__name__}: {exc}"}]
+    if mode == "async":
+        return send_async(producer, specs)
     results: list[dict[str, Any]] = []
     for spec in specs:
         msg = build_message(spec)
@@ -154,6 +172,34 @@ def send(producer: Producer, mode: str, specs: list[dict[str, Any]]) -> list[dic
         except Exception as exc:
             results.append({"error": f"{type(exc).__name__}: {exc}"})
     return results
+
+
+def send_async(producer: Producer, specs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every message in flight at once (send_async), then each result from its callback, in send order."""
+    results: list[dict[str, Any] | None] = [None] * len(specs)
+    done = threading.Semaphore(0)
+
+    def callbacks(i: int) -> tuple[Any, Any]:
+        def ok(res: Any) -> None:
+            results[i] = _result(res)
+            done.release()
+
+        def failed(exc: Exception) -> None:
+            results[i] = {"error": f"{type(exc).__name__}: {exc}"}
+            done.release()
+
+        return ok, failed
+
+    messages = [build_message(s) for s in specs]  # kept alive until every callback has run
+    for i, msg in enumerate(messages):
+        try:
+            producer.send_async(msg, *callbacks(i))
+        except Exception as exc:
+            results[i] = {"error": f"{type(exc).__name__}: {exc}"}
+            done.release()
+    for _ in specs:
+        done.acquire()
+    return [r if r is not None else {"error": "no callback"} for r in results]
 
 
 def start_producer(args: argparse.Namespace) -> Producer:

@@ -259,12 +259,12 @@ async def test_view_broker_stats_data(online: Online) -> None:
 
 
 async def test_update_broker_config_refusals_name_the_key(online: Online) -> None:
-    body = b"noSuchKeyAtAll=1\nstorePathRootDir=/tmp/elsewhere\ndefaultQueryMaxNum=40\n"
+    body = b"noSuchKeyAtAll=1\nstorePathRootDir=/tmp/x\nsendMessageThreadPoolNums=4\ndefaultQueryMaxNum=40\n"
     r = await online.call(RequestCode.UPDATE_BROKER_CONFIG, {}, body)
     assert (r.code, r.remark) == (
         ResponseCode.SYSTEM_ERROR,
-        "unknown broker properties: noSuchKeyAtAll; these properties cannot be changed at run time: "
-        "storePathRootDir",
+        "unknown broker properties: noSuchKeyAtAll; not implemented by rmq: sendMessageThreadPoolNums; "
+        "these properties cannot be changed at run time: storePathRootDir",
     )
     r = await online.call(RequestCode.GET_BROKER_CONFIG, {})
     assert b"defaultQueryMaxNum=32\n" in r.body  # nothing of a refused request applied

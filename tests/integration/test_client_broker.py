@@ -31,6 +31,7 @@ from rmq.client.instance import get_instance
 from rmq.common.codes import MessageConst
 
 from tests.brokerproc import BrokerProcess, start_broker
+from tests.fastsend import assert_taken, delta, fast_send_stats
 
 
 @pytest.fixture(scope="module")
@@ -126,12 +127,15 @@ async def test_send_sync_then_consume_every_field(broker: BrokerProcess, produce
     topic = unique("T")
     big = os.urandom(1000) * 10  # 10 kB: compressed on the wire
     sent = []
+    before = await asyncio.to_thread(fast_send_stats, broker.broker_addr)
     for i in range(8):
         msg = Message(
             topic, big if i == 3 else f"m{i}".encode(), tags="TagA", keys=[f"k{i}", "common"], flag=i
         )
         msg.put_user_property("idx", str(i))
         sent.append(await producer.send(msg))
+    # The broker's network thread answered all but the first (which created the topic).
+    assert_taken(delta(before, await asyncio.to_thread(fast_send_stats, broker.broker_addr)), 8, 7, True)
     assert all(r.send_status is SendStatus.SEND_OK for r in sent)
     assert len({r.msg_id for r in sent}) == 8 and all(len(r.msg_id) == 32 for r in sent)
     assert all(len(r.offset_msg_id) == 32 for r in sent)
@@ -161,6 +165,7 @@ async def test_send_sync_then_consume_every_field(broker: BrokerProcess, produce
 async def test_send_async_pipelined_and_oneway(broker: BrokerProcess, producer: Producer) -> None:
     topic = unique("T")
     await producer.send(Message(topic, b"warm-up"))  # the route exists from here on
+    before = await asyncio.to_thread(fast_send_stats, broker.broker_addr)
     called: list[Any] = []
     futures = [producer.send_async(Message(topic, b"%d" % i), callback=called.append) for i in range(500)]
     results = await asyncio.gather(*futures)
@@ -172,12 +177,14 @@ async def test_send_async_pipelined_and_oneway(broker: BrokerProcess, producer: 
     for i in range(20):
         await producer.send_oneway(Message(topic, b"oneway%d" % i))
     collector = Collector()
+    # Read after the consumer has them all: by then the broker has every oneway send.
     consumer = await push_consumer(broker, unique("cg"), topic, collector)
     try:
         got = await collector.wait_for(521)
     finally:
         await consumer.shutdown()
     assert sum(m.body.startswith(b"oneway") for m in got) == 20
+    assert_taken(delta(before, await asyncio.to_thread(fast_send_stats, broker.broker_addr)), 520, 520)
 
 
 async def test_batch_send(broker: BrokerProcess, producer: Producer) -> None:
@@ -199,6 +206,28 @@ async def test_batch_send(broker: BrokerProcess, producer: Producer) -> None:
     assert [m.body for m in got] == [m.body for m in msgs]
     assert [m.msg_id for m in got] == ids
     assert [m.keys for m in got] == [f"key{i}" for i in range(10)]
+
+
+async def test_batches_after_the_first_take_the_fast_path(broker: BrokerProcess, producer: Producer) -> None:
+    topic = unique("T")
+    batches = [[Message(topic, b"b%d-%d" % (j, i), keys=f"key{i}") for i in range(10)] for j in range(4)]
+    before = await asyncio.to_thread(fast_send_stats, broker.broker_addr)
+    results = [await producer.send(msgs) for msgs in batches]
+    # The first batch created the topic through Python; the network thread stored the others.
+    assert_taken(delta(before, await asyncio.to_thread(fast_send_stats, broker.broker_addr)), 4, 30, True)
+    collector = Collector()
+    consumer = await push_consumer(broker, unique("cg"), topic, collector)
+    try:
+        got = await collector.wait_for(40)
+    finally:
+        await consumer.shutdown()
+    by_id = {m.msg_id: m for m in got}
+    for msgs, result in zip(batches, results, strict=True):
+        stored = [by_id[m.uniq_id] for m in msgs]
+        assert [m.body for m in stored] == [m.body for m in msgs]
+        assert [m.keys for m in stored] == [f"key{i}" for i in range(10)]
+        assert {m.queue_id for m in stored} == {result.message_queue.queue_id}
+        assert [m.queue_offset for m in stored] == list(range(result.queue_offset, result.queue_offset + 10))
 
 
 async def test_send_to_queue_and_by_sharding_key(producer: Producer) -> None:

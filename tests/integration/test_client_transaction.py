@@ -17,8 +17,6 @@ from rmq.client import (
     Producer,
     TransactionProducer,
 )
-from rmq.common.codes import RequestCode, ResponseCode
-from rmq.remoting import RemotingClient, create_request
 
 from tests.brokerproc import BrokerProcess, start_broker
 
@@ -30,23 +28,6 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     )
     yield proc
     proc.stop()
-
-
-async def supports_transactions(addr: str) -> bool:
-    """An acknowledged END_TRANSACTION probe: a broker without the feature answers code 3."""
-    async with RemotingClient() as client:
-        request = create_request(
-            RequestCode.END_TRANSACTION,
-            {
-                "producerGroup": "probe",
-                "tranStateTableOffset": "0",
-                "commitLogOffset": "0",
-                "commitOrRollback": "0",
-                "msgId": "probe",
-            },
-        )
-        response = await client.invoke(addr, request, 3000)
-        return response.code != ResponseCode.REQUEST_CODE_NOT_SUPPORTED
 
 
 class Listener:
@@ -78,8 +59,6 @@ async def consume_all(broker: BrokerProcess, topic: str, expect: int, timeout: f
 
 
 async def test_commit_rollback_and_check(broker: BrokerProcess) -> None:
-    if not await supports_transactions(broker.broker_addr):
-        pytest.skip("the broker does not implement END_TRANSACTION yet")
     topic = f"TX_{os.getpid()}"
     async with Producer(f"warm_{os.getpid()}", namesrv_addr=broker.namesrv_addr) as warm:
         await warm.send(Message(topic, b"plain"))

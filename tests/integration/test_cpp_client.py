@@ -38,6 +38,7 @@ from rmq.remoting import create_request
 from rmq.remoting.client import invoke_sync
 
 from tests.brokerproc import BrokerProcess, start_broker
+from tests.fastsend import assert_taken, delta, fast_send_stats
 
 pytest.importorskip("rocketmq.client")
 
@@ -438,8 +439,12 @@ def test_send_sync_then_pull_from_start(broker: BrokerProcess, producer: CppProd
     run = uuid.uuid4().hex[:8]
     topic = f"CppSync_{run}"
     sent = make_messages(topic, run, 40)
+    before = fast_send_stats(broker.broker_addr)
     results = producer.send_ok("sync", sent)
     assert all(r["msg_id"] for r in results)
+    # The broker's network thread answered them (SEND_MESSAGE with numbers in its header), all but the first,
+    # which created the topic.
+    assert_taken(delta(before, fast_send_stats(broker.broker_addr)), 40, 39, new_topic=True)
 
     got = pull_all(broker, homes, topic, len(sent))
     assert_exactly_once(sent, got)
@@ -461,8 +466,10 @@ def test_send_oneway_then_pull(broker: BrokerProcess, producer: CppProducer, hom
     run = uuid.uuid4().hex[:8]
     topic = f"CppOneway_{run}"
     sent = make_messages(topic, run, 40)
+    before = fast_send_stats(broker.broker_addr)
     producer.send_ok("oneway", sent)
     got = pull_all(broker, homes, topic, len(sent))
+    assert_taken(delta(before, fast_send_stats(broker.broker_addr)), 40, 39, new_topic=True)
     assert_exactly_once(sent, got)
     assert_intact(sent, got)
     check_queue_offsets(got)
@@ -493,13 +500,50 @@ def test_send_orderly_keeps_shards_in_queue_order(
         assert seqs == sorted(seqs), f"queue order differs from send order: {seqs}"
 
 
+def test_send_async_then_pull(broker: BrokerProcess, producer: CppProducer, homes: Path) -> None:
+    run = uuid.uuid4().hex[:8]
+    topic = f"CppAsync_{run}"
+    sent = make_messages(topic, run, 40)
+    results = producer.send_ok("async", sent)  # all 40 in flight, then every callback
+    got = pull_all(broker, homes, topic, len(sent))
+    assert_exactly_once(sent, got)
+    assert_intact(sent, got)
+    check_queue_offsets(got)
+    by_seq = {m["props"]["seq"]: m for m in got}
+    for spec, res in zip(sent, results, strict=True):
+        m = by_seq[spec["props"]["seq"]]
+        assert (res["msg_id"], res["offset"]) == (m["props"]["UNIQ_KEY"], m["queue_offset"])
+
+
+def test_send_with_delay_levels(broker: BrokerProcess, producer: CppProducer, homes: Path) -> None:
+    """Levels 1 and 2 (the default 1 s and 5 s): each message is stored in its topic again only once its
+    delay has passed since it was born, with DELAY and REAL_TOPIC kept as RocketMQ keeps them."""
+    run = uuid.uuid4().hex[:8]
+    topic = f"CppDelay_{run}"
+    sent = make_messages(topic, run, 8, big=False)
+    for i, m in enumerate(sent):
+        m["delay"] = 1 + i % 2
+    producer.send_ok("sync", sent)
+    got = pull_all(broker, homes, topic, len(sent))
+    assert_exactly_once(sent, got)
+    assert_intact(sent, got)
+    for m in got:
+        level = 1 + int(m["props"]["seq"]) % 2
+        assert m["props"]["DELAY"] == str(level) and m["props"]["REAL_TOPIC"] == topic, m
+        assert m["store_timestamp"] >= m["born_timestamp"] + (1000, 5000)[level - 1], m
+
+
 def check_batch(
     broker: BrokerProcess, producer: CppProducer, homes: Path, topic: str, sent: list[Msg]
 ) -> None:
     batches = [sent[i : i + 8] for i in range(0, len(sent), 8)]
+    before = fast_send_stats(broker.broker_addr)
     for batch in batches:
         [result] = producer.send_ok("batch", batch)
         assert result["status"] == 0
+    # The network thread stored all but the first batch (which created the topic), compressed or not.
+    taken = delta(before, fast_send_stats(broker.broker_addr))
+    assert_taken(taken, len(batches), len(sent) - 8, new_topic=True)
 
     got = pull_all(broker, homes, topic, len(sent))
     assert_exactly_once(sent, got)  # the batch blob is split into its messages, not stored as one

@@ -3,22 +3,32 @@ from crates.io) against a real ``python -m rmq.broker``, unchanged, no proxy.
 
 Each scenario runs the client's driver (``tests/clients/go``, ``tests/clients/rust``, built once and cached
 by ``tests/clients/drivers.py``) as a child process: sync send with tags and keys (each message then read back
-with rmq's own client by its offset message id), push consumer clustering, orderly, transactions (commit,
-rollback, and an unknown state settled by the broker's check-back), delay level 1, and retry (the first
-delivery of each message fails, the redelivery carries reconsumeTimes 1). Each driver produces what it
-consumes and prints one JSON result; these tests check it.
+with rmq's own client by its offset message id), async, oneway and batch sends (the topic then read back with
+rmq's own client: every message exactly once, intact), push consumer clustering, broadcasting, orderly, tag
+and SQL92 subscriptions, transactions (commit, rollback, and an unknown state settled by the broker's
+check-back), delay level 1, retry (the first delivery of each message fails, the redelivery carries
+reconsumeTimes 1), dead letters after maxReconsumeTimes 2 (``%DLQ%<group>`` read back with rmq's own client)
+and the classic pull consumer (every queue read from offset 0, the offsets stored on the broker). Each driver
+produces what it consumes and prints one JSON result; these tests check it.
+
+The broker's delay levels are all 1 s, so retries (level 3 + reconsumeTimes unless the client picks one)
+come back after 1 s.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
+import asyncio
+import time
+from collections import Counter, defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from rmq.client import LitePullConsumer, MessageExt, MessageQueue
 from rmq.client import sync as rmq_sync
 from rmq.client.config import ClientConfig
+from rmq.common.codes import MessageConst
 
 from tests.brokerproc import BrokerProcess, start_broker
 from tests.clients import drivers
@@ -27,12 +37,18 @@ from tests.integration.semantics_helpers import unique
 COUNT = 6
 TIMEOUT = "60"
 CLIENTS = ["go", "rust"]
+LEVELS = " ".join(["1s"] * 18)
+DLQ_MAX_RECONSUME_TIMES = 2  # the drivers' dlq scenario
 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     proc = start_broker(
-        tmp_path_factory.mktemp("peerbroker"), "transactionCheckInterval=1000", "transactionTimeOut=1000"
+        tmp_path_factory.mktemp("peerbroker"),
+        "transactionCheckInterval=1000",
+        "transactionTimeOut=1000",
+        f"messageDelayLevel={LEVELS}",
+        "enablePropertyFilter=true",
     )
     yield proc
     proc.stop()
@@ -63,7 +79,7 @@ def run(client: tuple[str, Path], scenario: str, broker: BrokerProcess, tmp_path
     )
     assert "error" not in result, result
     assert result["_exit"] == 0, result
-    result["topic"] = topic
+    result["topic"], result["group"] = topic, group
     for sent in result.get("sent", []):
         assert "error" not in sent, (sent, result["_stderr"])
         assert sent["status"] == 0, sent
@@ -72,6 +88,53 @@ def run(client: tuple[str, Path], scenario: str, broker: BrokerProcess, tmp_path
 
 def seqs(received: list[dict[str, Any]]) -> set[int]:
     return {int(m["props"]["seq"]) for m in received}
+
+
+def check_stored_intact(m: MessageExt, topic: str) -> int:
+    """The seq of a message read with rmq's own client, after checking it is the driver's message ``seq``."""
+    i = int(m.get_property("seq") or -1)
+    assert m.topic == topic
+    assert m.body == f"{topic}#{i}".encode()
+    assert m.tags == ("TagA" if i % 2 == 0 else "TagB")
+    assert m.keys == f"k{i} kk{i}"
+    return i
+
+
+async def stored(broker: BrokerProcess, topic: str, count: int, timeout: float = 30.0) -> list[MessageExt]:
+    """Every message stored in ``topic``, read with rmq's own client from each queue's first offset to its
+    last, once the queues hold at least ``count`` (a oneway send is not acknowledged)."""
+    group = unique("reader")
+    consumer = LitePullConsumer(group, client_config=ClientConfig(namesrv_addr=broker.namesrv_addr))
+    await consumer.start()
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                mqs = await consumer.fetch_message_queues(topic)
+                ends = {mq: await consumer.max_offset(mq) for mq in mqs}
+            except Exception:  # no route yet: the topic is created by its first message
+                ends = {}
+            if sum(ends.values()) >= count:
+                break
+            assert time.monotonic() < deadline, f"{topic} holds {sum(ends.values())} of {count}"
+            await asyncio.sleep(0.1)
+        consumer.assign(ends)
+        for mq in ends:
+            await consumer.seek(mq, 0)
+        got: list[MessageExt] = []
+        while len(got) < sum(ends.values()):
+            assert time.monotonic() < deadline, f"read {len(got)} of {sum(ends.values())} in {topic}"
+            got += await consumer.poll(200)
+        return got
+    finally:
+        await consumer.shutdown()
+
+
+def exactly_once(msgs: list[MessageExt], topic: str) -> dict[int, MessageExt]:
+    """The messages by seq, after checking each of seqs 0..COUNT-1 is there once, intact."""
+    seq_list = [check_stored_intact(m, topic) for m in msgs]
+    assert sorted(seq_list) == list(range(COUNT)), Counter(seq_list)
+    return {check_stored_intact(m, topic): m for m in msgs}
 
 
 def check_intact(m: dict[str, Any], topic: str) -> None:
@@ -166,3 +229,142 @@ def test_retry_after_a_failed_delivery(
         by_times[m["reconsume_times"]].add(int(m["props"]["seq"]))
     assert by_times[0] == set(range(COUNT))
     assert by_times[1] == set(range(COUNT))
+
+
+async def test_async_send_stores_every_message_once(
+    client: tuple[str, Path], broker: BrokerProcess, tmp_path: Path
+) -> None:
+    result = run(client, "async", broker, tmp_path)
+    assert sorted(s["i"] for s in result["sent"]) == list(range(COUNT))
+    by_seq = exactly_once(await stored(broker, result["topic"], COUNT), result["topic"])
+    for sent in result["sent"]:
+        m = by_seq[sent["i"]]
+        assert (m.queue_id, m.queue_offset) == (sent["queue_id"], sent["queue_offset"])
+        assert m.get_property(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) == sent["msg_id"]
+
+
+async def test_oneway_send_stores_every_message_once(
+    client: tuple[str, Path], broker: BrokerProcess, tmp_path: Path
+) -> None:
+    result = run(client, "oneway", broker, tmp_path)
+    assert result["oneway"] == [{"i": i} for i in range(COUNT)]  # no error
+    exactly_once(await stored(broker, result["topic"], COUNT), result["topic"])
+
+
+async def test_batch_send_stores_each_message_once(
+    client: tuple[str, Path], broker: BrokerProcess, tmp_path: Path
+) -> None:
+    result = run(client, "batch", broker, tmp_path)
+    batch = result["batch"]
+    assert "error" not in batch and batch["status"] == 0, batch
+    by_seq = exactly_once(await stored(broker, result["topic"], COUNT), result["topic"])
+    # one queue, consecutive offsets in the batch's order, one offset message id each
+    assert [(by_seq[i].queue_id, by_seq[i].queue_offset) for i in range(COUNT)] == [
+        (batch["queue_id"], batch["queue_offset"] + i) for i in range(COUNT)
+    ]
+    assert batch["offset_msg_id"].split(",") == [by_seq[i].offset_msg_id for i in range(COUNT)]
+    uniq_keys = [by_seq[i].get_property(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) for i in range(COUNT)]
+    if client[0] == "go":
+        # rocketmq-client-go 2.1.2 gives the messages of a batch no UNIQ_KEY (producer.go buildSendRequest
+        # sets one only when !msg.Batch), so its result's msg id is empty; the broker adds none either
+        assert batch["msg_ids"] == [""] and uniq_keys == [None] * COUNT
+    else:
+        assert batch["msg_ids"] == uniq_keys
+
+
+def test_push_consumer_broadcasting(client: tuple[str, Path], broker: BrokerProcess, tmp_path: Path) -> None:
+    result = run(client, "broadcasting", broker, tmp_path)
+    assert result["complete"], result
+    per_consumer: dict[str, list[int]] = defaultdict(list)
+    for m in result["received"]:
+        check_intact(m, result["topic"])
+        per_consumer[m["consumer"]].append(int(m["props"]["seq"]))
+    assert {c: sorted(got) for c, got in per_consumer.items()} == {
+        "c1": list(range(COUNT)),
+        "c2": list(range(COUNT)),
+    }
+
+
+def test_push_consumer_tag_subscription(
+    client: tuple[str, Path], broker: BrokerProcess, tmp_path: Path
+) -> None:
+    result = run(client, "tag", broker, tmp_path)
+    assert result["complete"], result
+    assert [m["tags"] for m in result["received"]] == ["TagA"] * len(result["received"])
+    assert sorted(seqs_list(result["received"])) == list(range(0, COUNT, 2))
+    for m in result["received"]:
+        check_intact(m, result["topic"])
+
+
+def test_push_consumer_sql92_subscription(
+    client: tuple[str, Path], broker: BrokerProcess, tmp_path: Path
+) -> None:
+    result = run(client, "sql92", broker, tmp_path)  # "seq >= 2 AND seq < 5"
+    assert result["complete"], result
+    assert sorted(seqs_list(result["received"])) == [2, 3, 4]
+    for m in result["received"]:
+        check_intact(m, result["topic"])
+
+
+async def test_dlq_after_max_reconsume_times(
+    client: tuple[str, Path], broker: BrokerProcess, tmp_path: Path
+) -> None:
+    result = run(client, "dlq", broker, tmp_path)
+    assert result["complete"], result
+    topic, dlq = result["topic"], f"%DLQ%{result['group']}"
+    deliveries: dict[int, list[int]] = defaultdict(list)
+    for m in result["received"]:
+        check_intact(m, topic)
+        deliveries[int(m["props"]["seq"])].append(m["reconsume_times"])
+    assert {i: sorted(times) for i, times in deliveries.items()} == {
+        i: list(range(DLQ_MAX_RECONSUME_TIMES + 1)) for i in range(COUNT)
+    }
+    assert sorted(seqs_list(result["dead"])) == list(range(COUNT))  # the client read its DLQ
+    letters = await stored(broker, dlq, COUNT)
+    assert sorted(int(m.get_property("seq") or -1) for m in letters) == list(range(COUNT))
+    for m in letters:
+        i = int(m.get_property("seq") or -1)
+        assert (m.topic, m.body, m.keys, m.tags) == (
+            dlq,
+            f"{topic}#{i}".encode(),
+            f"k{i} kk{i}",
+            "TagA" if i % 2 == 0 else "TagB",
+        )
+        assert m.reconsume_times == DLQ_MAX_RECONSUME_TIMES + 1
+        assert m.get_property(MessageConst.RETRY_TOPIC) == topic
+
+
+async def test_pull_consumer_reads_queues_and_stores_offsets(
+    client: tuple[str, Path], broker: BrokerProcess, tmp_path: Path
+) -> None:
+    result = run(client, "pull", broker, tmp_path)
+    assert result["complete"], result
+    assert sorted(seqs_list(result["received"])) == list(range(COUNT))
+    for m in result["received"]:
+        check_intact(m, result["topic"])
+    if client[0] == "rust":
+        # rocketmq-client-rust 1.0.0's DefaultMQPullConsumer keeps update_consume_offset in memory: offsets
+        # are persisted only for subscribed or assigned queues (default_lite_pull_consumer_impl.rs,
+        # persist_consumer_offset, also on shutdown), and a classic pull consumer's are neither, so none
+        # reaches the broker (there is no persist call in its API either)
+        return
+    consumer = LitePullConsumer(result["group"], client_config=ClientConfig(namesrv_addr=broker.namesrv_addr))
+    await consumer.start()
+    try:
+        mqs = await consumer.fetch_message_queues(result["topic"])
+        ends = {str(mq.queue_id): await consumer.max_offset(mq) for mq in mqs}
+        assert result["offsets"] == ends  # each queue read to its end
+        deadline = time.monotonic() + 10
+        while (committed := await committed_offsets(consumer, mqs)) != ends:
+            assert time.monotonic() < deadline, committed  # stored oneway
+            await asyncio.sleep(0.1)
+    finally:
+        await consumer.shutdown()
+
+
+async def committed_offsets(consumer: LitePullConsumer, mqs: set[MessageQueue]) -> dict[str, int]:
+    return {str(mq.queue_id): await consumer.committed(mq) for mq in mqs}
+
+
+def seqs_list(received: list[dict[str, Any]]) -> list[int]:
+    return [int(m["props"]["seq"]) for m in received]

@@ -7,7 +7,9 @@ records, same order, same errors (which it leaves to Python).
 from __future__ import annotations
 
 import asyncio
+import struct
 import time
+import zlib
 
 import orjson
 import pytest
@@ -18,6 +20,7 @@ from rmq.remoting.command import RemotingCommand, create_request
 from rmq.store import decode_offset_msg_id, decode_records
 
 from tests.brokerproc import BrokerProcess, start_broker
+from tests.fastsend import delta, fast_send_stats
 
 SEP, KV = "\x02", "\x01"
 
@@ -38,6 +41,16 @@ async def pull_all(client: RemotingClient, addr: str, topic: str, qid: int) -> l
         if r.code == ResponseCode.SUCCESS or time.monotonic() > deadline:
             return decode_records(r.body) if r.code == ResponseCode.SUCCESS else []
         await asyncio.sleep(0.05)
+
+
+async def pull_n(client: RemotingClient, addr: str, topic: str, qid: int, n: int) -> list:
+    """The first ``n`` records of a queue, once dispatched (bounded: fewer after 10 s)."""
+    deadline = time.monotonic() + 10
+    records = await pull_all(client, addr, topic, qid)
+    while len(records) < n and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+        records = await pull_all(client, addr, topic, qid)
+    return records
 
 
 async def put_total(client: RemotingClient, addr: str) -> int:
@@ -181,3 +194,106 @@ async def test_errors_are_answered_by_python_and_sync_flush_waits(tmp_path):
     finally:
         await client.close()
         b.stop()
+
+
+def raw_frame(code: int, ext: dict[str, object], body: bytes, opaque: int) -> bytes:
+    """A request frame whose extFields are written as given (numbers stay JSON numbers, as the C++ client
+    writes them)."""
+    header = orjson.dumps(
+        {"code": code, "extFields": ext, "flag": 0, "language": "CPP", "opaque": opaque, "version": 63}
+    )
+    return struct.pack(">ii", 4 + len(header) + len(body), len(header)) + header + body
+
+
+def batch_body(msgs: list[tuple[bytes, str]]) -> bytes:
+    """The batch encoding (REMOTING.md §4.5) of ``(body, properties)`` pairs, flag = index."""
+    out = b""
+    for i, (body, props) in enumerate(msgs):
+        p = props.encode()
+        out += struct.pack(">iiiii", 22 + len(body) + len(p), 0, 0, i, len(body)) + body
+        out += struct.pack(">h", len(p)) + p
+    return out
+
+
+def client_shaped_requests(topic: str, now: int) -> list[bytes]:
+    """Sends as the C++ client 0.4.4 and the Java client 4.9.8 write them (header shapes captured)."""
+
+    def cpp(i: int, props: str, body: bytes, qid: int, batch: bool = False, sys_flag: int = 0) -> bytes:
+        ext = {"AccessKey": "", "OnsChannel": "ALIYUN", "Signature": "x", "batch": "1" if batch else "0"}
+        ext |= {
+            "bornTimestamp": str(now + i),
+            "defaultTopic": "TBW102",
+            "defaultTopicQueueNums": 4,
+            "flag": 0,
+        }
+        ext |= {"producerGroup": "g", "properties": props, "queueId": qid, "reconsumeTimes": "0"}
+        ext |= {"sysFlag": sys_flag, "topic": topic, "unitMode": "0"}
+        return raw_frame(RequestCode.SEND_MESSAGE, ext, body, i)
+
+    def uniq(i: int) -> str:
+        return f"UNIQ_KEY{KV}0100007F00001FFA0000{i:012X}"
+
+    single = [
+        cpp(i, f"KEYS{KV}k{i}{SEP}{uniq(i)}{SEP}WAIT{KV}true{SEP}seq{KV}{i}{SEP}", b"m%d" % i, 1)
+        for i in range(3)
+    ]
+    items = [
+        (b"b%d" % i * 300, f"KEYS{KV}k{i}{SEP}{uniq(10 + i)}{SEP}WAIT{KV}true{SEP}seq{KV}{i}{SEP}")
+        for i in range(6)
+    ]
+    cpp_batch = cpp(3, f"WAIT{KV}true{SEP}", batch_body(items[:3]), 2, batch=True)
+    cpp_zipped = cpp(
+        4, f"WAIT{KV}true{SEP}", zlib.compress(batch_body(items[3:] * 4)), 2, batch=True, sys_flag=1
+    )
+    java = {"a": "jg_P", "b": topic, "c": "TBW102", "d": "4", "e": "2", "f": "0", "g": str(now), "h": "0"}
+    java |= {"i": f"WAIT{KV}true", "j": "0", "k": "false", "m": "true", "n": "broker-a"}
+    java_batch = raw_frame(RequestCode.SEND_BATCH_MESSAGE, java, batch_body(items), 5)
+    return [*single, cpp_batch, cpp_zipped, java_batch]
+
+
+async def test_client_header_shapes_take_the_fast_path_and_store_like_python(brokers):
+    started, client = brokers
+    results = []
+    now = int(time.time() * 1000)
+    for b in started:
+        before = await asyncio.to_thread(fast_send_stats, b.broker_addr)
+        host, port = b.broker_addr.rsplit(":", 1)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        decoder = FrameDecoder()
+        answers = []
+        for frame in client_shaped_requests("Shapes", now):
+            writer.write(frame)  # one at a time: the first (which creates the topic) is Python's
+            got: list[RemotingCommand] = []
+            while not got:
+                got = decoder.feed(await asyncio.wait_for(reader.read(65536), 10))
+            answers.extend(got)
+        writer.close()
+        assert all(a.code == ResponseCode.SUCCESS for a in answers), [a.remark for a in answers]
+        records = {q: await pull_n(client, b.broker_addr, "Shapes", q, n) for q, n in ((1, 3), (2, 21))}
+        results.append(
+            (answers, records, delta(before, await asyncio.to_thread(fast_send_stats, b.broker_addr)))
+        )
+
+    (native_answers, native_records, native_fast), (py_answers, py_records, py_fast) = results
+    # The network-thread broker took all but the first; the other one has no fast path.
+    assert native_fast["taken"] == 5 and native_fast["Topic"] == 1 and native_fast["declined"] == 1, (
+        native_fast
+    )
+    assert native_fast["messages"] == 2 + 3 + 12 + 6
+    assert py_fast["taken"] == py_fast["declined"] == 0
+    for a, p in zip(native_answers, py_answers, strict=True):
+        assert {k: v for k, v in a.ext_fields.items() if k != "msgId"} == {
+            k: v for k, v in p.ext_fields.items() if k != "msgId"
+        }
+        assert len(a.ext_fields["msgId"].split(",")) == len(p.ext_fields["msgId"].split(","))
+        assert (a.language, a.version, a.remark, a.flag) == (p.language, p.version, p.remark, p.flag)
+    assert [len(a.ext_fields["msgId"].split(",")) for a in native_answers] == [1, 1, 1, 3, 12, 6]
+    for q in (1, 2):
+        native, py = native_records[q], py_records[q]
+        assert len(native) == len(py) == (3 if q == 1 else 21)
+        # body, properties, sysflag, flag, queue offset, born timestamp, reconsume times
+        fields = (12, 13, 4, 5, 2, 6, 10)
+        assert [[r[i] for i in fields] for r in native] == [[r[i] for i in fields] for r in py]
+    ids = [i for a in native_answers for i in a.ext_fields["msgId"].split(",")]
+    offsets = sorted(r[3] for q in (1, 2) for r in native_records[q])
+    assert sorted(decode_offset_msg_id(i)[1] for i in ids) == offsets

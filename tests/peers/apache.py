@@ -153,6 +153,12 @@ class ApachePeer:
                 parts.append(f"--- {path}\n" + "\n".join(lines))
         return "\n".join(parts + self.log[-tail:])
 
+    def kill(self, timeout: float = 30.0) -> None:
+        """``kill -9`` the broker (no shutdown hook runs); then stop the name server."""
+        self.broker.kill()
+        self.broker.wait()
+        self.stop(timeout)
+
     def stop(self, timeout: float = 30.0) -> None:
         for proc in (self.broker, self.namesrv):
             if proc.poll() is None:
@@ -195,12 +201,12 @@ def _await_line(proc: subprocess.Popen[str], needle: str, log: list[str], timeou
     return any(needle in line for line in log)
 
 
-def start_apache(home: Path, *props: str, timeout: float = 120.0) -> ApachePeer:
+def start_apache(home: Path, *props: str, timeout: float = 120.0, store: Path | None = None) -> ApachePeer:
     """Start the Apache name server and broker (cluster DefaultCluster, broker-a, master) under ``home``.
 
     The broker listens on ``listenPort`` and also on ``listenPort - 2`` (the "VIP" channel) and
     ``listenPort + 1`` (HA), so all three are picked free. ``props`` are extra ``key=value`` lines for
-    broker.conf.
+    broker.conf. ``store`` is the store's root dir (default ``home/store``); it may hold a store already.
     """
     libs = peer_libs()
     conf = home / "rocketmq" / "conf"
@@ -222,7 +228,7 @@ def start_apache(home: Path, *props: str, timeout: float = 120.0) -> ApachePeer:
         str(home / "namesrv.conf"),
     )
     broker_port = free_port(neighbours=(-2, 1))
-    store = home / "store"
+    store = store or home / "store"
     lines = [
         "brokerClusterName=DefaultCluster",
         "brokerName=broker-a",
@@ -264,6 +270,29 @@ def start_apache(home: Path, *props: str, timeout: float = 120.0) -> ApachePeer:
                 proc.wait()
         raise RuntimeError(f"{exc}:\n{detail}") from exc
     return peer
+
+
+def restart_broker(peer: ApachePeer, *, kill: bool = False, timeout: float = 120.0) -> None:
+    """Stop (SIGTERM) or ``kill -9`` the Apache broker, then start it again with the same ``broker.conf``
+    (same store, same ports); the name server keeps running. A broker already dead is just started."""
+    if peer.broker.poll() is None:
+        if kill:
+            peer.broker.kill()
+        else:
+            peer.broker.send_signal(signal.SIGTERM)
+        peer.broker.wait(timeout)
+    peer.broker = _java(
+        peer_libs().server,
+        BROKER_JVM,
+        peer.home,
+        "org.apache.rocketmq.broker.BrokerStartup",
+        "-c",
+        str(peer.home / "broker.conf"),
+    )
+    if not _await_line(peer.broker, "boot success", peer.log, timeout):
+        peer.broker.kill()
+        peer.broker.wait()
+        raise RuntimeError(f"Apache broker did not start again:\n{peer.logs()}")
 
 
 def run_driver(

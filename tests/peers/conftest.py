@@ -3,8 +3,9 @@ on both, and a helper that runs a Java driver scenario against each and returns 
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,17 +15,26 @@ from typing import Any
 import pytest
 
 from tests.brokerproc import BrokerProcess, start_broker
-from tests.peers.apache import ApachePeer, PeerLibs, compile_drivers, peer_libs, run_driver, start_apache
+from tests.peers.apache import (
+    ApachePeer,
+    PeerLibs,
+    compile_drivers,
+    peer_libs,
+    restart_broker,
+    run_driver,
+    start_apache,
+)
 
 BROKERS = ("rmq", "apache")
 # Broker settings the comparisons rely on, given to both brokers.
-# Delay levels 1 and 2 differ (1 s, 2 s); every later level (retries start at 3) is 1 s, so a retry chain
+# Delay levels 1 and 2 differ (1 s, 2 s); retries start at level 3, and levels 3, 4, 5 are 1 s, 2 s, 3 s
+# (as tests/integration/test_client_retry.py, rerun here, expects), every later one 1 s, so a retry chain
 # to the DLQ takes seconds. Transactions are checked back after 1 s.
 SHARED_PROPS = (
     "autoCreateTopicEnable=true",
     "autoCreateSubscriptionGroup=true",
     "enablePropertyFilter=true",
-    "messageDelayLevel=1s 2s" + " 1s" * 16,
+    "messageDelayLevel=1s 2s 1s 2s 3s" + " 1s" * 13,
     "transactionTimeOut=1000",
     "transactionCheckInterval=1000",
     # A shared test machine may be fuller than the default limits; the stores here are tiny.
@@ -80,6 +90,64 @@ def rerun_against_apache(
     @pytest.fixture(scope="module")
     def broker(peers: Peers) -> ApacheBroker:
         return ApacheBroker(peers.apache.namesrv_addr, peers.apache.broker_addr)
+
+    namespace["broker"] = broker
+
+
+@dataclass
+class RestartableApache:
+    """What rmq's restart tests use of a ``BrokerProcess``, for an Apache broker of their own, with
+    ``tests.integration.semantics_helpers.restart`` replaced by :func:`restart_apache`."""
+
+    peer: ApachePeer
+    props: tuple[str, ...]
+
+    @property
+    def namesrv_addr(self) -> str:
+        return self.peer.namesrv_addr
+
+    @property
+    def broker_addr(self) -> str:
+        return self.peer.broker_addr
+
+    @property
+    def broker_port(self) -> int:
+        return int(self.broker_addr.rsplit(":", 1)[1])
+
+    def kill(self) -> None:
+        self.peer.broker.kill()
+        self.peer.broker.wait()
+
+    def stop(self) -> int:
+        self.peer.stop()
+        return 0
+
+
+async def restart_apache(broker: RestartableApache, *props: str, kill: bool = False) -> RestartableApache:
+    """``semantics_helpers.restart`` for the Apache broker: same store, ports and name server."""
+    assert set(props) <= set(broker.props), f"the Apache broker was started without {props}"
+    await asyncio.to_thread(restart_broker, broker.peer, kill=kill)
+    return broker
+
+
+def rerun_with_restarts(base: ModuleType, namespace: dict[str, Any]) -> None:
+    """Collect ``base``'s tests into the calling module with a function-scoped ``broker`` fixture
+    holding ``[RestartableApache]`` (a fresh Apache name server and broker per test, started with
+    ``base.PROPS`` if it has them), and ``base.restart`` restarting that Apache broker."""
+    namespace.update({k: v for k, v in vars(base).items() if k.startswith("test_")})
+
+    @pytest.fixture
+    async def broker(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> AsyncIterator[list[RestartableApache]]:
+        props = tuple(getattr(base, "PROPS", ()))
+        peer = await asyncio.to_thread(start_apache, tmp_path / "apache", *props)
+        holder = [RestartableApache(peer, props)]
+        monkeypatch.setattr(base, "restart", restart_apache)
+        try:
+            yield holder
+        finally:
+            await asyncio.to_thread(peer.stop)
 
     namespace["broker"] = broker
 

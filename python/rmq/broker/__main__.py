@@ -14,29 +14,43 @@ import sys
 
 import click
 
-from rmq.broker.config import BrokerConfig, ConfigError, parse_properties_text
+import rmq
+from rmq.broker.config import BrokerConfig, ConfigError, parse_properties_lines
 from rmq.broker.controller import BrokerController
+from rmq.common.logsetup import LEVELS
+from rmq.common.logsetup import configure as configure_logging
 from rmq.remoting.loop import install_best_loop, loop_name
 
 log = logging.getLogger("rmq.broker")
 
 
 def build_config(conf: str | None, namesrv: str | None, props: tuple[str, ...]) -> BrokerConfig:
+    """The configuration from ``conf``, then ``-p`` overrides, then ``-n``; every unknown name and bad
+    value in them is reported together, each with its file and line (or its option)."""
     cfg = BrokerConfig()
+    entries: list[tuple[str, str, str]] = []
     if conf:
         try:
             with open(conf, encoding="utf-8") as f:
                 text = f.read()
         except OSError as e:
             raise ConfigError(f"cannot read {conf}: {e.strerror}") from None
-        cfg.update(parse_properties_text(text))
+        entries += [(f"{conf}:{line}", key, value) for line, key, value in parse_properties_lines(text)]
+    bad = []
     for p in props:
         key, sep, value = p.partition("=")
         if not sep or not key.strip():
-            raise ConfigError(f"-p {p!r}: expected KEY=VALUE")
-        cfg.set(key, value)
+            bad.append(f"-p {p!r}: expected KEY=VALUE")
+        else:
+            entries.append((f"-p {key.strip()}", key, value))
     if namesrv:
-        cfg.set("namesrvAddr", namesrv)
+        entries.append(("-n", "namesrvAddr", namesrv))
+    try:
+        cfg.load(entries)
+    except ConfigError as e:
+        bad.append(str(e))
+    if bad:
+        raise ConfigError("\n".join(bad))
     cfg.validate()
     return cfg
 
@@ -69,26 +83,38 @@ async def serve(cfg: BrokerConfig, namesrv_port: int | None) -> None:
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(rmq.__version__, "-V", "--version", prog_name="rmq-broker")
 @click.option("-c", "--config", "conf", type=click.Path(dir_okay=False), help="A RocketMQ broker.conf file.")
 @click.option("-n", "--namesrv", help="External name servers, host:port;host:port (no embedded one).")
 @click.option(
     "-p", "--property", "props", multiple=True, metavar="KEY=VALUE", help="A broker or store property."
 )
 @click.option("--namesrv-port", type=int, default=None, help="Port of the embedded name server (9876).")
-@click.option("--log-level", default="INFO", show_default=True)
+@click.option(
+    "--log-level",
+    type=click.Choice(LEVELS, case_sensitive=False),
+    default="INFO",
+    show_default=True,
+    help="Also see the logDir, logFileMaxSize and logFileCount properties.",
+)
 def main(
     conf: str | None, namesrv: str | None, props: tuple[str, ...], namesrv_port: int | None, log_level: str
 ) -> None:
     """Run an rmq broker (RocketMQ 4.x compatible)."""
-    logging.basicConfig(
-        level=getattr(logging, log_level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
     try:
         cfg = build_config(conf, namesrv, props)
     except ConfigError as e:
         raise click.UsageError(str(e)) from None
+    path = configure_logging(
+        "broker", log_level, cfg.log_dir or None, cfg.log_file_max_size, cfg.log_file_count
+    )
+    log.info("rmq %s broker starting; log file %s", rmq.__version__, path or "(none: stderr only)")
+    if cfg.not_implemented:
+        log.warning(
+            "%d properties accepted without effect (rmq does not implement them): %s",
+            len(cfg.not_implemented),
+            ", ".join(f"{k} ({why})" for k, why in sorted(cfg.not_implemented.items())),
+        )
     install_best_loop()
     try:
         asyncio.run(serve(cfg, namesrv_port))

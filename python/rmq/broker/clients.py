@@ -85,6 +85,14 @@ class ConsumerManager:
             old.last_update = now_ms()
         else:
             info.channels[cid] = channel
+            log.info(
+                "consumer %s from %s joined group %s (%s, %s)",
+                channel.client_id,
+                channel.ctx.remote_addr,
+                group,
+                message_model,
+                consume_type,
+            )
         new_subs = {s.topic: s for s in subscriptions}
         topics_changed = set(new_subs) != set(info.subscriptions)
         for topic, sub in new_subs.items():
@@ -98,8 +106,10 @@ class ConsumerManager:
 
     def unregister(self, group: str, channel_id: int) -> bool:
         info = self.groups.get(group)
-        if info is None or info.channels.pop(channel_id, None) is None:
+        gone = None if info is None else info.channels.pop(channel_id, None)
+        if info is None or gone is None:
             return False
+        log.info("consumer %s from %s left group %s", gone.client_id, gone.ctx.remote_addr, group)
         if not info.channels:
             del self.groups[group]
         return True
@@ -161,11 +171,14 @@ class ProducerManager:
             old.last_update = now_ms()
         else:
             chans[channel.ctx.channel_id] = channel
+            log.info("producer %s from %s joined group %s", channel.client_id, channel.ctx.remote_addr, group)
 
     def unregister(self, group: str, channel_id: int) -> None:
         chans = self.groups.get(group)
         if chans is not None:
-            chans.pop(channel_id, None)
+            gone = chans.pop(channel_id, None)
+            if gone is not None:
+                log.info("producer %s from %s left group %s", gone.client_id, gone.ctx.remote_addr, group)
             if not chans:
                 del self.groups[group]
 

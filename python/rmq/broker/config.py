@@ -7,27 +7,28 @@ syntax) and `-p KEY=VALUE` overrides; an unknown name or a bad value is a `Confi
 
 from __future__ import annotations
 
+import difflib
 import os
-import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from rmq._store import MessageStore, StoreConfigError, check_store_config
+from rmq.broker.java_properties import JAVA_PROPERTIES, LEGACY_NAMES
+from rmq.common.netaddr import local_address
 
-__all__ = ["RUNTIME_UPDATABLE", "BrokerConfig", "ConfigError", "is_known_property", "parse_properties_text"]
+__all__ = [
+    "RUNTIME_UPDATABLE",
+    "BrokerConfig",
+    "ConfigError",
+    "parse_properties_lines",
+    "parse_properties_text",
+    "property_kind",
+]
 
 
 class ConfigError(ValueError):
     """A configuration property is unknown or has a bad value."""
-
-
-def _default_ip() -> str:
-    try:
-        ip = socket.gethostbyname(socket.gethostname())
-    except OSError:
-        return "127.0.0.1"
-    return ip or "127.0.0.1"
 
 
 # Java property name -> python attribute name of BrokerConfig.
@@ -65,6 +66,10 @@ _NAMES: dict[str, str] = {
     "bindAddress": "bind_address",
     "networkThread": "network_thread",
     "timerMaxDelaySec": "timer_max_delay_sec",
+    "logDir": "log_dir",
+    "logFileMaxSize": "log_file_max_size",
+    "logFileCount": "log_file_count",
+    "statsLogInterval": "stats_log_interval",
 }
 
 # Accepted for compatibility with existing broker.conf files; they tune Java thread pools or
@@ -96,6 +101,13 @@ IGNORED: frozenset[str] = frozenset(
     }
 )
 
+# Java switches for features rmq does not have, where running without the feature would not be what
+# the file asks for: on, they stop the start with the reason; off, they are accepted like the rest.
+REFUSED_WHEN_ON: dict[str, str] = {
+    "aclEnable": "rmq does not implement ACL yet; refusing to run open to anyone who can reach the port",
+    "enableDLegerCommitLog": "rmq does not implement DLedger; use brokerRole and brokerId",
+}
+
 # Properties UPDATE_BROKER_CONFIG may change at run time: none of them is a filesystem path or
 # anything that runs code.
 RUNTIME_UPDATABLE: frozenset[str] = frozenset(
@@ -116,9 +128,17 @@ RUNTIME_UPDATABLE: frozenset[str] = frozenset(
 )
 
 
-def is_known_property(key: str) -> bool:
-    """Whether rmq knows the property ``key`` (it may still be fixed at start or ignored)."""
-    return key in _NAMES or key in STORE_KEYS or key in IGNORED
+def property_kind(key: str) -> str:
+    """What UPDATE_BROKER_CONFIG makes of ``key``: ``"runtime"`` (rmq changes it while running),
+    ``"fixed"`` (rmq implements it, read at start only), ``"not implemented"`` (a Java broker property
+    rmq has no use for) or ``"unknown"``."""
+    if key in RUNTIME_UPDATABLE:
+        return "runtime"
+    if key in _NAMES or key in STORE_KEYS:
+        return "fixed"
+    if key in IGNORED or key in JAVA_PROPERTIES or key in LEGACY_NAMES:
+        return "not implemented"
+    return "unknown"
 
 
 def _parse_bool(key: str, value: str) -> bool:
@@ -135,7 +155,7 @@ class BrokerConfig:
     broker_name: str = field(default_factory=lambda: "broker-a")
     broker_cluster_name: str = "DefaultCluster"
     broker_id: int = 0
-    broker_ip1: str = field(default_factory=_default_ip)
+    broker_ip1: str = field(default_factory=local_address)
     listen_port: int = 10911
     namesrv_addr: str | None = None
     broker_permission: int = 6
@@ -170,6 +190,14 @@ class BrokerConfig:
     network_thread: bool = True
     """Serve the broker port from the Rust network thread, which answers plain sends without Python
     (rmq's own property; false: the asyncio server handles every request)."""
+    log_dir: str = ""
+    """Directory of ``broker.log`` (rmq's own property; empty: ``~/logs/rmqlogs``)."""
+    log_file_max_size: int = 128 * 1024 * 1024
+    """Size in bytes at which ``broker.log`` is rotated (rmq's own property)."""
+    log_file_count: int = 10
+    """Rotated log files kept (rmq's own property)."""
+    stats_log_interval: int = 60_000
+    """Milliseconds between two statistics lines in the log (rmq's own property; 0: none)."""
     # Store properties by their RocketMQ names (validated by the store when it opens).
     store: dict[str, str] = field(default_factory=dict)
     on_update: list[Callable[[dict[str, Any]], None]] = field(
@@ -177,6 +205,9 @@ class BrokerConfig:
     )
     """Called with the properties after every :meth:`update` (the broker's run-time changes); not a
     property, and not copied by ``dataclasses.replace``."""
+    not_implemented: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
+    """Properties given that a Java broker reads but rmq does not implement (they have no effect),
+    each with why; the broker lists them in one warning at start."""
 
     # --- building ----------------------------------------------------------------------------------
     def set(self, key: str, value: Any) -> None:
@@ -199,11 +230,39 @@ class BrokerConfig:
                 raise ConfigError(f"brokerRole: {text!r} is not supported (rmq runs masters only)")
             return
         if key in STORE_KEYS:
+            try:
+                check_store_config({key: text})  # the store's rules are per property
+            except StoreConfigError as e:
+                raise ConfigError(str(e).removeprefix("invalid store configuration: ")) from None
             self.store[key] = text
             return
-        if key in IGNORED:
+        if key in LEGACY_NAMES:
+            self.not_implemented[key] = f"old spelling, ignored by Java 4.9 too; {LEGACY_NAMES[key]} is read"
             return
-        raise ConfigError(f"unknown property {key!r}")
+        if key in IGNORED and key not in REFUSED_WHEN_ON:
+            if key in JAVA_PROPERTIES:
+                _check_java_value(key, JAVA_PROPERTIES[key], text)
+            self.not_implemented[key] = "no effect in rmq"
+            return
+        if key in REFUSED_WHEN_ON and _parse_bool(key, text):
+            raise ConfigError(f"{key}=true: {REFUSED_WHEN_ON[key]}")
+        if key in JAVA_PROPERTIES:
+            _check_java_value(key, JAVA_PROPERTIES[key], text)
+            self.not_implemented[key] = "not implemented by rmq"
+            return
+        raise ConfigError(f"unknown property {key!r}{did_you_mean(key)}")
+
+    def load(self, entries: Iterable[tuple[str, str, str]]) -> None:
+        """Set ``(where, key, value)`` entries (``where`` says which file and line, or which option),
+        reporting every unknown name and bad value together in one :class:`ConfigError`."""
+        errors = []
+        for where, key, value in entries:
+            try:
+                self.set(key, value)
+            except ConfigError as e:
+                errors.append(f"{where}: {e}")
+        if errors:
+            raise ConfigError("\n".join(errors))
 
     def update(self, props: dict[str, Any]) -> None:
         """Set properties by their RocketMQ names, then tell the :attr:`on_update` listeners."""
@@ -262,6 +321,10 @@ class BrokerConfig:
             host, _, port = addr.rpartition(":")
             if not host or not port.isdigit():
                 raise ConfigError(f"namesrvAddr: {addr!r} is not host:port")
+        if self.log_file_max_size < 1024 or self.log_file_count < 1:
+            raise ConfigError("logFileMaxSize must be at least 1024 bytes and logFileCount at least 1")
+        if self.stats_log_interval < 0:
+            raise ConfigError("statsLogInterval must not be negative")
         if self.default_topic_queue_nums < 1:
             raise ConfigError("defaultTopicQueueNums must be at least 1")
         try:
@@ -285,15 +348,46 @@ class BrokerConfig:
 
 
 STORE_KEYS: frozenset[str] = frozenset(MessageStore.config_keys())
+KNOWN_NAMES: frozenset[str] = frozenset(_NAMES) | STORE_KEYS | IGNORED | frozenset(JAVA_PROPERTIES)
 
 
-def parse_properties_text(text: str) -> dict[str, str]:
+def did_you_mean(key: str) -> str:
+    """`` (did you mean 'x'?)`` for the known property name closest to ``key``, or ``""``."""
+    by_lower = {name.lower(): name for name in KNOWN_NAMES}
+    if key.lower() in by_lower:
+        return f" (did you mean {by_lower[key.lower()]!r}?)"
+    close = difflib.get_close_matches(key, sorted(KNOWN_NAMES), n=1, cutoff=0.8)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+_JAVA_INT_RANGE = {"int": (-(2**31), 2**31 - 1), "long": (-(2**63), 2**63 - 1)}
+
+
+def _check_java_value(key: str, java_type: str, text: str) -> None:
+    """A value a property rmq does not implement must still be one its Java type takes."""
+    if java_type == "boolean":
+        _parse_bool(key, text)
+    elif java_type in _JAVA_INT_RANGE:
+        lo, hi = _JAVA_INT_RANGE[java_type]
+        try:
+            n = int(text)
+        except ValueError:
+            raise ConfigError(f"{key}: {text!r} is not a whole number") from None
+        if not lo <= n <= hi:
+            raise ConfigError(f"{key}: {text} is out of range for a Java {java_type}")
+
+
+def parse_properties_lines(text: str) -> list[tuple[int, str, str]]:
     """Java properties syntax (the subset broker.conf files use): `key=value` or `key: value`
-    lines, `#`/`!` comments, blank lines, backslash line continuation."""
-    out: dict[str, str] = {}
+    lines, `#`/`!` comments, blank lines, backslash line continuation. Returns
+    ``(line number, key, value)`` in file order (the line a continued entry starts on)."""
+    out: list[tuple[int, str, str]] = []
     pending = ""
-    for raw in text.splitlines():
+    start = 0
+    for number, raw in enumerate(text.splitlines(), 1):
         line = pending + raw.strip()
+        if not pending:
+            start = number
         pending = ""
         if not line or line[0] in "#!":
             continue
@@ -302,9 +396,14 @@ def parse_properties_text(text: str) -> dict[str, str]:
             continue
         for i, ch in enumerate(line):
             if ch in "=:":
-                out[line[:i].strip()] = line[i + 1 :].strip()
+                out.append((start, line[:i].strip(), line[i + 1 :].strip()))
                 break
         else:
             parts = line.split(None, 1)
-            out[parts[0]] = parts[1] if len(parts) > 1 else ""
+            out.append((start, parts[0], parts[1] if len(parts) > 1 else ""))
     return out
+
+
+def parse_properties_text(text: str) -> dict[str, str]:
+    """:func:`parse_properties_lines` as a dict (a later line wins)."""
+    return {key: value for _, key, value in parse_properties_lines(text)}

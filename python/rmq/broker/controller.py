@@ -29,6 +29,7 @@ from rmq.broker.processors.stats import StatsProcessors
 from rmq.broker.registration import NameServerRegistration
 from rmq.broker.schedule import DEFAULT_DELAY_LEVELS, ScheduleService, parse_delay_levels
 from rmq.broker.services import BrokerServices
+from rmq.broker.stats_log import StatsLog
 from rmq.broker.subscription_group import SubscriptionGroupManager
 from rmq.broker.timer import TimerService
 from rmq.broker.topic_config import PERSIST_INTERVAL_S, TopicConfigManager
@@ -79,6 +80,18 @@ class BrokerController:
         cfg.listen_port = self.remoting.port
         store = await loop.run_in_executor(None, lambda: MessageStore(cfg.store_config()))
         self.store = store
+        report = store.recovery_report()
+        log.log(
+            logging.WARNING if report["last_shutdown"] == "crashed" else logging.INFO,
+            "store %s opened after a %s shutdown: recovery scanned %d bytes, %d records in %.2f s; "
+            "commitlog ends at %d",
+            store.root,
+            report["last_shutdown"],
+            report["scanned_bytes"],
+            report["scanned_records"],
+            report["scan_seconds"],
+            report["commitlog_end"],
+        )
         journal.log_new_events(store)
         astore = AsyncStore(store, loop)
         topics = TopicConfigManager(
@@ -180,6 +193,11 @@ class BrokerController:
             PeriodicTask("scan-expired-clients", 10.0, self._scan_clients),
             PeriodicTask("mark-day", 60.0, self._mark_day),
             PeriodicTask("sample-rates", 1.0, s.sample_rates, initial_delay_s=0.0),
+            *(
+                [PeriodicTask("stats-log", cfg.stats_log_interval / 1000, StatsLog(s).tick)]
+                if cfg.stats_log_interval > 0
+                else []
+            ),
             PeriodicTask("log-store-journal", 1.0, lambda: journal.log_new_events(store), final_tick=True),
             PeriodicTask("schedule-delay-levels", 0.1, self.schedule.tick, initial_delay_s=0.1),
             PeriodicTask("timer-messages", 0.1, self.timer.tick, initial_delay_s=0.1),

@@ -37,6 +37,7 @@ class NameServerRegistration:
         self._runner: asyncio.Task[None] | None = None
         self._changed: set[str] = set()
         self._all_changed = False
+        self._registered_with: set[str] = set()  # name servers whose last answer was a success
 
     def _header(self) -> dict[str, str]:
         c = self.config
@@ -51,7 +52,9 @@ class NameServerRegistration:
     async def register_all(self, only: set[str] | None = None) -> int:
         """Register with every name server (with the topics in `only`, or all); returns how many
         accepted."""
-        body = RegisterBrokerBody(self._topic_table(only)).encode(False)
+        table = self._topic_table(only)
+        body_topics = table.topic_config_table
+        body = RegisterBrokerBody(table).encode(False)
         header = self._header()
         header["compressed"] = "false"
         header["bodyCrc32"] = str(zlib.crc32(body) & 0x7FFFFFFF)
@@ -61,11 +64,16 @@ class NameServerRegistration:
             try:
                 resp = await self.client.invoke(addr, req, 6000)
             except (RemotingError, OSError) as e:
+                self._registered_with.discard(addr)
                 log.warning("register to name server %s failed: %s", addr, e)
                 continue
             if resp.code == ResponseCode.SUCCESS:
                 ok += 1
+                if addr not in self._registered_with:  # the first time, and again after a failure
+                    self._registered_with.add(addr)
+                    log.info("registered with name server %s (%d topics)", addr, len(body_topics))
             else:
+                self._registered_with.discard(addr)
                 log.warning("name server %s refused registration: %s %s", addr, resp.code, resp.remark)
         return ok
 

@@ -78,8 +78,28 @@ class BrokerServices:
     """Wait until the scheduled re-registrations have reached the name servers (None: nothing to wait)."""
     fast_send: Any = None
     """The network thread's SEND fast path (``rmq._store.NetServer``), or None: ``allow_topic`` lets a
-    vetted topic's plain sends bypass Python, ``forget_topic`` / ``forget_topics`` undo it (called only by the
-controller's one hook for topic and broker config changes), ``fast_puts`` counts them."""
+    vetted topic's sends and batches bypass Python, ``forget_topic`` / ``forget_topics`` undo it (called
+    only by the controller's one hook for topic and broker config changes), ``fast_puts`` counts them,
+    ``fast_send_stats`` counts what it took and declined."""
+
+    def fast_send_stats(self) -> dict[str, str]:
+        """The fast path's counters for GET_BROKER_RUNTIME_INFO: send requests it answered
+        (``fastSendTaken``), the messages they stored (``fastSendMessages``) and the send requests it
+        left to the Python path (``fastSendDeclined``), also per reason (``fastSendDeclinedTopic``, ...:
+        header, topic, queue id, body, special, properties, batch, store, queued); without a network
+        thread the totals only, zeros."""
+        if self.fast_send is None:
+            taken, messages, declined = 0, 0, []
+        else:
+            taken, messages, declined = self.fast_send.fast_send_stats()
+        out = {
+            "fastSendTaken": str(taken),
+            "fastSendMessages": str(messages),
+            "fastSendDeclined": str(sum(n for _, n in declined)),
+        }
+        for reason, n in declined:
+            out["fastSendDeclined" + reason.title().replace("_", "")] = str(n)
+        return out
 
     def sample_rates(self) -> None:
         self.put_rate.sample(self.put_messages())

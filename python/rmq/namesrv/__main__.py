@@ -9,6 +9,9 @@ from pathlib import Path
 
 import click
 
+import rmq
+from rmq.common.logsetup import LEVELS
+from rmq.common.logsetup import configure as configure_logging
 from rmq.namesrv.kv_config import default_kv_config_path
 from rmq.namesrv.server import DEFAULT_PORT, NameServer
 from rmq.remoting.loop import loop_name, run
@@ -50,10 +53,19 @@ async def serve(host: str, port: int, kv_config: Path) -> None:
     default=None,
     help="KV config file [default: ~/namesrv/kvConfig.json].",
 )
-@click.option("--log-level", default="INFO", show_default=True, help="Logging level.")
-def main(port: int, host: str, kv_config: Path | None, log_level: str) -> None:
+@click.option(
+    "--log-level", type=click.Choice(LEVELS, case_sensitive=False), default="INFO", show_default=True
+)
+@click.option(
+    "--log-dir",
+    default=None,
+    help="Directory of namesrv.log [default: ~/logs/rmqlogs] (also written to stderr).",
+)
+@click.version_option(rmq.__version__, "-V", "--version", prog_name="rmq-namesrv")
+def main(port: int, host: str, kv_config: Path | None, log_level: str, log_dir: str | None) -> None:
     """Run a RocketMQ 4.x compatible name server."""
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    path = configure_logging("namesrv", log_level, log_dir)
+    log.info("rmq %s name server starting; log file %s", rmq.__version__, path or "(none: stderr only)")
     run(serve(host, port, kv_config or default_kv_config_path()))
 
 

@@ -1,10 +1,12 @@
 """A RemotingServer whose sockets live in Rust: the broker's network thread (``rmq._store.NetServer``).
 
 The network thread accepts connections, reads and frames their bytes and answers the SEND fast path
-(SEND_MESSAGE / SEND_MESSAGE_V2 to topics the broker vetted) without Python. Every other frame reaches the
-event loop as an event and is handled exactly as on the asyncio server: each connection is a
-:class:`~rmq.remoting.channel.Channel` whose transport is a :class:`NativeTransport`, so processors,
-the dispatcher, request/response matching and close callbacks are the same code.
+(SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE to topics the broker vetted, as the Java and C++
+clients send them) without Python; ``NetServer.fast_send_stats()`` counts what it took and declined.
+Every other frame reaches the event loop as an event and is handled exactly as on the asyncio server:
+each connection is a :class:`~rmq.remoting.channel.Channel` whose transport is a
+:class:`NativeTransport`, so processors, the dispatcher, request/response matching and close callbacks
+are the same code.
 
 The event loop watches the thread's eventfd, takes the waiting events (open / frames / closed), handles them
 in order and acknowledges them; until then the thread sends later frames of those connections to Python too,

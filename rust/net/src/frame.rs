@@ -9,8 +9,11 @@
 
 use std::io::Write as _;
 
-/// Serialize type of a JSON header (what every official client sends).
+/// Serialize type of a JSON header (what every official client sends by default).
 pub const SERIALIZE_JSON: u8 = 0;
+/// Serialize type of a ROCKETMQ binary header (REMOTING.md §1.3; the Java client's
+/// `rocketmq.serialize.type=ROCKETMQ`).
+pub const SERIALIZE_ROCKETMQ: u8 = 1;
 /// Response flag bit.
 pub const FLAG_RESPONSE: i32 = 1;
 /// Oneway flag bit (no response is wanted).
@@ -73,6 +76,14 @@ pub fn parts(frame: &[u8]) -> Option<Parts<'_>> {
     })
 }
 
+/// `(code, flag)` of a ROCKETMQ binary header: int16 code, int8 language, int16 version,
+/// int32 opaque, int32 flag, ...; `None` when it is too short.
+pub fn binary_code_flag(header: &[u8]) -> Option<(i32, i32)> {
+    let code = i16::from_be_bytes(header.get(0..2)?.try_into().ok()?);
+    let flag = i32::from_be_bytes(header.get(9..13)?.try_into().ok()?);
+    Some((code as i32, flag))
+}
+
 /// A JSON string literal (quotes included) for `s`.
 pub fn json_string(s: &str) -> String {
     serde_json::to_string(s).expect("a str always serializes")
@@ -128,6 +139,16 @@ mod tests {
         assert_eq!(p.serialize_type, SERIALIZE_JSON);
         assert_eq!(p.header, b"{}");
         assert!(p.body.is_empty());
+    }
+
+    #[test]
+    fn reads_code_and_flag_of_a_binary_header() {
+        // code 310, language 0, version 409, opaque 7, flag 2, then remark and ext lengths
+        let mut h = vec![0x01, 0x36, 0, 0x01, 0x99, 0, 0, 0, 7, 0, 0, 0, 2];
+        assert_eq!(binary_code_flag(&h), Some((310, 2)));
+        h.extend_from_slice(&[0; 8]);
+        assert_eq!(binary_code_flag(&h), Some((310, 2)));
+        assert_eq!(binary_code_flag(&h[..12]), None);
     }
 
     #[test]

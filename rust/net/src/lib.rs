@@ -2,16 +2,21 @@
 //!
 //! * [`frame`]: splitting a byte stream into RocketMQ remoting frames, writing JSON response
 //!   headers (sans-I/O);
-//! * [`send`]: the SEND fast path — SEND_MESSAGE / SEND_MESSAGE_V2 for vetted topics stored
-//!   and answered without leaving Rust;
+//! * [`header`]: send request headers as the official clients spell them (sans-I/O);
+//! * [`send`]: the SEND fast path — SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE for
+//!   vetted topics stored and answered without leaving Rust;
+//! * [`stats`]: what the fast path took and what it left to Python, and why;
 //! * [`server`]: the mio thread that owns the listening socket and the connections, answers
 //!   fast-path sends (holding SYNC_FLUSH answers for the group commit) and hands every other
 //!   frame to its owner, the Python event loop.
 
 pub mod batch;
 pub mod frame;
+pub mod header;
 pub mod send;
 pub mod server;
+pub mod stats;
 
 pub use send::{FastSend, FastSendConfig};
 pub use server::{Event, Server, ServerOptions};
+pub use stats::{Decline, Stats};

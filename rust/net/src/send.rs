@@ -1,35 +1,39 @@
-//! The SEND fast path: SEND_MESSAGE (10) and SEND_MESSAGE_V2 (310) requests for topics the
-//! broker already vetted, stored and answered without Python.
+//! The SEND fast path: SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320)
+//! requests for topics the broker already vetted, stored and answered without Python, as the
+//! Java client 4.9.8 and the C++ client 0.4.4 send them ([`crate::header`]), batches included
+//! (the C++ client's compressed ones are inflated first, as the Python path does).
 //!
-//! The fast path only takes the common case and declines everything else (returns `None`), so
-//! the Python processor keeps every rule and every error answer: batches, unknown or
-//! not-yet-vetted topics, retry topics, delay levels, timer and transactional messages,
-//! empty or oversized bodies, unusual header encodings, store errors. A topic becomes eligible
-//! when the Python side calls [`FastSend::allow_topic`] after it accepted a send to it. Every
-//! change to what vetted it (the topic's config, the broker's permission) reaches the fast path
-//! through one hook on the Python side, which calls [`FastSend::forget_topic`] for a change to
-//! one topic and [`FastSend::forget_topics`] for a change to all; the next send goes through
-//! Python again, which answers it by the new rules and vets the topic again if it may.
+//! The fast path only takes the common case and declines everything else (returns `None`,
+//! counted per [`Decline`] reason), so the Python processor keeps every rule and every error
+//! answer: unknown or not-yet-vetted topics, retry topics, delay levels, timer and
+//! transactional messages, empty or oversized bodies, malformed batches, header values it does
+//! not read as the Python path would, store errors. A topic becomes eligible when the Python
+//! side calls [`FastSend::allow_topic`] after it accepted a send to it. Every change to what
+//! vetted it (the topic's config, the broker's permission) reaches the fast path through one
+//! hook on the Python side, which calls [`FastSend::forget_topic`] for a change to one topic
+//! and [`FastSend::forget_topics`] for a change to all; the next send goes through Python
+//! again, which answers it by the new rules and vets the topic again if it may.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
+use flate2::{Decompress, FlushDecompress, Status};
 use parking_lot::RwLock;
-use rmq_store::message::{push_offset_msg_id_hex, MessageRef};
+use rmq_store::commitlog::AppendResult;
+use rmq_store::message::{decode_batch_body, push_offset_msg_id_hex, sysflag, MessageRef};
 use rmq_store::{FlushDiskType, MessageStore};
-use serde::Deserialize;
-use serde_json::value::RawValue;
+use std::collections::HashMap;
 
-use crate::frame::{self, FLAG_ONEWAY, FLAG_RESPONSE, SERIALIZE_JSON};
+use crate::frame::{self, FLAG_ONEWAY, FLAG_RESPONSE, SERIALIZE_JSON, SERIALIZE_ROCKETMQ};
+use crate::header::{self, Header, SendHeader};
+use crate::stats::{Counters, Decline, Stats};
 
-pub const SEND_MESSAGE: i32 = 10;
-pub const SEND_MESSAGE_V2: i32 = 310;
+pub use crate::header::{SEND_BATCH_MESSAGE, SEND_MESSAGE, SEND_MESSAGE_V2};
 pub const FLUSH_DISK_TIMEOUT: i32 = 10;
-const MULTI_TAGS_FLAG: i32 = 0x2;
+/// The compression type bits of a sysflag (`MessageSysFlag.COMPRESSION_TYPE_MASK`).
+const COMPRESSION_TYPE_MASK: i32 = 0x700;
 const MAX_PROPERTIES: usize = 32767;
 const SEP: char = '\u{2}';
 
@@ -53,73 +57,6 @@ struct Route {
     queues: i32,
     write_queues: i32,
     multi_tag: bool,
-}
-
-#[derive(Deserialize)]
-struct Header<'a> {
-    code: i32,
-    #[serde(default)]
-    flag: i32,
-    #[serde(default)]
-    opaque: i32,
-    #[serde(borrow, rename = "extFields")]
-    ext: Option<&'a RawValue>,
-}
-
-type Field<'a> = Option<Cow<'a, str>>;
-
-/// SEND_MESSAGE_V2's one-letter header fields.
-#[derive(Deserialize)]
-struct ExtV2<'a> {
-    #[serde(borrow)]
-    b: Field<'a>,
-    #[serde(borrow)]
-    e: Field<'a>,
-    #[serde(borrow)]
-    f: Field<'a>,
-    #[serde(borrow)]
-    g: Field<'a>,
-    #[serde(borrow)]
-    h: Field<'a>,
-    #[serde(borrow)]
-    i: Field<'a>,
-    #[serde(borrow)]
-    j: Field<'a>,
-    #[serde(borrow)]
-    m: Field<'a>,
-}
-
-/// SEND_MESSAGE's named header fields.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ExtV1<'a> {
-    #[serde(borrow)]
-    topic: Field<'a>,
-    #[serde(borrow)]
-    queue_id: Field<'a>,
-    #[serde(borrow)]
-    sys_flag: Field<'a>,
-    #[serde(borrow)]
-    born_timestamp: Field<'a>,
-    #[serde(borrow)]
-    flag: Field<'a>,
-    #[serde(borrow)]
-    properties: Field<'a>,
-    #[serde(borrow)]
-    reconsume_times: Field<'a>,
-    #[serde(borrow)]
-    batch: Field<'a>,
-}
-
-struct SendHeader<'a> {
-    topic: Field<'a>,
-    queue_id: Field<'a>,
-    sys_flag: Field<'a>,
-    born_timestamp: Field<'a>,
-    flag: Field<'a>,
-    properties: Field<'a>,
-    reconsume_times: Field<'a>,
-    batch: Field<'a>,
 }
 
 /// What [`FastSend::handle`] did with a request it took.
@@ -149,14 +86,13 @@ pub struct FastSend {
     ext_tail: String,
     sync_flush: bool,
     routes: RwLock<HashMap<String, Route>>,
-    puts: AtomicU64,
+    counters: Counters,
 }
 
-fn int<T: std::str::FromStr>(v: &Field<'_>, default: Option<T>) -> Option<T> {
-    match v.as_deref() {
-        None | Some("") => default,
-        Some(s) => s.parse().ok(),
-    }
+/// The properties a request carries for the store, and whether its producer waits for it.
+struct Props {
+    stored: String,
+    wait: bool,
 }
 
 impl FastSend {
@@ -175,7 +111,7 @@ impl FastSend {
             ext_tail,
             sync_flush,
             routes: RwLock::new(HashMap::new()),
-            puts: AtomicU64::new(0),
+            counters: Counters::default(),
         }
     }
 
@@ -206,12 +142,39 @@ impl FastSend {
 
     /// Messages stored by the fast path so far.
     pub fn puts(&self) -> u64 {
-        self.puts.load(Ordering::Relaxed)
+        self.counters.messages()
+    }
+
+    /// Send requests taken and declined so far.
+    pub fn stats(&self) -> Stats {
+        self.counters.snapshot()
+    }
+
+    /// Count `frame` as a declined send if it is one: the network thread passes it to the
+    /// Python path without asking [`FastSend::handle`] (it queues behind a request the
+    /// Python path is still handling on its connection).
+    pub fn note_queued(&self, frame_bytes: &[u8]) {
+        let Some(p) = frame::parts(frame_bytes) else {
+            return;
+        };
+        let code_flag = match p.serialize_type {
+            SERIALIZE_JSON => serde_json::from_slice::<Header<'_>>(p.header)
+                .ok()
+                .map(|h| (h.code, h.flag)),
+            SERIALIZE_ROCKETMQ => frame::binary_code_flag(p.header),
+            _ => None,
+        };
+        if let Some((code, flag)) = code_flag {
+            if flag & FLAG_RESPONSE == 0 && header::is_send(code) {
+                self.counters.declined(Decline::Queued);
+            }
+        }
     }
 
     /// Handle `frame` (length prefix included) if it is a send the fast path takes; an
     /// immediate answer is appended to `out`. `random` picks a queue when the request asks
-    /// for any (queueId < 0).
+    /// for any (queueId < 0). `None`: the Python path answers it (counted per reason when
+    /// it is a send).
     pub fn handle(
         &self,
         frame_bytes: &[u8],
@@ -221,105 +184,151 @@ impl FastSend {
     ) -> Option<Sent> {
         let p = frame::parts(frame_bytes)?;
         if p.serialize_type != SERIALIZE_JSON {
+            // A ROCKETMQ binary header: its sends are the Python path's.
+            if p.serialize_type == SERIALIZE_ROCKETMQ {
+                if let Some((code, flag)) = frame::binary_code_flag(p.header) {
+                    if flag & FLAG_RESPONSE == 0 && header::is_send(code) {
+                        self.counters.declined(Decline::Header);
+                    }
+                }
+            }
             return None;
         }
         let h: Header<'_> = serde_json::from_slice(p.header).ok()?;
-        if h.flag & FLAG_RESPONSE != 0 || !(h.code == SEND_MESSAGE || h.code == SEND_MESSAGE_V2) {
+        if h.flag & FLAG_RESPONSE != 0 || !header::is_send(h.code) {
             return None;
         }
-        let ext = h.ext?.get();
-        let f = if h.code == SEND_MESSAGE_V2 {
-            let e: ExtV2<'_> = serde_json::from_str(ext).ok()?;
-            SendHeader {
-                topic: e.b,
-                queue_id: e.e,
-                sys_flag: e.f,
-                born_timestamp: e.g,
-                flag: e.h,
-                properties: e.i,
-                reconsume_times: e.j,
-                batch: e.m,
-            }
-        } else {
-            let e: ExtV1<'_> = serde_json::from_str(ext).ok()?;
-            SendHeader {
-                topic: e.topic,
-                queue_id: e.queue_id,
-                sys_flag: e.sys_flag,
-                born_timestamp: e.born_timestamp,
-                flag: e.flag,
-                properties: e.properties,
-                reconsume_times: e.reconsume_times,
-                batch: e.batch,
-            }
-        };
-        if let Some(b) = f.batch.as_deref() {
-            let b = b.trim();
-            if b == "1" || b.eq_ignore_ascii_case("true") {
-                return None;
+        match self.send(&h, p.body, born_host, random, out) {
+            Ok(sent) => Some(sent),
+            Err(why) => {
+                self.counters.declined(why);
+                None
             }
         }
-        let topic = f.topic.as_deref().filter(|t| !t.is_empty())?;
-        let mut queue_id: i32 = int(&f.queue_id, None)?;
-        let mut sys_flag: i32 = int(&f.sys_flag, Some(0))?;
-        let born_timestamp: i64 = int(&f.born_timestamp, Some(0))?;
-        let flag: i32 = int(&f.flag, Some(0))?;
-        let reconsume_times: i32 = int(&f.reconsume_times, Some(0))?;
-        let body = p.body;
+    }
+
+    fn send(
+        &self,
+        h: &Header<'_>,
+        body: &[u8],
+        born_host: SocketAddr,
+        random: &mut dyn FnMut() -> u32,
+        out: &mut Vec<u8>,
+    ) -> Result<Sent, Decline> {
+        let ext = h.ext.ok_or(Decline::Header)?.get();
+        let parsed = header::parse_ext(h.code, ext).map_err(|_| Decline::Header)?;
+        let f = parsed.header().map_err(|_| Decline::Header)?;
         if body.is_empty() || body.len() > self.cfg.max_body {
-            return None;
+            return Err(Decline::Body);
         }
-        let route = *self.routes.read().get(topic)?;
+        let route = *self.routes.read().get(f.topic).ok_or(Decline::Topic)?;
+        let mut queue_id = f.queue_id;
         if queue_id >= route.queues {
-            return None;
+            return Err(Decline::QueueId);
         }
         if queue_id < 0 {
             queue_id = (random() % route.write_queues.max(1) as u32) as i32;
         }
-        let (stored, wait) = self.properties(f.properties.as_deref().unwrap_or(""))?;
+        let props = self.properties(f.properties, f.batch)?;
+        let mut sys_flag = f.sys_flag;
         if route.multi_tag {
-            sys_flag |= MULTI_TAGS_FLAG;
+            sys_flag |= sysflag::MULTI_TAGS;
         }
-        let msg = MessageRef {
-            topic,
-            queue_id,
-            flag,
-            sys_flag,
-            born_timestamp,
-            born_host,
-            reconsume_times,
-            prepared_transaction_offset: 0,
-            body,
-            properties: stored.as_bytes(),
+        let results = if f.batch {
+            self.put_batch(&f, queue_id, sys_flag, body, &props, born_host)?
+        } else {
+            let msg = MessageRef {
+                topic: f.topic,
+                queue_id,
+                flag: f.flag,
+                sys_flag,
+                born_timestamp: f.born_timestamp,
+                born_host,
+                reconsume_times: f.reconsume_times,
+                prepared_transaction_offset: 0,
+                body,
+                properties: props.stored.as_bytes(),
+            };
+            // Store errors (disk full, shut down, ...) are answered by the Python path.
+            vec![self.store.put(&msg).map_err(|_| Decline::Store)?]
         };
-        // Store errors (disk full, shut down, ...) are answered by the Python path.
-        let r = self.store.put(&msg).ok()?;
-        self.puts.fetch_add(1, Ordering::Relaxed);
+        self.counters.taken(results.len());
         if h.flag & FLAG_ONEWAY != 0 {
-            return Some(Sent::NoReply);
+            return Ok(Sent::NoReply);
         }
-        let mut ext_json = String::with_capacity(128 + self.ext_tail.len());
-        ext_json.push_str("{\"msgId\":\"");
-        push_offset_msg_id_hex(
-            &mut ext_json,
-            &self.store.config().store_host,
-            r.physical_offset,
-        );
-        let _ = write!(
-            ext_json,
-            "\",\"queueId\":\"{}\",\"queueOffset\":\"{}\"{}",
-            queue_id, r.queue_offset, self.ext_tail
-        );
-        let end = r.end_offset();
-        if self.sync_flush && wait && self.store.flushed_offset() < end {
-            return Some(Sent::Hold(Held {
+        let ext_json = self.answer(&results, queue_id);
+        let end = results
+            .last()
+            .expect("a put stores at least one")
+            .end_offset();
+        if self.sync_flush && props.wait && self.store.flushed_offset() < end {
+            return Ok(Sent::Hold(Held {
                 end,
                 opaque: h.opaque,
                 ext_json,
             }));
         }
         frame::push_response(out, 0, h.opaque, self.cfg.version, "", &ext_json);
-        Some(Sent::Replied)
+        Ok(Sent::Replied)
+    }
+
+    /// Store a batch body (the Java client's SEND_BATCH_MESSAGE, the C++ client's batch
+    /// SEND_MESSAGE) as consecutive records of one queue, inflating it first when the C++
+    /// client compressed it; each message keeps its own properties plus the request's.
+    fn put_batch(
+        &self,
+        f: &SendHeader<'_>,
+        queue_id: i32,
+        mut sys_flag: i32,
+        body: &[u8],
+        props: &Props,
+        born_host: SocketAddr,
+    ) -> Result<Vec<AppendResult>, Decline> {
+        let inflated;
+        let body = if sys_flag & sysflag::COMPRESSED != 0 {
+            inflated = inflate(body, self.cfg.max_body).ok_or(Decline::Batch)?;
+            sys_flag &= !(sysflag::COMPRESSED | COMPRESSION_TYPE_MASK);
+            &inflated[..]
+        } else {
+            body
+        };
+        let items = decode_batch_body(body, props.stored.as_bytes()).map_err(|_| Decline::Batch)?;
+        let msgs: Vec<MessageRef<'_>> = items
+            .iter()
+            .map(|it| MessageRef {
+                topic: f.topic,
+                queue_id,
+                flag: it.flag,
+                sys_flag,
+                born_timestamp: f.born_timestamp,
+                born_host,
+                reconsume_times: f.reconsume_times,
+                prepared_transaction_offset: 0,
+                body: it.body,
+                properties: &it.properties,
+            })
+            .collect();
+        self.store.put_batch(&msgs).map_err(|_| Decline::Store)
+    }
+
+    /// The answer's `extFields`: the message ids (comma-separated for a batch), the queue and
+    /// the first message's queue offset.
+    fn answer(&self, results: &[AppendResult], queue_id: i32) -> String {
+        let host = &self.store.config().store_host;
+        let mut ext_json = String::with_capacity(64 + 33 * results.len() + self.ext_tail.len());
+        ext_json.push_str("{\"msgId\":\"");
+        for (i, r) in results.iter().enumerate() {
+            if i > 0 {
+                ext_json.push(',');
+            }
+            push_offset_msg_id_hex(&mut ext_json, host, r.physical_offset);
+        }
+        let _ = write!(
+            ext_json,
+            "\",\"queueId\":\"{}\",\"queueOffset\":\"{}\"{}",
+            queue_id, results[0].queue_offset, self.ext_tail
+        );
+        ext_json
     }
 
     /// The answer to a held send, appended to `out`: SUCCESS, or FLUSH_DISK_TIMEOUT when its
@@ -341,14 +350,16 @@ impl FastSend {
         }
     }
 
-    /// The properties to store and whether the producer waits for the store (WAIT), or `None`
-    /// for messages the Python path must see (delay, timer, transaction, too long).
-    fn properties(&self, props: &str) -> Option<(String, bool)> {
+    /// The properties to store and whether the producer waits for the store (WAIT); a
+    /// delay, timer or transactional message is the Python path's. A single message's
+    /// properties are stored without WAIT (as RocketMQ does) and with CLUSTER; a batch's are
+    /// what each of its messages gets appended to its own.
+    fn properties(&self, props: &str, batch: bool) -> Result<Props, Decline> {
         if props.contains("DELAY\u{1}")
             || props.contains("TRAN_MSG\u{1}")
             || props.contains("TIMER_")
         {
-            return None;
+            return Err(Decline::Special);
         }
         let mut props: Cow<'_, str> = Cow::Borrowed(props.trim_end_matches(SEP));
         let mut wait = true;
@@ -357,11 +368,12 @@ impl FastSend {
                 let start = i + "WAIT\u{1}".len();
                 let j = props[start..].find(SEP).map(|k| start + k);
                 wait = &props[start..j.unwrap_or(props.len())] != "false";
-                // RocketMQ does not store WAIT with single messages.
-                props = Cow::Owned(match j {
-                    Some(j) => format!("{}{}", &props[..i], &props[j + 1..]),
-                    None => props[..i.saturating_sub(1)].to_string(),
-                });
+                if !batch {
+                    props = Cow::Owned(match j {
+                        Some(j) => format!("{}{}", &props[..i], &props[j + 1..]),
+                        None => props[..i.saturating_sub(1)].to_string(),
+                    });
+                }
             }
         }
         let stored = if props.is_empty() {
@@ -369,9 +381,60 @@ impl FastSend {
         } else {
             format!("{props}{SEP}{}", self.cluster_prop)
         };
-        if stored.len() > MAX_PROPERTIES {
+        if !batch && stored.len() > MAX_PROPERTIES {
+            return Err(Decline::Properties);
+        }
+        Ok(Props { stored, wait })
+    }
+}
+
+/// Inflate a zlib stream of at most `limit` bytes; `None` when it is not valid zlib, is cut
+/// short or inflates to more.
+fn inflate(data: &[u8], limit: usize) -> Option<Vec<u8>> {
+    let mut d = Decompress::new(true);
+    let mut out = Vec::with_capacity(limit.min(data.len().saturating_mul(4)).max(64) + 1);
+    loop {
+        if out.len() == out.capacity() {
+            let grow = out.capacity().min(limit + 1 - out.len());
+            out.reserve_exact(grow.max(1));
+        }
+        let (seen, made) = (d.total_in(), out.len());
+        let rest = &data[seen as usize..];
+        let status = d
+            .decompress_vec(rest, &mut out, FlushDecompress::None)
+            .ok()?;
+        if out.len() > limit {
             return None;
         }
-        Some((stored, wait))
+        match status {
+            Status::StreamEnd => return Some(out),
+            _ if d.total_in() == seen && out.len() == made => return None,
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::inflate;
+    use flate2::write::ZlibEncoder;
+    use flate2::Compression;
+    use std::io::Write;
+
+    fn zlib(data: &[u8]) -> Vec<u8> {
+        let mut e = ZlibEncoder::new(Vec::new(), Compression::default());
+        e.write_all(data).unwrap();
+        e.finish().unwrap()
+    }
+
+    #[test]
+    fn inflates_within_the_limit_only() {
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        let z = zlib(&data);
+        assert_eq!(inflate(&z, data.len()).as_deref(), Some(&data[..]));
+        assert_eq!(inflate(&z, data.len() - 1), None, "one byte over the limit");
+        assert_eq!(inflate(&z[..z.len() - 5], data.len()), None, "cut short");
+        assert_eq!(inflate(b"not zlib at all", 1000), None);
+        assert_eq!(inflate(&zlib(b""), 10).as_deref(), Some(&b""[..]));
     }
 }

@@ -440,17 +440,21 @@ impl Worker {
                     WAKER => {}
                     Token(t) => {
                         let id = t as u64;
-                        let mut close = ev.is_error();
-                        if !close && ev.is_writable() {
+                        // A peer that reset the connection (e.g. closed it with our answers
+                        // unread) leaves what it sent before readable: frame it before closing,
+                        // as a clean end of stream does.
+                        let error = ev.is_error();
+                        let mut close = false;
+                        if !error && ev.is_writable() {
                             close = self.on_writable(id);
                         }
-                        if !close && (ev.is_readable() || ev.is_read_closed()) {
+                        if !close && (error || ev.is_readable() || ev.is_read_closed()) {
                             close = matches!(
-                                self.on_readable(id, ev.is_read_closed()),
+                                self.on_readable(id, error || ev.is_read_closed()),
                                 ReadOutcome::Close
                             );
                         }
-                        if close {
+                        if error || close {
                             self.close(id);
                         }
                     }
@@ -631,6 +635,8 @@ impl Worker {
                             None => {}
                         }
                     }
+                } else if let Some(fs) = &fast {
+                    fs.note_queued(f);
                 }
                 diverted = true;
                 to_owner.extend_from_slice(f);

@@ -6,8 +6,9 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::{fast, frame as send_frame, store};
-use rmq_net::send::{Sent, FLUSH_DISK_TIMEOUT, SEND_MESSAGE, SEND_MESSAGE_V2};
+use rmq_net::send::{Sent, FLUSH_DISK_TIMEOUT, SEND_BATCH_MESSAGE, SEND_MESSAGE, SEND_MESSAGE_V2};
 use rmq_net::FastSend;
+use rmq_store::message::{decode, decode_offset_msg_id, encode_batch_body};
 
 fn host() -> SocketAddr {
     "127.0.0.1:40000".parse().unwrap()
@@ -83,7 +84,7 @@ fn declines_what_python_must_answer() {
     assert!(declined(r#"{"b":"U","e":"0"}"#, b"x", SEND_MESSAGE_V2));
     assert!(declined(r#"{"b":"T"}"#, b"x", SEND_MESSAGE_V2));
     assert!(declined(r#"{"b":"T","e":"x"}"#, b"x", SEND_MESSAGE_V2));
-    assert!(declined(r#"{"b":"T","e":0}"#, b"x", SEND_MESSAGE_V2));
+    assert!(declined(r#"{"b":"T","e":0.0}"#, b"x", SEND_MESSAGE_V2));
     assert!(declined(
         r#"{"b":"T","e":"0","i":"DELAY\u00013"}"#,
         b"x",
@@ -107,6 +108,37 @@ fn declines_what_python_must_answer() {
     ));
     assert!(declined(r#"{"b":"T","e":"0"}"#, b"x", SEND_MESSAGE));
     assert!(declined(r#"{"b":"T","e":"0"}"#, b"x", 11));
+    // a batch whose own properties ask for a delay, or whose body is not a batch
+    let one = encode_batch_body(&[(0, b"x", b"")]);
+    assert!(declined(
+        r#"{"b":"T","e":"0","i":"DELAY\u00013"}"#,
+        &one,
+        SEND_BATCH_MESSAGE
+    ));
+    assert!(declined(
+        r#"{"b":"T","e":"0"}"#,
+        b"not a batch",
+        SEND_BATCH_MESSAGE
+    ));
+    assert!(declined(
+        r#"{"topic":"T","queueId":0,"batch":"1","sysFlag":1}"#,
+        &one,
+        SEND_MESSAGE
+    ));
+    // a ROCKETMQ binary header: the Python path's (counted); not a send: not counted
+    let binary = |code: i16| {
+        let mut h = code.to_be_bytes().to_vec();
+        h.extend_from_slice(&[
+            0, 0x01, 0x99, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+        ]);
+        let mut f = ((4 + h.len() + 1) as i32).to_be_bytes().to_vec();
+        f.extend_from_slice(&(h.len() as u32 | 1 << 24).to_be_bytes());
+        f.extend_from_slice(&h);
+        f.push(b'x');
+        handle(&fs, &f, &mut || 0u32).is_none()
+    };
+    assert!(binary(SEND_MESSAGE_V2 as i16));
+    assert!(binary(11));
     let big = vec![0u8; (1 << 20) + 1];
     assert!(declined(r#"{"b":"T","e":"0"}"#, &big, SEND_MESSAGE_V2));
     // a V1 send is taken
@@ -138,6 +170,20 @@ fn declines_what_python_must_answer() {
     fs.allow_topic("T", 4, 4, false);
     fs.forget_topics();
     assert!(handle(&fs, &frame, &mut rnd).is_none());
+    let st = fs.stats();
+    assert_eq!((st.taken, st.messages), (4, 4));
+    let declined: std::collections::HashMap<_, _> = st.declined.iter().copied().collect();
+    assert_eq!(declined["header"], 5 + 1);
+    assert_eq!(declined["topic"], 3 + 1);
+    assert_eq!(declined["queue_id"], 1);
+    assert_eq!(declined["body"], 2);
+    assert_eq!(declined["special"], 4);
+    assert_eq!(declined["batch"], 4);
+    assert_eq!(
+        st.declined_total(),
+        21,
+        "code 11 is not a send: not counted"
+    );
     s.shutdown().unwrap();
 }
 
@@ -182,5 +228,121 @@ fn sync_flush_holds_until_durable() {
         handle(&fs, &frame, &mut || 0u32),
         Some((Sent::Replied, _))
     ));
+    s.shutdown().unwrap();
+}
+
+/// The stored record at the commitlog offset of `msg_id`.
+fn record(s: &rmq_store::MessageStore, msg_id: &str) -> Vec<u8> {
+    let (_, phys) = decode_offset_msg_id(msg_id).unwrap();
+    s.lookup(phys).unwrap()
+}
+
+#[test]
+fn takes_the_cpp_clients_send_message_with_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(dir.path(), false);
+    let fs = fast(s.clone(), false);
+    fs.allow_topic("CapT", 4, 4, false);
+    // As the C++ client 0.4.4 sends it: code 10, queueId / sysFlag / flag as JSON numbers,
+    // properties ending in a separator.
+    let ext = r#"{"AccessKey":"","OnsChannel":"ALIYUN","Signature":"1ZXdrf+tGT7w+fGZKzhHhUiZE1g=","batch":"0","bornTimestamp":"1795548431611","defaultTopic":"TBW102","defaultTopicQueueNums":4,"flag":0,"producerGroup":"g1","properties":"KEYS\u0001k0\u0002UNIQ_KEY\u00010100007F00001FFA00007A27FC7F0100\u0002WAIT\u0001true\u0002seq\u00010\u0002","queueId":3,"reconsumeTimes":"0","sysFlag":0,"topic":"CapT","unitMode":"0"}"#;
+    let frame = send_frame(SEND_MESSAGE, 0, 2, ext, b"CapT#0");
+    let v = reply_header(handle(&fs, &frame, &mut || 0u32));
+    assert_eq!(v["code"], 0);
+    assert_eq!(v["opaque"], 2);
+    assert_eq!(v["extFields"]["queueId"], "3");
+    assert_eq!(v["extFields"]["queueOffset"], "0");
+    assert_eq!(v["extFields"]["TRACE_ON"], "false");
+    let rec = record(&s, v["extFields"]["msgId"].as_str().unwrap());
+    let r = decode(&rec, true).unwrap();
+    assert_eq!((r.topic, r.queue_id, r.flag, r.sys_flag), ("CapT", 3, 0, 0));
+    assert_eq!(r.born_timestamp, 1795548431611);
+    assert_eq!(r.body, b"CapT#0");
+    assert_eq!(
+        r.properties,
+        "KEYS\u{1}k0\u{2}UNIQ_KEY\u{1}0100007F00001FFA00007A27FC7F0100\u{2}seq\u{1}0\u{2}CLUSTER\u{1}DefaultCluster"
+    );
+    assert_eq!(fs.stats().taken, 1);
+    s.shutdown().unwrap();
+}
+
+#[test]
+fn takes_batches_as_the_java_and_cpp_clients_send_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(dir.path(), false);
+    let fs = fast(s.clone(), true);
+    fs.allow_topic("B", 4, 4, true);
+    let props: Vec<String> = (0..3)
+        .map(|i| format!("KEYS\u{1}k{i}\u{2}UNIQ_KEY\u{1}FD{i:030}\u{2}WAIT\u{1}true\u{2}TAGS\u{1}TagA\u{2}seq\u{1}{i}"))
+        .collect();
+    let bodies: Vec<Vec<u8>> = (0..3).map(|i| format!("B#{i}").into_bytes()).collect();
+    let items: Vec<(i32, &[u8], &[u8])> = (0..3)
+        .map(|i| (i as i32, &bodies[i][..], props[i].as_bytes()))
+        .collect();
+    let body = encode_batch_body(&items);
+    // The Java client 4.9.8's SEND_BATCH_MESSAGE.
+    let java = r#"{"a":"jg_P","b":"B","c":"TBW102","d":"4","e":"3","f":"0","g":"1795548450134","h":"0","i":"WAIT\u0001true","j":"0","k":"false","m":"true","n":"broker-a"}"#;
+    let frame = send_frame(SEND_BATCH_MESSAGE, 0, 4, java, &body);
+    let v = reply_header(handle(&fs, &frame, &mut || 0u32));
+    assert_eq!(v["extFields"]["queueId"], "3");
+    assert_eq!(v["extFields"]["queueOffset"], "0");
+    let ids: Vec<&str> = v["extFields"]["msgId"]
+        .as_str()
+        .unwrap()
+        .split(',')
+        .collect();
+    assert_eq!(ids.len(), 3);
+    for (i, id) in ids.iter().enumerate() {
+        let rec = record(&s, id);
+        let r = decode(&rec, true).unwrap();
+        assert_eq!((r.topic, r.queue_id, r.queue_offset), ("B", 3, i as i64));
+        assert_eq!(
+            (r.flag, r.sys_flag),
+            (i as i32, 2),
+            "each message's flag; MULTI_TAG"
+        );
+        assert_eq!(r.body, &bodies[i][..]);
+        // The message's own properties, then the request's (WAIT kept) and CLUSTER.
+        assert_eq!(
+            r.properties,
+            format!(
+                "{}\u{2}WAIT\u{1}true\u{2}CLUSTER\u{1}DefaultCluster",
+                props[i]
+            )
+        );
+    }
+    // The C++ client 0.4.4's batch: SEND_MESSAGE with batch "1", its body zlib-compressed
+    // (sysflag 1) once 4 KiB or more; stored inflated, the compression bits cleared.
+    let big: Vec<Vec<u8>> = (0..8).map(|i| vec![b'a' + i as u8; 1024]).collect();
+    let items: Vec<(i32, &[u8], &[u8])> = big
+        .iter()
+        .map(|b| (0, &b[..], &b"seq\x010\x02"[..]))
+        .collect();
+    let plain = encode_batch_body(&items);
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    std::io::Write::write_all(&mut z, &plain).unwrap();
+    let z = z.finish().unwrap();
+    let cpp = r#"{"AccessKey":"","OnsChannel":"ALIYUN","Signature":"x","batch":"1","bornTimestamp":"1795548438823","defaultTopic":"TBW102","defaultTopicQueueNums":4,"flag":0,"producerGroup":"g1","properties":"WAIT\u0001true\u0002","queueId":0,"reconsumeTimes":"0","sysFlag":1,"topic":"B","unitMode":"0"}"#;
+    let frame = send_frame(SEND_MESSAGE, 0, 5, cpp, &z);
+    let v = reply_header(handle(&fs, &frame, &mut || 0u32));
+    let ids: Vec<&str> = v["extFields"]["msgId"]
+        .as_str()
+        .unwrap()
+        .split(',')
+        .collect();
+    assert_eq!(ids.len(), 8);
+    for (i, id) in ids.iter().enumerate() {
+        let rec = record(&s, id);
+        let r = decode(&rec, true).unwrap();
+        assert_eq!((r.queue_id, r.queue_offset, r.sys_flag), (0, i as i64, 2));
+        assert_eq!(r.body, &big[i][..]);
+        assert_eq!(
+            r.properties,
+            "seq\u{1}0\u{2}WAIT\u{1}true\u{2}CLUSTER\u{1}DefaultCluster"
+        );
+    }
+    let st = fs.stats();
+    assert_eq!((st.taken, st.messages, st.declined_total()), (2, 11, 0));
+    assert_eq!(fs.puts(), 11);
     s.shutdown().unwrap();
 }

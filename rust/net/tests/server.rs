@@ -203,6 +203,9 @@ fn frames_after_a_diverted_one_wait_for_the_owner() {
         .unwrap();
     assert_eq!(read_frame(&mut c)["opaque"], 4);
     assert_eq!(fs.puts(), 1);
+    // Counted: the unvetted topic, and the two sends queued behind it.
+    let declined: std::collections::HashMap<_, _> = fs.stats().declined.into_iter().collect();
+    assert_eq!((declined["topic"], declined["queued"]), (1, 2));
     server.shutdown();
     st.shutdown().unwrap();
 }
@@ -263,6 +266,62 @@ fn owner_writes_larger_than_the_socket_buffer_arrive_whole() {
         std::thread::sleep(Duration::from_millis(5));
     }
     assert_eq!(server.write_buffer_size(conn_id), 0);
+    server.shutdown();
+}
+
+#[test]
+fn frames_sent_before_a_reset_reach_the_owner() {
+    // A client that closes with answers unread resets the connection (rocketmq-client-go sends
+    // "oneway" sends as requests and shuts down right after): what it sent before stays readable.
+    let server = Server::bind("127.0.0.1", 0, ServerOptions::default()).unwrap();
+    let mut sent = Vec::new();
+    for i in 0..20 {
+        let mut c = TcpStream::connect(server.local_addr()).unwrap();
+        let mut frames = Vec::new();
+        for j in 0..6 {
+            frames.extend(frame(310, 0, i * 10 + j, r#"{"b":"New","e":"0"}"#, b"x"));
+        }
+        c.write_all(&frames).unwrap();
+        let linger = libc::linger {
+            l_onoff: 1,
+            l_linger: 0,
+        };
+        // SAFETY: a valid socket and a linger struct of the size given.
+        let rc = unsafe {
+            libc::setsockopt(
+                std::os::fd::AsRawFd::as_raw_fd(&c),
+                libc::SOL_SOCKET,
+                libc::SO_LINGER,
+                (&linger as *const libc::linger).cast(),
+                std::mem::size_of::<libc::linger>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(rc, 0);
+        drop(c); // RST
+        sent.push(frames);
+    }
+    let mut got: std::collections::HashMap<u64, Vec<u8>> = Default::default();
+    let mut closed = 0;
+    while closed < 20 {
+        for e in next_events(&server) {
+            match e {
+                Event::Data { conn, frames } => got.entry(conn).or_default().extend(frames),
+                Event::Closed { .. } => closed += 1,
+                Event::Open { .. } => {}
+            }
+        }
+        server.ack();
+    }
+    let mut got: Vec<Vec<u8>> = got.into_values().collect();
+    got.sort();
+    sent.sort();
+    let bytes = |v: &[Vec<u8>]| v.iter().map(Vec::len).sum::<usize>();
+    assert_eq!(bytes(&got), bytes(&sent), "bytes that reached the owner");
+    assert!(
+        got == sent,
+        "the frames of each connection, whole and in order"
+    );
+    assert_eq!(server.connections(), 0);
     server.shutdown();
 }
 

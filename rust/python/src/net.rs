@@ -8,7 +8,7 @@ use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 
-use rmq_net::{Event, FastSend, FastSendConfig, Server, ServerOptions};
+use rmq_net::{Decline, Event, FastSend, FastSendConfig, Server, ServerOptions, Stats};
 
 use crate::MessageStore;
 
@@ -138,7 +138,8 @@ impl NetServer {
         self.inner.last_seen(conn)
     }
 
-    /// Answer SEND_MESSAGE / SEND_MESSAGE_V2 for vetted topics in the network thread.
+    /// Answer SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE for vetted topics in the
+    /// network thread.
     #[pyo3(signature = (store, cluster_name, region_id, trace_on, max_body, version))]
     fn enable_fast_send(
         &self,
@@ -186,6 +187,21 @@ impl NetServer {
     /// Messages stored by the fast path.
     fn fast_puts(&self) -> u64 {
         self.inner.fast_send().map(|f| f.puts()).unwrap_or(0)
+    }
+
+    /// `(taken, messages, {reason: declined})`: send requests the fast path answered, the
+    /// messages it stored, and the send requests it left to Python per reason (every reason
+    /// listed); zeros before `enable_fast_send`.
+    fn fast_send_stats(&self) -> (u64, u64, Vec<(&'static str, u64)>) {
+        let st = self
+            .inner
+            .fast_send()
+            .map(|f| f.stats())
+            .unwrap_or_else(|| Stats {
+                declined: Decline::ALL.iter().map(|d| (d.name(), 0)).collect(),
+                ..Stats::default()
+            });
+        (st.taken, st.messages, st.declined)
     }
 
     /// Close every connection and stop the thread.

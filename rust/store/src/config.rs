@@ -41,6 +41,14 @@ pub struct StoreConfig {
     pub store_path_root_dir: PathBuf,
     /// `storePathCommitLog`: CommitLog directory (default `<root>/commitlog`).
     pub store_path_commit_log: Option<PathBuf>,
+    /// `storePathConsumeQueue`: ConsumeQueue directory (default `<root>/consumequeue`).
+    pub store_path_consume_queue: Option<PathBuf>,
+    /// `storePathIndex`: IndexFile directory (default `<root>/index`).
+    pub store_path_index: Option<PathBuf>,
+    /// `storeCheckpoint`: the checkpoint file (default `<root>/checkpoint`).
+    pub store_checkpoint: Option<PathBuf>,
+    /// `abortFile`: the file that marks an unclean shutdown (default `<root>/abort`).
+    pub abort_file: Option<PathBuf>,
     /// `mappedFileSizeCommitLog`: size of one CommitLog file (1 GiB).
     pub mapped_file_size_commit_log: u64,
     /// `mappedFileSizeConsumeQueue`: size of one ConsumeQueue file (300,000 units).
@@ -105,6 +113,10 @@ impl Default for StoreConfig {
         StoreConfig {
             store_path_root_dir: home.join("store"),
             store_path_commit_log: None,
+            store_path_consume_queue: None,
+            store_path_index: None,
+            store_checkpoint: None,
+            abort_file: None,
             mapped_file_size_commit_log: 1024 * 1024 * 1024,
             mapped_file_size_consume_queue: 300_000 * CQ_UNIT_SIZE,
             flush_disk_type: FlushDiskType::AsyncFlush,
@@ -193,6 +205,10 @@ impl StoreConfig {
     pub const KEYS: &'static [&'static str] = &[
         "storePathRootDir",
         "storePathCommitLog",
+        "storePathConsumeQueue",
+        "storePathIndex",
+        "storeCheckpoint",
+        "abortFile",
         "mappedFileSizeCommitLog",
         "mappedFileSizeConsumeQueue",
         "flushDiskType",
@@ -227,6 +243,12 @@ impl StoreConfig {
         match key {
             "storePathRootDir" => self.store_path_root_dir = PathBuf::from(value.trim()),
             "storePathCommitLog" => self.store_path_commit_log = Some(PathBuf::from(value.trim())),
+            "storePathConsumeQueue" => {
+                self.store_path_consume_queue = Some(PathBuf::from(value.trim()))
+            }
+            "storePathIndex" => self.store_path_index = Some(PathBuf::from(value.trim())),
+            "storeCheckpoint" => self.store_checkpoint = Some(PathBuf::from(value.trim())),
+            "abortFile" => self.abort_file = Some(PathBuf::from(value.trim())),
             "mappedFileSizeCommitLog" => self.mapped_file_size_commit_log = parse_num(key, value)?,
             "mappedFileSizeConsumeQueue" => {
                 self.mapped_file_size_consume_queue = parse_num(key, value)?
@@ -329,12 +351,30 @@ impl StoreConfig {
 
     /// The ConsumeQueue root directory.
     pub fn consume_queue_dir(&self) -> PathBuf {
-        self.store_path_root_dir.join("consumequeue")
+        self.store_path_consume_queue
+            .clone()
+            .unwrap_or_else(|| self.store_path_root_dir.join("consumequeue"))
     }
 
     /// The IndexFile directory.
     pub fn index_dir(&self) -> PathBuf {
-        self.store_path_root_dir.join("index")
+        self.store_path_index
+            .clone()
+            .unwrap_or_else(|| self.store_path_root_dir.join("index"))
+    }
+
+    /// The checkpoint file.
+    pub fn checkpoint_path(&self) -> PathBuf {
+        self.store_checkpoint
+            .clone()
+            .unwrap_or_else(|| self.store_path_root_dir.join("checkpoint"))
+    }
+
+    /// The abort file, present while a store is open (its presence at open means a crash).
+    pub fn abort_path(&self) -> PathBuf {
+        self.abort_file
+            .clone()
+            .unwrap_or_else(|| self.store_path_root_dir.join("abort"))
     }
 
     /// Size of one IndexFile for the configured slot and entry counts.

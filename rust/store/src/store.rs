@@ -2,7 +2,9 @@
 //! store's operations. Rules live in the parts; this file only wires and sequences them.
 //!
 //! Directory: `commitlog/`, `consumequeue/<topic>/<queueId>/`, `index/`, `checkpoint`,
-//! `abort` (present while running), `lock` (flock held while open).
+//! `abort` (present while running), `lock` (flock held while open). The first five may be moved
+//! elsewhere (`storePathCommitLog`, `storePathConsumeQueue`, `storePathIndex`, `storeCheckpoint`,
+//! `abortFile`), as in RocketMQ.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::io::AsRawFd;
@@ -165,7 +167,7 @@ impl MessageStore {
         let root = config.store_path_root_dir.clone();
         let lock = lock_dir(&root)?;
         let delay_levels = parse_delay_levels(&config.message_delay_level)?;
-        let abort_path = root.join("abort");
+        let abort_path = config.abort_path();
         let crashed = abort_path.exists();
         let journal = Arc::new(Journal::open(&root.join("repairs"), crashed));
         let disk = DiskGuard::new(
@@ -175,7 +177,7 @@ impl MessageStore {
         );
         disk.refresh();
 
-        let checkpoint = Arc::new(StoreCheckpoint::open(&root.join("checkpoint"))?);
+        let checkpoint = Arc::new(StoreCheckpoint::open(&config.checkpoint_path())?);
         let commitlog = Arc::new(CommitLog::new(
             config.commit_log_dir(),
             config.mapped_file_size_commit_log,
@@ -339,7 +341,11 @@ impl MessageStore {
                 format!("could not write {}: {e}", crate::rebuild::MANIFEST),
             );
         }
-        if let Err(e) = std::fs::write(&abort_path, b"") {
+        let abort_dir_ok = match abort_path.parent() {
+            Some(dir) if !dir.as_os_str().is_empty() => std::fs::create_dir_all(dir),
+            _ => Ok(()),
+        };
+        if let Err(e) = abort_dir_ok.and_then(|()| std::fs::write(&abort_path, b"")) {
             // Serving reads beats refusing to start; a crash in this run then looks clean,
             // which the queue manifest and the tail scan still cover.
             journal.warn(
@@ -853,7 +859,7 @@ impl MessageStore {
         self.checkpoint.flush()?;
         self.write_manifest();
         self.commitlog.queue().discard_preallocated();
-        let abort = self.root.join("abort");
+        let abort = self.config.abort_path();
         let removed = match std::fs::remove_file(&abort) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),

@@ -511,3 +511,61 @@ fn a_short_last_commitlog_file_is_recovered() {
         assert_eq!(r.queue_offset, 345);
     }
 }
+
+#[test]
+fn moved_queue_index_checkpoint_and_abort_paths_are_honoured() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("root");
+    let elsewhere = d.path().join("elsewhere");
+    let mut cfg = config(&root);
+    cfg.store_path_commit_log = Some(elsewhere.join("cl"));
+    cfg.store_path_consume_queue = Some(elsewhere.join("cq"));
+    cfg.store_path_index = Some(elsewhere.join("idx"));
+    cfg.store_checkpoint = Some(elsewhere.join("meta").join("cp"));
+    cfg.abort_file = Some(elsewhere.join("marks").join("abort"));
+    for key in [
+        "storePathConsumeQueue",
+        "storePathIndex",
+        "storeCheckpoint",
+        "abortFile",
+    ] {
+        assert!(StoreConfig::KEYS.contains(&key), "{key}");
+    }
+
+    let store = MessageStore::open(cfg.clone()).unwrap();
+    assert!(
+        elsewhere.join("marks").join("abort").exists(),
+        "abort marker while open"
+    );
+    fill(&store, 40);
+    store.shutdown().unwrap();
+    drop(store);
+    assert!(
+        !elsewhere.join("marks").join("abort").exists(),
+        "removed at a clean stop"
+    );
+    assert_eq!(
+        std::fs::metadata(elsewhere.join("meta").join("cp"))
+            .unwrap()
+            .len(),
+        4096
+    );
+    assert!(elsewhere.join("cq").join("Topic").join("0").is_dir());
+    assert!(std::fs::read_dir(elsewhere.join("idx")).unwrap().count() > 0);
+    for default in ["consumequeue", "index", "checkpoint", "abort", "commitlog"] {
+        assert!(
+            !root.join(default).exists(),
+            "{default} written under the root"
+        );
+    }
+
+    // A crash is told by the moved abort file, and recovery uses the moved queues and index.
+    std::fs::write(elsewhere.join("marks").join("abort"), b"").unwrap();
+    let store = MessageStore::open(cfg.clone()).unwrap();
+    assert_eq!(store.recovery_report().last_shutdown, LastShutdown::Crashed);
+    assert_eq!(read_all(&store, "Topic", 0).len(), 20);
+    assert_eq!(read_all(&store, "Topic", 1).len(), 20);
+    let found = store.query_by_key("Topic", "key-7", 10, 0, i64::MAX);
+    assert_eq!(found.records.len(), 1);
+    store.shutdown().unwrap();
+}

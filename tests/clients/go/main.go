@@ -6,12 +6,21 @@
 // last line of stdout; the client's own logs go to stderr. Scenarios:
 //
 //	send         sync send N messages, tags TagA/TagB cycled, keys "k<i> kk<i>", property seq=<i>
+//	async        the same N messages sent with SendAsync, all in flight at once; each callback's result
+//	oneway       the same N messages sent with SendOneWay (no results)
+//	batch        the same N messages in one SendSync batch (one result, N comma-separated message ids)
 //	clustering   send N, then two push consumers of one group (clustering) receive them
 //	orderly      send N with sharding key "s<i%4>" (hash selector), one orderly push consumer receives them
 //	transaction  N transactional messages: i%3 == 0 commit, 1 rollback, 2 unknown (check-back answers commit);
 //	             a push consumer then receives what was committed
 //	delay        send N with delay level 1, a push consumer receives them
 //	retry        send N, a push consumer fails the first delivery of each, receives the redeliveries
+//	broadcasting send N, two push consumers of one group (broadcasting) each receive all of them
+//	tag          send N, a push consumer subscribed to "TagA" receives the TagA ones
+//	sql92        send N, a push consumer subscribed to the SQL92 expression "seq >= 2 AND seq < 5"
+//	dlq          send N, a push consumer with maxReconsumeTimes 2 fails every delivery; a second group
+//	             then consumes %DLQ%<group> until all N arrived there
+//	pull         send N, a pull consumer reads them (Poll) and stores the offsets (ACK, PersistOffset)
 //
 // Consumers start from the first offset and stop once every expected seq arrived or -timeout passes.
 package main
@@ -23,10 +32,12 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/apache/rocketmq-client-go/v2"
+	"github.com/apache/rocketmq-client-go/v2/admin"
 	"github.com/apache/rocketmq-client-go/v2/consumer"
 	"github.com/apache/rocketmq-client-go/v2/primitive"
 	"github.com/apache/rocketmq-client-go/v2/producer"
@@ -77,6 +88,22 @@ func main() {
 		out, err = scenarioDelay(a)
 	case "retry":
 		out, err = scenarioRetry(a)
+	case "async":
+		out, err = scenarioAsync(a)
+	case "oneway":
+		out, err = scenarioOneway(a)
+	case "batch":
+		out, err = scenarioBatch(a)
+	case "broadcasting":
+		out, err = scenarioBroadcasting(a)
+	case "tag":
+		out, err = scenarioTag(a)
+	case "sql92":
+		out, err = scenarioSQL92(a)
+	case "dlq":
+		out, err = scenarioDLQ(a)
+	case "pull":
+		out, err = scenarioPull(a)
 	default:
 		fail("unknown scenario " + scenario)
 	}
@@ -229,6 +256,12 @@ func (c *collector) wait(timeout time.Duration) bool {
 	}
 }
 
+func (c *collector) complete() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
 func (c *collector) snapshot() []result {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -238,18 +271,24 @@ func (c *collector) snapshot() []result {
 type listener func(ctx context.Context, name string, msgs ...*primitive.MessageExt) consumer.ConsumeResult
 
 func startConsumer(a args, name string, orderly bool, fn listener) (rocketmq.PushConsumer, error) {
-	c, err := rocketmq.NewPushConsumer(
-		consumer.WithNameServer([]string{a.namesrv}),
-		consumer.WithGroupName(a.group),
+	return startConsumerWith(a.namesrv, a.group, a.topic, name, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"},
+		fn, consumer.WithConsumerModel(consumer.Clustering), consumer.WithConsumerOrder(orderly))
+}
+
+// startConsumerWith starts a push consumer of group on topic from the first offset; opts come last.
+func startConsumerWith(namesrv, group, topic, name string, sel consumer.MessageSelector, fn listener,
+	opts ...consumer.Option) (rocketmq.PushConsumer, error) {
+	base := []consumer.Option{
+		consumer.WithNameServer([]string{namesrv}),
+		consumer.WithGroupName(group),
 		consumer.WithInstance(name),
-		consumer.WithConsumerModel(consumer.Clustering),
 		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
-		consumer.WithConsumerOrder(orderly),
-	)
+	}
+	c, err := rocketmq.NewPushConsumer(append(base, opts...)...)
 	if err != nil {
 		return nil, err
 	}
-	err = c.Subscribe(a.topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"},
+	err = c.Subscribe(topic, sel,
 		func(ctx context.Context, msgs ...*primitive.MessageExt) (consumer.ConsumeResult, error) {
 			return fn(ctx, name, msgs...), nil
 		})
@@ -269,9 +308,17 @@ func collectAll(col *collector) listener {
 }
 
 func consumeResult(col *collector, a args, names []string, orderly bool, fn listener) (result, error) {
+	return consumeWith(col, a, names, func(name string) (rocketmq.PushConsumer, error) {
+		return startConsumer(a, name, orderly, fn)
+	})
+}
+
+// consumeWith starts one consumer per name, waits for the collector, shuts them down.
+func consumeWith(col *collector, a args, names []string,
+	start func(name string) (rocketmq.PushConsumer, error)) (result, error) {
 	consumers := make([]rocketmq.PushConsumer, 0, len(names))
 	for _, name := range names {
-		c, err := startConsumer(a, name, orderly, fn)
+		c, err := start(name)
 		if err != nil {
 			return nil, err
 		}
@@ -412,6 +459,9 @@ func scenarioRetry(a args) (result, error) {
 	}
 	sent := sendAll(a, p, nil)
 	_ = p.Shutdown()
+	if err := createRetryTopic(a); err != nil {
+		return nil, err
+	}
 	col := newCollector(a.count)
 	fn := func(ctx context.Context, name string, msgs ...*primitive.MessageExt) consumer.ConsumeResult {
 		retry := false
@@ -434,4 +484,279 @@ func scenarioRetry(a args) (result, error) {
 	}
 	out["sent"] = sent
 	return out, nil
+}
+
+// --- more send modes ---------------------------------------------------------------------------------------
+
+func scenarioAsync(a args) (result, error) {
+	p, err := newProducer(a)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Shutdown()
+	sent := make([]result, a.count)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for i := 0; i < a.count; i++ {
+		i := i
+		wg.Add(1)
+		var once sync.Once // the client's callback can run twice on a transport error
+		err := p.SendAsync(context.Background(), func(_ context.Context, r *primitive.SendResult, err error) {
+			once.Do(func() {
+				mu.Lock()
+				sent[i] = sendResultJSON(i, r, err)
+				mu.Unlock()
+				wg.Done()
+			})
+		}, message(a, i))
+		if err != nil {
+			sent[i] = sendResultJSON(i, nil, err)
+			wg.Done()
+		}
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(a.timeout):
+		return nil, fmt.Errorf("async send callbacks not all called within %s", a.timeout)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return result{"sent": sent}, nil
+}
+
+func scenarioOneway(a args) (result, error) {
+	p, err := newProducer(a)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Shutdown()
+	oneway := make([]result, 0, a.count)
+	for i := 0; i < a.count; i++ {
+		entry := result{"i": i}
+		if err := p.SendOneWay(context.Background(), message(a, i)); err != nil {
+			entry["error"] = err.Error()
+		}
+		oneway = append(oneway, entry)
+	}
+	return result{"oneway": oneway}, nil
+}
+
+func scenarioBatch(a args) (result, error) {
+	p, err := newProducer(a)
+	if err != nil {
+		return nil, err
+	}
+	defer p.Shutdown()
+	msgs := make([]*primitive.Message, 0, a.count)
+	for i := 0; i < a.count; i++ {
+		msgs = append(msgs, message(a, i))
+	}
+	r, err := p.SendSync(context.Background(), msgs...)
+	entry := sendResultJSON(0, r, err)
+	if err == nil {
+		entry["msg_ids"] = strings.Split(r.MsgID, ",")
+	}
+	return result{"batch": entry}, nil
+}
+
+// --- more consumers ----------------------------------------------------------------------------------------
+
+func produce(a args) ([]result, error) {
+	p, err := newProducer(a)
+	if err != nil {
+		return nil, err
+	}
+	sent := sendAll(a, p, nil)
+	_ = p.Shutdown()
+	return sent, nil
+}
+
+func scenarioBroadcasting(a args) (result, error) {
+	sent, err := produce(a)
+	if err != nil {
+		return nil, err
+	}
+	col := newCollector(2 * a.count) // keyed by consumer and seq
+	fn := func(_ context.Context, name string, msgs ...*primitive.MessageExt) consumer.ConsumeResult {
+		for _, m := range msgs {
+			col.add(messageJSON(m, name), name+"/"+m.GetProperty("seq"), true)
+		}
+		return consumer.ConsumeSuccess
+	}
+	out, err := consumeWith(col, a, []string{"c1", "c2"}, func(name string) (rocketmq.PushConsumer, error) {
+		return startConsumerWith(a.namesrv, a.group, a.topic, name, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"},
+			fn, consumer.WithConsumerModel(consumer.BroadCasting))
+	})
+	if err != nil {
+		return nil, err
+	}
+	out["sent"] = sent
+	return out, nil
+}
+
+// consumeSelected consumes with one clustering consumer and selector; want seqs count toward completion.
+func consumeSelected(a args, sel consumer.MessageSelector, want func(i int) bool) (result, error) {
+	sent, err := produce(a)
+	if err != nil {
+		return nil, err
+	}
+	n := 0
+	for i := 0; i < a.count; i++ {
+		if want(i) {
+			n++
+		}
+	}
+	col := newCollector(n)
+	fn := func(_ context.Context, name string, msgs ...*primitive.MessageExt) consumer.ConsumeResult {
+		for _, m := range msgs {
+			seq := m.GetProperty("seq")
+			i, _ := strconv.Atoi(seq)
+			col.add(messageJSON(m, name), seq, want(i))
+		}
+		return consumer.ConsumeSuccess
+	}
+	out, err := consumeWith(col, a, []string{"c1"}, func(name string) (rocketmq.PushConsumer, error) {
+		return startConsumerWith(a.namesrv, a.group, a.topic, name, sel, fn)
+	})
+	if err != nil {
+		return nil, err
+	}
+	out["sent"] = sent
+	return out, nil
+}
+
+func scenarioTag(a args) (result, error) {
+	return consumeSelected(a, consumer.MessageSelector{Type: consumer.TAG, Expression: "TagA"},
+		func(i int) bool { return i%2 == 0 })
+}
+
+func scenarioSQL92(a args) (result, error) {
+	return consumeSelected(a, consumer.MessageSelector{Type: consumer.SQL92, Expression: "seq >= 2 AND seq < 5"},
+		func(i int) bool { return i >= 2 && i < 5 })
+}
+
+const dlqMaxReconsumeTimes = 2
+
+// createRetryTopic has the broker create %RETRY%<group> before the group's real consumer starts. The
+// broker creates it at the group's first heartbeat (as Apache's does), but this client reads its routes
+// at start, before that heartbeat, and then only every 30 s: a consumer started first would not pull its
+// retry topic for up to 30 s. A consumer of the group on TBW102 (no messages) sends that heartbeat.
+func createRetryTopic(a args) error {
+	c, err := startConsumerWith(a.namesrv, a.group, "TBW102", "warmup",
+		consumer.MessageSelector{Type: consumer.TAG, Expression: "*"},
+		func(context.Context, string, ...*primitive.MessageExt) consumer.ConsumeResult {
+			return consumer.ConsumeSuccess
+		})
+	if err != nil {
+		return err
+	}
+	return c.Shutdown()
+}
+
+func scenarioDLQ(a args) (result, error) {
+	sent, err := produce(a)
+	if err != nil {
+		return nil, err
+	}
+	if err := createRetryTopic(a); err != nil {
+		return nil, err
+	}
+	col := newCollector(a.count) // complete once each message had its last delivery
+	fn := func(_ context.Context, name string, msgs ...*primitive.MessageExt) consumer.ConsumeResult {
+		for _, m := range msgs {
+			col.add(messageJSON(m, name), m.GetProperty("seq"), m.ReconsumeTimes >= dlqMaxReconsumeTimes)
+		}
+		return consumer.ConsumeRetryLater
+	}
+	c, err := startConsumerWith(a.namesrv, a.group, a.topic, "c1", consumer.MessageSelector{Type: consumer.TAG, Expression: "*"},
+		fn, consumer.WithMaxReconsumeTimes(dlqMaxReconsumeTimes))
+	if err != nil {
+		return nil, err
+	}
+	deadline := time.Now().Add(a.timeout)
+	complete := col.wait(a.timeout)
+	// the dead letters: %DLQ%<group> exists once the first one is stored, read it with a second group
+	dead := newCollector(a.count)
+	dlqTopic := "%DLQ%" + a.group
+	var reader rocketmq.PushConsumer
+	for attempt := 0; complete && time.Now().Before(deadline); attempt++ {
+		reader, err = startConsumerWith(a.namesrv, a.group+"_dlq", dlqTopic, fmt.Sprintf("d%d", attempt),
+			consumer.MessageSelector{Type: consumer.TAG, Expression: "*"}, collectAll(dead))
+		if err == nil {
+			break
+		}
+		reader = nil
+		time.Sleep(200 * time.Millisecond) // the topic's route appears with its first message
+	}
+	deadComplete := false
+	if reader != nil {
+		deadComplete = dead.wait(time.Until(deadline))
+		_ = reader.Shutdown()
+	}
+	_ = c.Shutdown()
+	return result{"received": col.snapshot(), "complete": complete && deadComplete, "dead": dead.snapshot(), "sent": sent}, nil
+}
+
+// --- pull consumer -----------------------------------------------------------------------------------------
+
+// scenarioPull reads with Poll and stores offsets with ACK: the client's own rebalance (started by Start)
+// drops the offsets of the queues it assigns (consumer.go updateProcessQueueTable: storage.remove), so
+// offsets set with UpdateOffset after PullFrom can be lost when that rebalance comes late.
+func scenarioPull(a args) (result, error) {
+	sent, err := produce(a)
+	if err != nil {
+		return nil, err
+	}
+	pc, err := rocketmq.NewPullConsumer(
+		consumer.WithNameServer([]string{a.namesrv}),
+		consumer.WithGroupName(a.group),
+		consumer.WithInstance("pull"),
+		consumer.WithConsumeFromWhere(consumer.ConsumeFromFirstOffset),
+	)
+	if err != nil {
+		return nil, err
+	}
+	if err := pc.Subscribe(a.topic, consumer.MessageSelector{Type: consumer.TAG, Expression: "*"}); err != nil {
+		return nil, err
+	}
+	if err := pc.Start(); err != nil {
+		return nil, err
+	}
+	col := newCollector(a.count)
+	deadline := time.Now().Add(a.timeout)
+	for !col.complete() && time.Now().Before(deadline) {
+		cr, err := pc.Poll(context.Background(), time.Second)
+		if consumer.IsNoNewMsgError(err) {
+			continue
+		}
+		if err != nil {
+			_ = pc.Shutdown()
+			return nil, err
+		}
+		for _, m := range cr.GetMsgList() {
+			col.add(messageJSON(m, "pull"), m.GetProperty("seq"), true)
+		}
+		pc.ACK(context.Background(), cr, consumer.ConsumeSuccess)
+	}
+	mqAdmin, err := admin.NewAdmin(admin.WithResolver(primitive.NewPassthroughResolver([]string{a.namesrv})))
+	if err != nil {
+		return nil, err
+	}
+	defer mqAdmin.Close()
+	queues, err := mqAdmin.FetchPublishMessageQueues(context.Background(), a.topic)
+	if err != nil {
+		return nil, err
+	}
+	offsets := map[string]int64{}
+	for _, q := range queues {
+		offset, _ := pc.CurrentOffset(q)
+		offsets[strconv.Itoa(q.QueueId)] = offset
+	}
+	if err := pc.PersistOffset(context.Background(), a.topic); err != nil {
+		return nil, err
+	}
+	_ = pc.Shutdown()
+	return result{"received": col.snapshot(), "complete": col.complete(), "offsets": offsets, "sent": sent}, nil
 }

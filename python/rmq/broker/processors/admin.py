@@ -10,7 +10,7 @@ import os
 import time
 
 from rmq.broker import journal
-from rmq.broker.config import RUNTIME_UPDATABLE, ConfigError, is_known_property, parse_properties_text
+from rmq.broker.config import ConfigError, parse_properties_text, property_kind
 from rmq.broker.services import BrokerServices
 from rmq.broker.stats import MINUTE_MS
 from rmq.broker.subscription_group import SubscriptionGroupConfig
@@ -256,6 +256,7 @@ class AdminProcessors:
             "runtime": f"[ {(now - boot) // 86_400_000} days, {(now - boot) // 3_600_000 % 24} hours, "
             f"{(now - boot) // 60_000 % 60} minutes, {(now - boot) // 1000 % 60} seconds ]",
             "diskFull": "true" if store.is_disk_full() else "false",
+            **s.fast_send_stats(),
             **journal.runtime_info(store),
         }
         return create_response(request, body=fastjson.dumps({"table": table}))
@@ -272,15 +273,18 @@ class AdminProcessors:
         except UnicodeDecodeError:
             return create_response(request, ResponseCode.SYSTEM_ERROR, "config body is not UTF-8")
         # Apache's broker answers success to any key (it drops an unknown one silently and changes a store
-        # path under the running store); rmq refuses both, naming the keys.
-        unknown = sorted(k for k in props if not is_known_property(k))
-        fixed = sorted(k for k in props if is_known_property(k) and k not in RUNTIME_UPDATABLE)
-        if unknown or fixed:
-            parts = []
-            if unknown:
-                parts.append(f"unknown broker properties: {', '.join(unknown)}")
-            if fixed:
-                parts.append(f"these properties cannot be changed at run time: {', '.join(fixed)}")
+        # path under the running store); rmq refuses every key it does not change at run time, naming it.
+        kinds = {k: property_kind(k) for k in props}
+        parts = [
+            f"{what}: {', '.join(sorted(k for k, kind in kinds.items() if kind == which))}"
+            for which, what in (
+                ("unknown", "unknown broker properties"),
+                ("not implemented", "not implemented by rmq"),
+                ("fixed", "these properties cannot be changed at run time"),
+            )
+            if which in kinds.values()
+        ]
+        if parts:
             remark = "; ".join(parts)
             log.warning("UPDATE_BROKER_CONFIG from %s refused: %s", ctx.remote_addr, remark)
             return create_response(request, ResponseCode.SYSTEM_ERROR, remark)

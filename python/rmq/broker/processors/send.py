@@ -54,6 +54,7 @@ _DELAY_KEY = MessageConst.DELAY_TIME_LEVEL + "\x01"
 _TRAN_KEY = MessageConst.TRANSACTION_PREPARED + "\x01"
 _TIMER_MARK = "TIMER_"
 _WAIT_KEY = MessageConst.WAIT_STORE_MSG_OK + "\x01"
+_UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX + "\x01"
 _MAX_PROPERTIES = 32767
 
 
@@ -107,6 +108,7 @@ class SendProcessor:
         self._sync_flush = cfg.sync_flush
         self._max_body = cfg.max_message_size
         self._max_delay_level = len(services.delay_levels)
+        self._batch_uniq_keys_dropped = 0
 
     # --- entry --------------------------------------------------------------------------------------
     def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
@@ -198,7 +200,7 @@ class SendProcessor:
         tc = self._topic_for_send(request, h, topic, queue_id)
         if isinstance(tc, RemotingCommand):
             return tc
-        if s.fast_send is not None and not batch:
+        if s.fast_send is not None:
             self._vet(topic, tc)
         if queue_id < 0:
             queue_id = random.randrange(max(tc.write_queue_nums, 1))
@@ -241,6 +243,8 @@ class SendProcessor:
                     else:
                         props = props[: max(i - 1, 0)]
         born_host = socket_addr(ctx.remote_addr)
+        if batch and _UNIQ_KEY in props:
+            props = self._drop_batch_uniq_key(props, h)
         if batch and sys_flag & MessageSysFlag.COMPRESSED_FLAG:
             # The C++ client zlib-compresses a whole batch body of 4 KiB or more.
             inflated = _inflate(body, self._max_body)
@@ -306,8 +310,8 @@ class SendProcessor:
         return None
 
     def _vet(self, topic: str, tc: TopicConfig) -> None:
-        """Let the network thread answer the next plain sends to `topic` itself (it still declines
-        batches, delayed, timer, transactional and malformed messages, which keep coming here)."""
+        """Let the network thread answer the next sends and batches to `topic` itself (it still
+        declines delayed, timer, transactional and malformed messages, which keep coming here)."""
         if (
             PermName.is_writeable(self.s.config.broker_permission)
             and PermName.is_writeable(tc.perm)
@@ -319,6 +323,26 @@ class SendProcessor:
             )
 
     # --- delay levels and transactional half messages --------------------------------------------
+    def _drop_batch_uniq_key(self, props: str, h: dict[str, str]) -> str:
+        """The batch-level properties are appended to every message of a batch (REMOTING.md §4.5), but a
+        UNIQ_KEY there is the id of the batch itself (rocketmq-client-rust, Java 5.x clients), not of any
+        of its messages: appended, it would replace each message's own UNIQ_KEY and give them all one
+        message id (Apache ISSUE #9416, fixed there by appending nothing). Each message keeps its own."""
+        parts = props.split(_SEP)
+        kept = [p for p in parts if not p.startswith(_UNIQ_KEY)]
+        if len(kept) == len(parts):
+            return props  # "UNIQ_KEY\x01" inside another entry
+        self._batch_uniq_keys_dropped += 1
+        n = self._batch_uniq_keys_dropped
+        if n & (n - 1) == 0:  # 1, 2, 4, 8, ...: the count without a line per batch
+            log.warning(
+                "batch from producer group %s carries a batch-level UNIQ_KEY: dropped, each message keeps "
+                "its own (%d such batches so far)",
+                h.get("producerGroup"),
+                n,
+            )
+        return _SEP.join(kept)
+
     def _park(
         self, request: RemotingCommand, topic: str, queue_id: int, sys_flag: int, props: str
     ) -> tuple[str, int, int, str] | RemotingCommand:

@@ -6,11 +6,21 @@
 //! produces what it consumes and prints one JSON object on the last line of stdout.
 //!
 //! * `send`: sync send N messages, tags TagA/TagB cycled, keys "k<i> kk<i>", property seq=<i>
+//! * `async`: the same N messages with `send_with_callback`, all in flight at once; each callback's result
+//! * `oneway`: the same N messages with `send_oneway` (no results)
+//! * `batch`: the same N messages in one `send_batch` (one result)
 //! * `clustering`: send N, then two push consumers of one group (clustering) receive them
 //! * `orderly`: send N to queue (i % 4) % queues, one orderly push consumer receives them
 //! * `transaction`: i % 3 == 0 commit, 1 rollback, 2 unknown (check-back answers commit), then consume
 //! * `delay`: send N with delay level 1, a push consumer receives them
 //! * `retry`: a push consumer fails the first delivery of each message and receives the redeliveries
+//! * `broadcasting`: send N, two push consumers of one group (broadcasting) each receive all of them
+//! * `tag`: send N, a push consumer subscribed to "TagA" receives the TagA ones
+//! * `sql92`: send N, a push consumer subscribed to the SQL92 expression "seq >= 2 AND seq < 5"
+//! * `dlq`: send N, a push consumer with maxReconsumeTimes 2 fails every delivery; a second group then
+//!   consumes `%DLQ%<group>` until all N arrived there
+//! * `pull`: send N, a `DefaultMQPullConsumer` reads every queue from offset 0 to its end and sets each
+//!   queue's offset with `update_consume_offset` (which 1.0.0 keeps in memory: see the test)
 
 use std::any::Any;
 use std::collections::HashSet;
@@ -29,11 +39,16 @@ use rocketmq_client_rust::ConsumeConcurrentlyStatus;
 use rocketmq_client_rust::ConsumeOrderlyContext;
 use rocketmq_client_rust::ConsumeOrderlyStatus;
 use rocketmq_client_rust::DefaultMQProducer;
+// the classic pull consumer is deprecated (kept for compatibility): it is what the `pull` scenario tests
+#[allow(deprecated)]
+use rocketmq_client_rust::DefaultMQPullConsumer;
 use rocketmq_client_rust::DefaultMQPushConsumer;
 use rocketmq_client_rust::LocalTransactionState;
 use rocketmq_client_rust::MQPushConsumer;
 use rocketmq_client_rust::MessageListenerConcurrently;
 use rocketmq_client_rust::MessageListenerOrderly;
+use rocketmq_client_rust::MessageSelector;
+use rocketmq_client_rust::PullStatus;
 use rocketmq_client_rust::TransactionListener;
 use rocketmq_client_rust::TransactionMQProducer;
 use rocketmq_model::common::consumer::consume_from_where::ConsumeFromWhere;
@@ -42,10 +57,13 @@ use rocketmq_model::common::message::message_queue::MessageQueue;
 use rocketmq_model::common::message::message_single::Message;
 use rocketmq_model::common::message::MessageTrait;
 use rocketmq_model::result::SendResult;
+use rocketmq_protocol::protocol::heartbeat::message_model::MessageModel;
 use rocketmq_runtime::RuntimeConfig;
 use rocketmq_runtime::RuntimeOwner;
 use serde_json::json;
 use serde_json::Value;
+
+const RUNTIME_SHUTDOWN: Duration = Duration::from_secs(2);
 
 struct Args {
     namesrv: String,
@@ -139,10 +157,33 @@ fn main() {
             "transaction" => d.transaction().await,
             "delay" => d.delay().await,
             "retry" => d.retry().await,
+            "async" => d.send_async().await,
+            "oneway" => d.oneway().await,
+            "batch" => d.batch().await,
+            "broadcasting" => d.broadcasting().await,
+            "tag" => {
+                d.selected(MessageSelector::by_tag("TagA"), |i| i % 2 == 0)
+                    .await
+            }
+            "sql92" => {
+                d.selected(MessageSelector::by_sql("seq >= 2 AND seq < 5"), |i| {
+                    (2..5).contains(&i)
+                })
+                .await
+            }
+            "dlq" => d.dlq().await,
+            "pull" => d.pull().await,
             other => fail(&format!("unknown scenario {other}")),
         };
-        let _ = d.rt.shutdown().await;
-        out
+        // Bounded: after the classic pull consumer's shutdown, its lite pull tasks keep retrying (without
+        // a name server) and the runtime's shutdown waits about 30 s for them.
+        let drained = tokio::time::timeout(RUNTIME_SHUTDOWN, d.rt.shutdown())
+            .await
+            .is_ok();
+        out.map(|mut v| {
+            v["runtime_shutdown"] = json!(if drained { "done" } else { "timed out" });
+            v
+        })
     });
     match out {
         Ok(mut v) => {
@@ -252,28 +293,64 @@ impl Driver {
         orderly: bool,
         fail_first: bool,
     ) -> ClientResult<Value> {
+        let policy = if fail_first {
+            Policy::FailFirst
+        } else {
+            Policy::Succeed
+        };
+        let spec = Spec::new(&self.a.group, &self.a.topic, policy);
+        self.consume_with(names, collector, orderly, &spec).await
+    }
+
+    async fn start_consumer(
+        &self,
+        name: &str,
+        collector: Arc<Collector>,
+        orderly: bool,
+        spec: &Spec,
+    ) -> ClientResult<DefaultMQPushConsumer> {
+        let mut builder = DefaultMQPushConsumer::builder(self.rt.clone())
+            .client_config(client_config(&self.a, name))
+            .consumer_group(spec.group.as_str())
+            .name_server_addr(self.a.namesrv.as_str())
+            .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
+            .message_model(spec.model)
+            .client_rebalance(true);
+        if let Some(max) = spec.max_reconsume_times {
+            builder = builder.max_reconsume_times(max);
+        }
+        let mut c = builder.build();
+        c.subscribe_with_selector(spec.topic.as_str(), Some(spec.selector.clone()))
+            .await?;
+        let listener = Listener {
+            name: name.to_string(),
+            collector,
+            policy: spec.policy,
+            want: spec.want,
+            per_consumer: spec.model == MessageModel::Broadcasting,
+        };
+        if orderly {
+            c.register_message_listener_orderly(listener);
+        } else {
+            c.register_message_listener_concurrently(listener);
+        }
+        c.start().await?;
+        Ok(c)
+    }
+
+    async fn consume_with(
+        &self,
+        names: &[&str],
+        collector: Arc<Collector>,
+        orderly: bool,
+        spec: &Spec,
+    ) -> ClientResult<Value> {
         let mut consumers = Vec::new();
         for name in names {
-            let mut c = DefaultMQPushConsumer::builder(self.rt.clone())
-                .client_config(client_config(&self.a, name))
-                .consumer_group(self.a.group.as_str())
-                .name_server_addr(self.a.namesrv.as_str())
-                .consume_from_where(ConsumeFromWhere::ConsumeFromFirstOffset)
-                .client_rebalance(true)
-                .build();
-            c.subscribe(self.a.topic.as_str(), "*").await?;
-            let listener = Listener {
-                name: name.to_string(),
-                collector: collector.clone(),
-                fail_first,
-            };
-            if orderly {
-                c.register_message_listener_orderly(listener);
-            } else {
-                c.register_message_listener_concurrently(listener);
-            }
-            c.start().await?;
-            consumers.push(c);
+            consumers.push(
+                self.start_consumer(name, collector.clone(), orderly, spec)
+                    .await?,
+            );
         }
         let complete = collector.wait(self.a.timeout).await;
         for mut c in consumers {
@@ -392,7 +469,7 @@ impl TransactionListener for TxListener {
 
 struct Collector {
     received: Mutex<Vec<Value>>,
-    seen: Mutex<HashSet<usize>>,
+    seen: Mutex<HashSet<String>>,
     want: usize,
     notify: tokio::sync::Notify,
 }
@@ -407,11 +484,11 @@ impl Collector {
         })
     }
 
-    fn add(&self, m: Value, seq: usize, counts: bool) {
+    fn add(&self, m: Value, key: String, counts: bool) {
         self.received.lock().unwrap().push(m);
         if counts {
             let mut seen = self.seen.lock().unwrap();
-            seen.insert(seq);
+            seen.insert(key);
             if seen.len() >= self.want {
                 self.notify.notify_one();
             }
@@ -460,22 +537,72 @@ fn message_json(m: &MessageExt, consumer: &str) -> Value {
     })
 }
 
+/// What a listener answers.
+#[derive(Clone, Copy, PartialEq)]
+enum Policy {
+    Succeed,
+    /// Fail the first delivery of each message (a delivery counts once redelivered).
+    FailFirst,
+    /// Fail every delivery (a delivery counts once its reconsume times reach the given maximum).
+    FailAll(i32),
+}
+
+/// One consumer group's subscription and the listener's behaviour.
+struct Spec {
+    group: String,
+    topic: String,
+    selector: MessageSelector,
+    model: MessageModel,
+    max_reconsume_times: Option<i32>,
+    policy: Policy,
+    /// Which seqs count toward completion (all other deliveries are still recorded).
+    want: fn(usize) -> bool,
+}
+
+impl Spec {
+    fn new(group: &str, topic: &str, policy: Policy) -> Self {
+        Self {
+            group: group.to_string(),
+            topic: topic.to_string(),
+            selector: MessageSelector::by_tag("*"),
+            model: MessageModel::Clustering,
+            max_reconsume_times: None,
+            policy,
+            want: |_| true,
+        }
+    }
+}
+
 struct Listener {
     name: String,
     collector: Arc<Collector>,
-    fail_first: bool,
+    policy: Policy,
+    want: fn(usize) -> bool,
+    /// Broadcasting: completion counts each (consumer, seq) pair.
+    per_consumer: bool,
 }
 
 impl Listener {
-    /// Records the batch; true when it must be redelivered (a first delivery in the retry scenario).
+    /// Records the batch; true when it must be redelivered.
     fn record(&self, msgs: &[&MessageExt]) -> bool {
         let mut retry = false;
         for m in msgs {
-            let first = m.reconsume_times() == 0;
-            let counts = !(self.fail_first && first);
-            self.collector
-                .add(message_json(m, &self.name), seq_of(&m.message), counts);
-            retry |= !counts;
+            let seq = seq_of(&m.message);
+            let (counts, fail) = match self.policy {
+                Policy::Succeed => ((self.want)(seq), false),
+                Policy::FailFirst => {
+                    let first = m.reconsume_times() == 0;
+                    (!first, first)
+                }
+                Policy::FailAll(max) => (m.reconsume_times() >= max, true),
+            };
+            let key = if self.per_consumer {
+                format!("{}/{seq}", self.name)
+            } else {
+                seq.to_string()
+            };
+            self.collector.add(message_json(m, &self.name), key, counts);
+            retry |= fail;
         }
         retry
     }
@@ -503,5 +630,217 @@ impl MessageListenerOrderly for Listener {
     ) -> ClientResult<ConsumeOrderlyStatus> {
         self.record(msgs);
         Ok(ConsumeOrderlyStatus::Success)
+    }
+}
+
+// --- more send modes and consumers -------------------------------------------------------------------------
+
+const DLQ_MAX_RECONSUME_TIMES: i32 = 2;
+
+impl Driver {
+    async fn send_async(&self) -> ClientResult<Value> {
+        let mut p = self.producer().await?;
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(usize, Value)>();
+        let mut sent = vec![Value::Null; self.a.count];
+        for (i, slot) in sent.iter_mut().enumerate() {
+            let tx = tx.clone();
+            let callback = move |r: Option<&SendResult>, e: Option<&ClientError>| {
+                let entry = match (r, e) {
+                    (Some(r), _) => send_json(i, Ok(Some(r.clone()))),
+                    (None, Some(e)) => json!({ "i": i, "error": e.to_string() }),
+                    (None, None) => json!({ "i": i, "error": "callback without result or error" }),
+                };
+                let _ = tx.send((i, entry));
+            };
+            if let Err(e) = p
+                .send_with_callback_timeout(message(&self.a, i, 0), callback, 10_000)
+                .await
+            {
+                *slot = json!({ "i": i, "error": e.to_string() });
+            }
+        }
+        drop(tx);
+        let deadline = tokio::time::Instant::now() + self.a.timeout;
+        while sent.iter().any(Value::is_null) {
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some((i, entry))) => sent[i] = entry,
+                Ok(None) => break, // every callback dropped
+                Err(_) => break,
+            }
+        }
+        p.shutdown().await;
+        if sent.iter().any(Value::is_null) {
+            return Err(ClientError::internal(
+                "async send",
+                std::io::Error::other(format!("callbacks missing: {sent:?}")),
+            ));
+        }
+        Ok(json!({ "sent": sent }))
+    }
+
+    async fn oneway(&self) -> ClientResult<Value> {
+        let mut p = self.producer().await?;
+        let mut oneway = Vec::new();
+        for i in 0..self.a.count {
+            match p.send_oneway(message(&self.a, i, 0)).await {
+                Ok(()) => oneway.push(json!({ "i": i })),
+                Err(e) => oneway.push(json!({ "i": i, "error": e.to_string() })),
+            }
+        }
+        p.shutdown().await;
+        Ok(json!({ "oneway": oneway }))
+    }
+
+    async fn batch(&self) -> ClientResult<Value> {
+        let mut p = self.producer().await?;
+        let msgs: Vec<Message> = (0..self.a.count).map(|i| message(&self.a, i, 0)).collect();
+        let r = p.send_batch_with_timeout(msgs, 10_000).await;
+        p.shutdown().await;
+        let mut entry = send_json(0, r.map(Some));
+        if let Some(ids) = entry["msg_id"].as_str().map(str::to_string) {
+            entry["msg_ids"] = json!(ids.split(',').collect::<Vec<_>>());
+        }
+        Ok(json!({ "batch": entry }))
+    }
+
+    async fn broadcasting(&self) -> ClientResult<Value> {
+        let sent = self.send_all(0, false).await?;
+        let mut spec = Spec::new(&self.a.group, &self.a.topic, Policy::Succeed);
+        spec.model = MessageModel::Broadcasting;
+        let collector = Collector::new(2 * self.a.count); // keyed by consumer and seq
+        let mut out = self
+            .consume_with(&["c1", "c2"], collector, false, &spec)
+            .await?;
+        out["sent"] = json!(sent);
+        Ok(out)
+    }
+
+    /// One clustering consumer subscribed with `selector`; the seqs `want` accepts must all arrive.
+    async fn selected(
+        &self,
+        selector: MessageSelector,
+        want: fn(usize) -> bool,
+    ) -> ClientResult<Value> {
+        let sent = self.send_all(0, false).await?;
+        let mut spec = Spec::new(&self.a.group, &self.a.topic, Policy::Succeed);
+        spec.selector = selector;
+        spec.want = want;
+        let n = (0..self.a.count).filter(|&i| want(i)).count();
+        let mut out = self
+            .consume_with(&["c1"], Collector::new(n), false, &spec)
+            .await?;
+        out["sent"] = json!(sent);
+        Ok(out)
+    }
+
+    async fn dlq(&self) -> ClientResult<Value> {
+        let sent = self.send_all(0, false).await?;
+        let deadline = tokio::time::Instant::now() + self.a.timeout;
+        let mut spec = Spec::new(
+            &self.a.group,
+            &self.a.topic,
+            Policy::FailAll(DLQ_MAX_RECONSUME_TIMES),
+        );
+        spec.max_reconsume_times = Some(DLQ_MAX_RECONSUME_TIMES);
+        let failing = Collector::new(self.a.count); // complete once each message had its last delivery
+        let mut c = self
+            .start_consumer("c1", failing.clone(), false, &spec)
+            .await?;
+        let complete = failing.wait(self.a.timeout).await;
+        // the dead letters: %DLQ%<group> exists once the first one is stored, read it with a second group
+        let dead = Collector::new(self.a.count);
+        let reader_spec = Spec::new(
+            &format!("{}_dlq", self.a.group),
+            &format!("%DLQ%{}", self.a.group),
+            Policy::Succeed,
+        );
+        let mut reader = None;
+        let mut attempt = 0;
+        while complete && reader.is_none() && tokio::time::Instant::now() < deadline {
+            match self
+                .start_consumer(&format!("d{attempt}"), dead.clone(), false, &reader_spec)
+                .await
+            {
+                Ok(r) => reader = Some(r),
+                // the topic's route appears with its first message
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+            attempt += 1;
+        }
+        let mut dead_complete = false;
+        if let Some(mut r) = reader {
+            dead_complete = dead
+                .wait(deadline.saturating_duration_since(tokio::time::Instant::now()))
+                .await;
+            r.shutdown().await;
+        }
+        c.shutdown().await;
+        let received = failing.received.lock().unwrap().clone();
+        let dead_received = dead.received.lock().unwrap().clone();
+        Ok(json!({
+            "received": received,
+            "dead": dead_received,
+            "complete": complete && dead_complete,
+            "sent": sent,
+        }))
+    }
+
+    #[allow(deprecated)]
+    async fn pull(&self) -> ClientResult<Value> {
+        let sent = self.send_all(0, false).await?;
+        let c = DefaultMQPullConsumer::builder(self.rt.clone())
+            .consumer_group(self.a.group.as_str())
+            .name_server_addr(self.a.namesrv.as_str())
+            .build()?;
+        c.start().await?;
+        let collector = Collector::new(self.a.count);
+        let mut offsets = serde_json::Map::new();
+        let deadline = tokio::time::Instant::now() + self.a.timeout;
+        for mq in c.fetch_subscribe_message_queues(&self.a.topic).await? {
+            let mut offset = 0i64;
+            while tokio::time::Instant::now() < deadline {
+                // the broker holds a pull at the end of a queue: stop before it
+                let r = c.pull(&mq, "*", offset, 4).await?;
+                if *r.pull_status() != PullStatus::Found {
+                    return Err(ClientError::internal(
+                        "pull",
+                        std::io::Error::other(format!(
+                            "queue {} offset {offset}: {:?}",
+                            mq.queue_id(),
+                            r.pull_status()
+                        )),
+                    ));
+                }
+                for m in r.msg_found_list().unwrap_or_default() {
+                    collector.add(
+                        message_json(m, "pull"),
+                        seq_of(&m.message).to_string(),
+                        true,
+                    );
+                }
+                offset = r.next_begin_offset() as i64;
+                if r.next_begin_offset() >= r.max_offset() {
+                    break;
+                }
+            }
+            offsets.insert(mq.queue_id().to_string(), json!(offset));
+            c.update_consume_offset(&mq, offset).await?;
+        }
+        // Bounded: the shutdown waits 5 s for each queue's lite pull task (started by the subscription
+        // the classic pull registers), which does not stop when asked ("lite pull task shutdown report
+        // is unhealthy": timed_out 1, aborted 1).
+        let shutdown = match tokio::time::timeout(RUNTIME_SHUTDOWN, c.shutdown()).await {
+            Ok(r) => r.map(|()| "done")?,
+            Err(_) => "timed out",
+        };
+        let complete = collector.wait(Duration::ZERO).await;
+        let received = collector.received.lock().unwrap().clone();
+        Ok(json!({
+            "received": received,
+            "complete": complete,
+            "offsets": offsets,
+            "consumer_shutdown": shutdown,
+            "sent": sent,
+        }))
     }
 }

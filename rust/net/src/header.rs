@@ -1,0 +1,328 @@
+//! The header of a send request (SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE) as the
+//! official clients write it, parsed without copying. Sans-I/O.
+//!
+//! The clients differ in how they spell the same header (REMOTING.md §3.1):
+//!
+//! ```text
+//! Java 4.9.8  SEND_MESSAGE_V2 (310) / SEND_BATCH_MESSAGE (320), one-letter names, every value a string:
+//!   {"a":"pg","b":"T","c":"TBW102","d":"4","e":"0","f":"0","g":"1795548446992","h":"0",
+//!    "i":"KEYS\u0001k0\u0002...","j":"0","k":"false","m":"false","n":"broker-a"}
+//! C++ 0.4.4   SEND_MESSAGE (10), long names, some values JSON numbers; a batch is code 10 with batch "1":
+//!   {"AccessKey":"","OnsChannel":"ALIYUN","Signature":"...","batch":"0","bornTimestamp":"1795548431611",
+//!    "defaultTopic":"TBW102","defaultTopicQueueNums":4,"flag":0,"producerGroup":"g1",
+//!    "properties":"KEYS\u0001k0\u0002...\u0002","queueId":0,"reconsumeTimes":"0","sysFlag":0,
+//!    "topic":"T","unitMode":"0"}
+//! ```
+//!
+//! A value is read as the Python path reads it: a string as is, an integer as its decimal
+//! text, `true` / `false` as those words, `null` as absent. Anything else (a float, an object)
+//! fails the parse, and the request is left to the Python path.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+
+pub const SEND_MESSAGE: i32 = 10;
+pub const SEND_MESSAGE_V2: i32 = 310;
+pub const SEND_BATCH_MESSAGE: i32 = 320;
+
+/// Whether `code` is one of the send requests.
+pub fn is_send(code: i32) -> bool {
+    code == SEND_MESSAGE || code == SEND_MESSAGE_V2 || code == SEND_BATCH_MESSAGE
+}
+
+/// One `extFields` value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Value<'a> {
+    Text(Cow<'a, str>),
+    Int(i64),
+}
+
+impl Value<'_> {
+    /// The value as text, `None` for a number (a topic or properties that are numbers are
+    /// left to the Python path).
+    pub fn text(&self) -> Option<&str> {
+        match self {
+            Value::Text(t) => Some(t),
+            Value::Int(_) => None,
+        }
+    }
+}
+
+struct ValueVisitor;
+
+impl<'de> Visitor<'de> for ValueVisitor {
+    type Value = Value<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string, an integer or a boolean")
+    }
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Value<'de>, E> {
+        Ok(Value::Text(Cow::Borrowed(v)))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value<'de>, E> {
+        Ok(Value::Text(Cow::Owned(v.to_string())))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Value<'de>, E> {
+        Ok(Value::Text(Cow::Owned(v)))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value<'de>, E> {
+        Ok(Value::Int(v))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value<'de>, E> {
+        i64::try_from(v)
+            .map(Value::Int)
+            .map_err(|_| E::custom("integer out of range"))
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value<'de>, E> {
+        Ok(Value::Text(Cow::Borrowed(if v { "true" } else { "false" })))
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Value<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Value<'a>, D::Error> {
+        d.deserialize_any(ValueVisitor)
+    }
+}
+
+type Field<'a> = Option<Value<'a>>;
+
+/// The frame header's own fields.
+#[derive(Deserialize)]
+pub struct Header<'a> {
+    pub code: i32,
+    #[serde(default)]
+    pub flag: i32,
+    #[serde(default)]
+    pub opaque: i32,
+    #[serde(borrow, rename = "extFields")]
+    pub ext: Option<&'a RawValue>,
+}
+
+/// SEND_MESSAGE_V2's and SEND_BATCH_MESSAGE's one-letter header fields.
+#[derive(Deserialize)]
+struct ExtV2<'a> {
+    #[serde(borrow)]
+    b: Field<'a>,
+    #[serde(borrow)]
+    e: Field<'a>,
+    #[serde(borrow)]
+    f: Field<'a>,
+    #[serde(borrow)]
+    g: Field<'a>,
+    #[serde(borrow)]
+    h: Field<'a>,
+    #[serde(borrow)]
+    i: Field<'a>,
+    #[serde(borrow)]
+    j: Field<'a>,
+    #[serde(borrow)]
+    m: Field<'a>,
+}
+
+/// SEND_MESSAGE's named header fields.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ExtV1<'a> {
+    #[serde(borrow)]
+    topic: Field<'a>,
+    #[serde(borrow)]
+    queue_id: Field<'a>,
+    #[serde(borrow)]
+    sys_flag: Field<'a>,
+    #[serde(borrow)]
+    born_timestamp: Field<'a>,
+    #[serde(borrow)]
+    flag: Field<'a>,
+    #[serde(borrow)]
+    properties: Field<'a>,
+    #[serde(borrow)]
+    reconsume_times: Field<'a>,
+    #[serde(borrow)]
+    batch: Field<'a>,
+}
+
+/// A send request's header, whichever code and spelling it came in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendHeader<'a> {
+    pub topic: &'a str,
+    pub queue_id: i32,
+    pub sys_flag: i32,
+    pub born_timestamp: i64,
+    pub flag: i32,
+    pub properties: &'a str,
+    pub reconsume_times: i32,
+    /// SEND_BATCH_MESSAGE, or SEND_MESSAGE with `batch` true (the C++ client's batches).
+    pub batch: bool,
+}
+
+/// The raw fields before their values are checked (they borrow from the JSON text, or own
+/// an unescaped copy).
+struct RawFields<'a> {
+    topic: Field<'a>,
+    queue_id: Field<'a>,
+    sys_flag: Field<'a>,
+    born_timestamp: Field<'a>,
+    flag: Field<'a>,
+    properties: Field<'a>,
+    reconsume_times: Field<'a>,
+    batch: Field<'a>,
+}
+
+/// A header field the fast path cannot read as the Python path would, or lacks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unreadable;
+
+/// The parsed `extFields` of a send request with `code`; they own their text, so parse
+/// with [`ParsedExt::header`].
+pub struct ParsedExt<'a>(RawFields<'a>, i32);
+
+/// Parse `ext` (the `extFields` object) of a send request with `code`.
+pub fn parse_ext(code: i32, ext: &str) -> Result<ParsedExt<'_>, Unreadable> {
+    let raw = if code == SEND_MESSAGE {
+        let e: ExtV1<'_> = serde_json::from_str(ext).map_err(|_| Unreadable)?;
+        RawFields {
+            topic: e.topic,
+            queue_id: e.queue_id,
+            sys_flag: e.sys_flag,
+            born_timestamp: e.born_timestamp,
+            flag: e.flag,
+            properties: e.properties,
+            reconsume_times: e.reconsume_times,
+            batch: e.batch,
+        }
+    } else {
+        let e: ExtV2<'_> = serde_json::from_str(ext).map_err(|_| Unreadable)?;
+        RawFields {
+            topic: e.b,
+            queue_id: e.e,
+            sys_flag: e.f,
+            born_timestamp: e.g,
+            flag: e.h,
+            properties: e.i,
+            reconsume_times: e.j,
+            batch: e.m,
+        }
+    };
+    Ok(ParsedExt(raw, code))
+}
+
+/// An integer field as the Python path reads it (absent or empty: `default`, which `None`
+/// makes required); `None` for what it would refuse or read otherwise.
+fn int<T: std::str::FromStr + TryFrom<i64>>(v: &Field<'_>, default: Option<T>) -> Option<T> {
+    match v {
+        None => default,
+        Some(Value::Int(n)) => T::try_from(*n).ok(),
+        Some(Value::Text(s)) if s.is_empty() => default,
+        Some(Value::Text(s)) => s.parse().ok(),
+    }
+}
+
+/// `"true"` / `"1"` (any case, surrounding whitespace ignored), as the Python path reads a flag.
+fn truthy(v: &Field<'_>) -> bool {
+    match v {
+        None => false,
+        Some(Value::Int(n)) => *n == 1,
+        Some(Value::Text(s)) => {
+            let s = s.trim();
+            s == "1" || s.eq_ignore_ascii_case("true")
+        }
+    }
+}
+
+impl ParsedExt<'_> {
+    /// The header's values, checked.
+    pub fn header(&self) -> Result<SendHeader<'_>, Unreadable> {
+        let f = &self.0;
+        let text = |v: &Field<'_>| -> Result<(), Unreadable> {
+            match v {
+                Some(Value::Int(_)) => Err(Unreadable),
+                _ => Ok(()),
+            }
+        };
+        text(&f.topic)?;
+        text(&f.properties)?;
+        let topic = f.topic.as_ref().and_then(Value::text).unwrap_or("");
+        if topic.is_empty() {
+            return Err(Unreadable);
+        }
+        Ok(SendHeader {
+            topic,
+            queue_id: int(&f.queue_id, None).ok_or(Unreadable)?,
+            sys_flag: int(&f.sys_flag, Some(0)).ok_or(Unreadable)?,
+            born_timestamp: int(&f.born_timestamp, Some(0)).ok_or(Unreadable)?,
+            flag: int(&f.flag, Some(0)).ok_or(Unreadable)?,
+            properties: f.properties.as_ref().and_then(Value::text).unwrap_or(""),
+            reconsume_times: int(&f.reconsume_times, Some(0)).ok_or(Unreadable)?,
+            batch: self.1 == SEND_BATCH_MESSAGE || truthy(&f.batch),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The C++ client 0.4.4's SEND_MESSAGE header, as captured from `Producer.send_sync`.
+    pub const CPP_SEND: &str = r#"{"AccessKey":"","OnsChannel":"ALIYUN","Signature":"1ZXdrf+tGT7w+fGZKzhHhUiZE1g=","batch":"0","bornTimestamp":"1795548431611","defaultTopic":"TBW102","defaultTopicQueueNums":4,"flag":0,"producerGroup":"g1","properties":"KEYS\u0001k0\u0002UNIQ_KEY\u00010100007F00001FFA00007A27FC7F0100\u0002WAIT\u0001true\u0002seq\u00010\u0002","queueId":0,"reconsumeTimes":"0","sysFlag":0,"topic":"CapT","unitMode":"0"}"#;
+
+    /// The Java client 4.9.8's SEND_MESSAGE_V2 header, as captured from `DefaultMQProducer.send`.
+    pub const JAVA_SEND: &str = r#"{"a":"jg_P","b":"JCapT","c":"TBW102","d":"4","e":"0","f":"0","g":"1795548446992","h":"0","i":"KEYS\u0001k0\u0002UNIQ_KEY\u0001FD00000000000000000000000000000209E24E0E2F2A7A9F190E0000\u0002WAIT\u0001true\u0002TAGS\u0001TagA\u0002seq\u00010","j":"0","k":"false","m":"false","n":"broker-a"}"#;
+
+    #[test]
+    fn reads_the_cpp_clients_numbers() {
+        let p = parse_ext(SEND_MESSAGE, CPP_SEND).unwrap();
+        let h = p.header().unwrap();
+        assert_eq!(h.topic, "CapT");
+        assert_eq!(h.queue_id, 0);
+        assert_eq!(h.sys_flag, 0);
+        assert_eq!(h.flag, 0);
+        assert_eq!(h.born_timestamp, 1795548431611);
+        assert!(h.properties.starts_with("KEYS\u{1}k0\u{2}UNIQ_KEY"));
+        assert!(h.properties.ends_with("seq\u{1}0\u{2}"));
+        assert!(!h.batch);
+        let b = CPP_SEND.replace(r#""batch":"0""#, r#""batch":"1""#);
+        assert!(parse_ext(SEND_MESSAGE, &b).unwrap().header().unwrap().batch);
+    }
+
+    #[test]
+    fn reads_the_java_clients_letters() {
+        let p = parse_ext(SEND_MESSAGE_V2, JAVA_SEND).unwrap();
+        let h = p.header().unwrap();
+        assert_eq!((h.topic, h.queue_id, h.batch), ("JCapT", 0, false));
+        assert!(h.properties.ends_with("TAGS\u{1}TagA\u{2}seq\u{1}0"));
+        let p = parse_ext(SEND_BATCH_MESSAGE, JAVA_SEND).unwrap();
+        assert!(p.header().unwrap().batch, "320 is a batch whatever m says");
+    }
+
+    #[test]
+    fn values_read_as_the_python_path_reads_them() {
+        // (queueId, sysFlag, bornTimestamp, batch)
+        let h = |ext: &str| {
+            parse_ext(SEND_MESSAGE_V2, ext).and_then(|p| {
+                p.header()
+                    .map(|h| (h.queue_id, h.sys_flag, h.born_timestamp, h.batch))
+            })
+        };
+        let ok = h(r#"{"b":"T","e":-1,"f":"","g":null,"m":true}"#).unwrap();
+        assert_eq!(ok, (-1, 0, 0, true));
+        assert_eq!(h(r#"{"b":"T","e":1}"#), Ok((1, 0, 0, false)));
+        assert!(h(r#"{"b":"T","e":1,"m":1}"#).unwrap().3);
+        // what the Python path refuses or reads differently is not read here
+        assert_eq!(h(r#"{"b":"T"}"#), Err(Unreadable), "queueId is required");
+        assert_eq!(h(r#"{"b":"","e":"0"}"#), Err(Unreadable));
+        assert_eq!(h(r#"{"b":"T","e":1.0}"#), Err(Unreadable));
+        assert_eq!(h(r#"{"b":"T","e":"x"}"#), Err(Unreadable));
+        assert_eq!(h(r#"{"b":"T","e":2147483648}"#), Err(Unreadable));
+        assert_eq!(h(r#"{"b":"T","e":"0","f":{}}"#), Err(Unreadable));
+        assert_eq!(h(r#"{"b":5,"e":"0"}"#), Err(Unreadable));
+        assert_eq!(h(r#"{"b":"T","e":"0","i":7}"#), Err(Unreadable));
+        assert_eq!(h(r#"{"b":"T","e":"0","e":"1"}"#), Err(Unreadable));
+        // escapes are unescaped
+        let p = parse_ext(SEND_MESSAGE_V2, r#"{"b":"T\u0041","e":"0"}"#).unwrap();
+        assert_eq!(p.header().unwrap().topic, "TA");
+    }
+}

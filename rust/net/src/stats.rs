@@ -1,0 +1,106 @@
+//! What the SEND fast path took and what it left to the Python path, and why.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Why a send request went to the Python path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decline {
+    /// The header is not JSON (a ROCKETMQ binary one), or a field is missing or not read as the
+    /// Python path reads it.
+    Header,
+    /// The topic is not vetted (unknown, not yet sent to, a retry topic, not writable, ...).
+    Topic,
+    /// The queue id is beyond the topic's queues.
+    QueueId,
+    /// The body is empty or larger than `maxMessageSize`.
+    Body,
+    /// A delay level, a timer or a transactional half message.
+    Special,
+    /// The stored properties would exceed their limit.
+    Properties,
+    /// A malformed batch body, or a compressed one that does not inflate within the limit.
+    Batch,
+    /// The store refused the put (disk full, shut down, ...).
+    Store,
+    /// The request arrived behind one the Python path is still handling on its connection.
+    Queued,
+}
+
+impl Decline {
+    pub const ALL: [Decline; 9] = [
+        Decline::Header,
+        Decline::Topic,
+        Decline::QueueId,
+        Decline::Body,
+        Decline::Special,
+        Decline::Properties,
+        Decline::Batch,
+        Decline::Store,
+        Decline::Queued,
+    ];
+
+    /// The reason's name in the counters.
+    pub fn name(self) -> &'static str {
+        match self {
+            Decline::Header => "header",
+            Decline::Topic => "topic",
+            Decline::QueueId => "queue_id",
+            Decline::Body => "body",
+            Decline::Special => "special",
+            Decline::Properties => "properties",
+            Decline::Batch => "batch",
+            Decline::Store => "store",
+            Decline::Queued => "queued",
+        }
+    }
+}
+
+/// A snapshot of [`Counters`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Send requests answered by the fast path (a batch counts once).
+    pub taken: u64,
+    /// Messages it stored.
+    pub messages: u64,
+    /// Send requests it left to the Python path, per reason (every reason listed).
+    pub declined: Vec<(&'static str, u64)>,
+}
+
+impl Stats {
+    pub fn declined_total(&self) -> u64 {
+        self.declined.iter().map(|(_, n)| n).sum()
+    }
+}
+
+#[derive(Default)]
+pub(crate) struct Counters {
+    taken: AtomicU64,
+    messages: AtomicU64,
+    declined: [AtomicU64; Decline::ALL.len()],
+}
+
+impl Counters {
+    pub(crate) fn taken(&self, messages: usize) {
+        self.taken.fetch_add(1, Ordering::Relaxed);
+        self.messages.fetch_add(messages as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn declined(&self, why: Decline) {
+        self.declined[why as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn messages(&self) -> u64 {
+        self.messages.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn snapshot(&self) -> Stats {
+        Stats {
+            taken: self.taken.load(Ordering::Relaxed),
+            messages: self.messages(),
+            declined: Decline::ALL
+                .iter()
+                .map(|d| (d.name(), self.declined[*d as usize].load(Ordering::Relaxed)))
+                .collect(),
+        }
+    }
+}

@@ -1,0 +1,43 @@
+"""The broker's SEND fast path counters (GET_BROKER_RUNTIME_INFO ``fastSend*``), for tests that check which
+path answered a client's sends."""
+
+from __future__ import annotations
+
+import orjson
+from rmq.common.codes import RequestCode
+from rmq.remoting import create_request
+from rmq.remoting.client import invoke_sync
+
+REASONS = ("Header", "Topic", "QueueId", "Body", "Special", "Properties", "Batch", "Store", "Queued")
+
+
+def fast_send_stats(broker_addr: str) -> dict[str, int]:
+    """``taken``, ``messages``, ``declined`` and one entry per decline reason (``Topic``, ``Queued``, ...)."""
+    r = invoke_sync(broker_addr, create_request(RequestCode.GET_BROKER_RUNTIME_INFO), 5000)
+    assert r.code == 0, r.remark
+    table = orjson.loads(r.body)["table"]
+    out = {
+        "taken": int(table["fastSendTaken"]),
+        "messages": int(table["fastSendMessages"]),
+        "declined": int(table["fastSendDeclined"]),
+    }
+    for reason in REASONS:
+        out[reason] = int(table.get("fastSendDeclined" + reason, 0))  # none without a network thread
+    return out
+
+
+def delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    return {k: after[k] - before[k] for k in after}
+
+
+def assert_taken(d: dict[str, int], requests: int, messages: int, new_topic: bool = False) -> None:
+    """Every one of ``requests`` send requests (``messages`` messages) was answered by the fast path, except
+    the first to a ``new_topic`` (Python creates and vets it) and those that arrived on a connection behind a
+    request Python was still handling (``Queued``: a heartbeat, or that first send); nothing else declined."""
+    others = {r: d[r] for r in REASONS if r not in ("Topic", "Queued") and d[r]}
+    assert not others, f"the fast path declined sends: {d}"
+    assert d["Topic"] == (1 if new_topic else 0), d
+    assert d["taken"] + d["declined"] == requests, d
+    assert d["taken"] >= 1, d
+    if d["declined"] == 0:
+        assert d["messages"] == messages, d
