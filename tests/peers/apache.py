@@ -201,37 +201,58 @@ def _await_line(proc: subprocess.Popen[str], needle: str, log: list[str], timeou
     return any(needle in line for line in log)
 
 
-def start_apache(home: Path, *props: str, timeout: float = 120.0, store: Path | None = None) -> ApachePeer:
-    """Start the Apache name server and broker (cluster DefaultCluster, broker-a, master) under ``home``.
-
-    The broker listens on ``listenPort`` and also on ``listenPort - 2`` (the "VIP" channel) and
-    ``listenPort + 1`` (HA), so all three are picked free. ``props`` are extra ``key=value`` lines for
-    broker.conf. ``store`` is the store's root dir (default ``home/store``); it may hold a store already.
-    """
-    libs = peer_libs()
+def _prepare_home(home: Path) -> None:
+    """The ``ROCKETMQ_HOME`` layout (logback configs) and the ``user.home`` logs go under ``home``."""
     conf = home / "rocketmq" / "conf"
-    conf.mkdir(parents=True)
-    (home / "user").mkdir()
-    (conf / "logback_namesrv.xml").write_text(LOGBACK % "namesrv")
-    (conf / "logback_broker.xml").write_text(LOGBACK % "broker")
-    (conf / "logback_tools.xml").write_text(LOGBACK % "tools")
+    conf.mkdir(parents=True, exist_ok=True)
+    (home / "user").mkdir(exist_ok=True)
+    for name in ("namesrv", "broker", "tools"):
+        (conf / f"logback_{name}.xml").write_text(LOGBACK % name)
+
+
+def start_apache_namesrv(
+    home: Path, log: list[str], timeout: float = 120.0
+) -> tuple[subprocess.Popen[str], str]:
+    """Start an Apache name server on a free loopback port under ``home``; returns it and its address."""
+    _prepare_home(home)
     ns_port = free_port()
     (home / "namesrv.conf").write_text(f"listenPort={ns_port}\n")
-    namesrv_addr = f"127.0.0.1:{ns_port}"
-    log: list[str] = []
-    namesrv = _java(
-        libs.server,
+    proc = _java(
+        peer_libs().server,
         NAMESRV_JVM,
         home,
         "org.apache.rocketmq.namesrv.NamesrvStartup",
         "-c",
         str(home / "namesrv.conf"),
     )
+    if not _await_line(proc, "boot success", log, timeout):
+        proc.kill()
+        proc.wait()
+        raise RuntimeError("Apache name server did not start:\n" + "".join(log[-60:]))
+    return proc, f"127.0.0.1:{ns_port}"
+
+
+def start_apache_broker(
+    home: Path,
+    namesrv_addr: str,
+    *props: str,
+    log: list[str],
+    store: Path | None = None,
+    name: str = "broker-a",
+    cluster: str = "DefaultCluster",
+    timeout: float = 120.0,
+) -> tuple[subprocess.Popen[str], str]:
+    """Start an Apache broker (master) under ``home`` registering with ``namesrv_addr``; returns it and
+    its address once it has booted. It listens on ``listenPort`` and also on ``listenPort - 2`` (the
+    "VIP" channel) and ``listenPort + 1`` (HA), so all three are picked free. ``props`` are extra
+    ``key=value`` lines for broker.conf; ``store`` is the store's root (default ``home/store``; it may
+    hold a store already)."""
+    _prepare_home(home)
     broker_port = free_port(neighbours=(-2, 1))
     store = store or home / "store"
     lines = [
-        "brokerClusterName=DefaultCluster",
-        "brokerName=broker-a",
+        f"brokerClusterName={cluster}",
+        f"brokerName={name}",
         "brokerId=0",
         "brokerRole=ASYNC_MASTER",
         "brokerIP1=127.0.0.1",
@@ -246,30 +267,36 @@ def start_apache(home: Path, *props: str, timeout: float = 120.0, store: Path | 
         *props,
     ]
     (home / "broker.conf").write_text("\n".join(lines) + "\n")
-    broker = None
-    peer = None
+    proc = _java(
+        peer_libs().server,
+        BROKER_JVM,
+        home,
+        "org.apache.rocketmq.broker.BrokerStartup",
+        "-c",
+        str(home / "broker.conf"),
+    )
+    if not _await_line(proc, "boot success", log, timeout):
+        proc.kill()
+        proc.wait()
+        detail = ApachePeer(proc, proc, namesrv_addr, "", home, log).logs()
+        raise RuntimeError(f"Apache broker {name} did not start:\n{detail}")
+    return proc, f"127.0.0.1:{broker_port}"
+
+
+def start_apache(home: Path, *props: str, timeout: float = 120.0, store: Path | None = None) -> ApachePeer:
+    """Start the Apache name server and broker (cluster DefaultCluster, broker-a, master) under ``home``
+    (see :func:`start_apache_broker` for ``props`` and ``store``); returns once the broker has booted."""
+    log: list[str] = []
+    namesrv, namesrv_addr = start_apache_namesrv(home, log, timeout)
     try:
-        if not _await_line(namesrv, "boot success", log, timeout):
-            raise RuntimeError("Apache name server did not start")
-        broker = _java(
-            libs.server,
-            BROKER_JVM,
-            home,
-            "org.apache.rocketmq.broker.BrokerStartup",
-            "-c",
-            str(home / "broker.conf"),
+        broker, broker_addr = start_apache_broker(
+            home, namesrv_addr, *props, log=log, store=store, timeout=timeout
         )
-        peer = ApachePeer(namesrv, broker, namesrv_addr, f"127.0.0.1:{broker_port}", home, log)
-        if not _await_line(broker, "boot success", log, timeout):
-            raise RuntimeError("Apache broker did not start")
-    except BaseException as exc:
-        detail = peer.logs() if peer else "".join(log[-60:])
-        for proc in (broker, namesrv):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.wait()
-        raise RuntimeError(f"{exc}:\n{detail}") from exc
-    return peer
+    except BaseException:
+        namesrv.kill()
+        namesrv.wait()
+        raise
+    return ApachePeer(namesrv, broker, namesrv_addr, broker_addr, home, log)
 
 
 def restart_broker(peer: ApachePeer, *, kill: bool = False, timeout: float = 120.0) -> None:
