@@ -15,6 +15,7 @@ import asyncio
 import dataclasses
 import logging
 import zlib
+from collections.abc import Callable
 
 from rmq.broker.config import BrokerConfig
 from rmq.broker.topic_config import TopicConfigManager
@@ -37,6 +38,9 @@ class NameServerRegistration:
         self._runner: asyncio.Task[None] | None = None
         self._changed: set[str] = set()
         self._all_changed = False
+        self.on_answer: Callable[[dict[str, str]], None] | None = None
+        """Called with a name server's answer to a registration (a slave learns its master's
+        `haServerAddr` and `masterAddr` from it)."""
 
     def _header(self) -> dict[str, str]:
         c = self.config
@@ -44,7 +48,7 @@ class NameServerRegistration:
             "brokerName": c.broker_name,
             "brokerAddr": c.broker_addr,
             "clusterName": c.broker_cluster_name,
-            "haServerAddr": f"{c.broker_ip1}:{c.listen_port + 1}",
+            "haServerAddr": f"{c.broker_ip1}:{c.ha_port}",
             "brokerId": str(c.broker_id),
         }
 
@@ -65,6 +69,8 @@ class NameServerRegistration:
                 continue
             if resp.code == ResponseCode.SUCCESS:
                 ok += 1
+                if self.on_answer is not None:
+                    self.on_answer(dict(resp.ext_fields or {}))
             else:
                 log.warning("name server %s refused registration: %s %s", addr, resp.code, resp.remark)
         return ok
