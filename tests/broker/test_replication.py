@@ -132,6 +132,7 @@ async def test_everything_sent_to_the_master_is_on_the_slave_byte_for_byte(tmp_p
         r = await client.invoke(slave.broker_addr, send_request(0, 0), 5000)
         assert r.code == ResponseCode.SERVICE_NOT_AVAILABLE
         assert "messages are put to the slave" in (r.remark or "")
+        assert "WARNING" in await logged(slave, "sends refused (SERVICE_NOT_AVAILABLE)")
     finally:
         await client.close()
         slave.stop()
@@ -139,6 +140,42 @@ async def test_everything_sent_to_the_master_is_on_the_slave_byte_for_byte(tmp_p
     assert log_bytes(tmp_path / "s", 0, end) == log_bytes(tmp_path / "m", 0, end)
     cq_master, cq_slave = queue_files(tmp_path / "m"), queue_files(tmp_path / "s")
     assert len(cq_master) >= QUEUES and cq_slave == cq_master
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def test_a_slave_ahead_of_its_master_is_reported_not_diverged(tmp_path):
+    ha = free_port()
+    master = await asyncio.to_thread(start_broker, tmp_path / "m", f"haListenPort={ha}")
+    slave_props = ("brokerRole=SLAVE", "brokerId=1", f"haMasterAddress=127.0.0.1:{ha}")
+    slave = await asyncio.to_thread(start_broker, tmp_path / "s", *slave_props)
+    client = RemotingClient()
+    try:
+        for i in range(100):
+            r = await client.invoke(master.broker_addr, send_request(i, i % QUEUES), 5000)
+            assert r.code == ResponseCode.SUCCESS
+        end = await wait_caught_up(client, master, slave)
+        master.stop()
+        # The master comes back having lost its log (an unclean restart on another disk, say).
+        master = await asyncio.to_thread(start_broker, tmp_path / "m2", f"haListenPort={ha}")
+        line = await logged(master, "reports CommitLog offset", "beyond this master's max offset")
+        assert "WARNING" in line and f"offset {end}," in line and "max offset 0" in line
+        r = await client.invoke(master.broker_addr, send_request(1000, 0), 5000)
+        assert r.code == ResponseCode.SUCCESS
+        # The slave keeps its log: when it connects again, it is refused again, nothing appended to it.
+        new_end = await commitlog_max(client, master.broker_addr)
+        await logged(master, f"offset {end}, beyond this master's max offset {new_end}:")
+        assert await commitlog_max(client, slave.broker_addr) == end
+    finally:
+        await client.close()
+        slave.stop()
+        master.stop()
 
 
 def fill_store(root: Path, mib: int, file_size: int) -> int:
@@ -185,7 +222,7 @@ async def test_an_empty_slave_catches_up_and_a_killed_one_resumes(tmp_path):
 
 
 async def test_sync_master_waits_for_the_slave(tmp_path):
-    props = ("brokerRole=SYNC_MASTER", "slaveTimeout=1000")
+    props = ("brokerRole=SYNC_MASTER", "slaveTimeout=1000", "haSlaveFallbehindMax=65536")
     master = await asyncio.to_thread(start_broker, tmp_path / "m", *props)
     client = RemotingClient()
     slave = None
@@ -211,7 +248,16 @@ async def test_sync_master_waits_for_the_slave(tmp_path):
         assert r.code == ResponseCode.FLUSH_SLAVE_TIMEOUT
         assert r.ext_fields["msgId"]
         assert "WARNING" in await logged(master, "FLUSH_SLAVE_TIMEOUT", "slaveTimeout")
+        # ...and once it lags more than haSlaveFallbehindMax, SLAVE_NOT_AVAILABLE at once.
+        sends = [client.invoke(master.broker_addr, send_request(20_000 + k, 2), 5000) for k in range(100)]
+        codes = {r.code for r in await asyncio.gather(*sends)}
+        assert codes == {ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE}
+        assert "WARNING" in await logged(
+            master, "SLAVE_NOT_AVAILABLE", "bytes behind", "haSlaveFallbehindMax"
+        )
+        # Resumed and caught up, the slave acknowledges again.
         slave.proc.send_signal(signal.SIGCONT)
+        await wait_caught_up(client, master, slave)
         r = await client.invoke(master.broker_addr, send_request(10_001, 1), 5000)
         assert r.code == ResponseCode.SUCCESS
         end = await wait_caught_up(client, master, slave)

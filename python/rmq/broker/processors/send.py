@@ -120,6 +120,9 @@ class SendProcessor:
         self._sync_master = cfg.broker_role == "SYNC_MASTER"
         self._slave_not_available = 0
         self._slave_warned_at = 0.0
+        self._slave_reason = ""
+        self._refused_on_slave = 0
+        self._refused_warned_at = 0.0
 
     # --- entry --------------------------------------------------------------------------------------
     def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
@@ -198,7 +201,7 @@ class SendProcessor:
     ) -> RemotingCommand | None:
         s = self.s
         if self._slave:
-            return self._error(request, ResponseCode.SERVICE_NOT_AVAILABLE, _SLAVE_REMARK)
+            return self._refuse_on_slave(request)
         topic = h.get("topic")
         if not topic:
             raise HeaderError("the custom field <topic> is null")
@@ -301,7 +304,7 @@ class SendProcessor:
         except MessageIllegalError as e:
             return self._error(request, ResponseCode.MESSAGE_ILLEGAL, str(e))
         except SlaveStoreError:
-            return self._error(request, ResponseCode.SERVICE_NOT_AVAILABLE, _SLAVE_REMARK)
+            return self._refuse_on_slave(request)
         except (DiskFullError, StoreShutDownError) as e:
             return self._error(request, ResponseCode.SERVICE_NOT_AVAILABLE, str(e))
 
@@ -324,6 +327,20 @@ class SendProcessor:
         s.flush_responder.hold(end, ctx, response)
         return None
 
+    def _refuse_on_slave(self, request: RemotingCommand) -> RemotingCommand:
+        """A slave takes messages from its master only: SERVICE_NOT_AVAILABLE, as RocketMQ's slave
+        answers (warned about at most every few seconds, with how many were refused)."""
+        self._refused_on_slave += 1
+        now = time.monotonic()
+        if now - self._refused_warned_at >= _SLAVE_WARN_INTERVAL_S:
+            log.warning(
+                "slave: %d sends refused (SERVICE_NOT_AVAILABLE): messages are put to the master",
+                self._refused_on_slave,
+            )
+            self._refused_warned_at = now
+            self._refused_on_slave = 0
+        return self._error(request, ResponseCode.SERVICE_NOT_AVAILABLE, _SLAVE_REMARK)
+
     def _replicate(self, end: int, ctx: RequestContext, response: RemotingCommand) -> RemotingCommand | None:
         """SYNC_MASTER: answer once a slave acknowledged the record (FLUSH_SLAVE_TIMEOUT after
         slaveTimeout), or at once SLAVE_NOT_AVAILABLE when no slave is connected or the slave lags more
@@ -338,7 +355,8 @@ class SendProcessor:
         response.code = ResponseCode.SLAVE_NOT_AVAILABLE
         self._slave_not_available += 1
         now = time.monotonic()
-        if now - self._slave_warned_at >= _SLAVE_WARN_INTERVAL_S:
+        reason = "lagging" if ha.connections else "none"
+        if reason != self._slave_reason or now - self._slave_warned_at >= _SLAVE_WARN_INTERVAL_S:
             log.warning(
                 "SYNC_MASTER: %d sends answered SLAVE_NOT_AVAILABLE (stored, not replicated yet): %s",
                 self._slave_not_available,
@@ -348,6 +366,7 @@ class SendProcessor:
                 else "no slave is connected",
             )
             self._slave_warned_at = now
+            self._slave_reason = reason
             self._slave_not_available = 0
         if self._sync_flush and s.store.flushed_offset() < end:
             s.flush_responder.hold(end, ctx, response)
