@@ -16,7 +16,7 @@ import logging
 
 from rmq.broker.ha.codec import FRAME_HEADER, offset_report, parse_frame_header
 from rmq.broker.ha.master import HASettings
-from rmq.store import DiskFullError, MessageStore, ReplicaOffsetError, StoreShutDownError
+from rmq.store import DiskFullError, MessageStore, ReplicaOffsetError, StoreConfigError, StoreShutDownError
 
 __all__ = ["HAClient"]
 
@@ -106,7 +106,7 @@ class HAClient:
                     e,
                 )
                 return
-            except (DiskFullError, StoreShutDownError) as e:
+            except (DiskFullError, StoreShutDownError, StoreConfigError) as e:
                 log.warning(
                     "HA: cannot append %d replicated bytes at offset %d: %s; disconnecting", size, offset, e
                 )

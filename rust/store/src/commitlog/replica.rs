@@ -94,7 +94,7 @@ impl CommitLog {
             joined = v;
             &joined
         };
-        let (whole, last_ts) = self.whole_records(start, buf);
+        let (whole, last_ts) = self.whole_records(start, buf)?;
         self.write_raw(start, &buf[..whole])?;
         st.raw_pending = buf[whole..].to_vec();
         st.raw_pending_at = start + whole as i64;
@@ -148,7 +148,10 @@ impl CommitLog {
     /// records or whole end-of-file blanks, and the newest store timestamp among them. Bytes
     /// that are no record (a damaged master log) are taken as they are, up to their file's end:
     /// dispatch steps over them as over damage found by recovery.
-    fn whole_records(&self, start: i64, buf: &[u8]) -> (usize, i64) {
+    ///
+    /// An end-of-file blank padding to another end than this log's files end at means the
+    /// master's `mappedFileSizeCommitLog` differs: refused, as the copy could not be read.
+    fn whole_records(&self, start: i64, buf: &[u8]) -> Result<(usize, i64)> {
         let file_size = self.mfq.file_size() as i64;
         let mut p = 0usize;
         let mut last_ts = 0i64;
@@ -158,6 +161,13 @@ impl CommitLog {
             let total = message::read_i32(buf, p).unwrap_or(0);
             let magic = message::read_i32(buf, p + 4).unwrap_or(0);
             let len = if magic == BLANK_MAGIC_CODE {
+                if total as usize != to_file_end {
+                    return Err(StoreError::Config(format!(
+                        "replicated end-of-file blank at offset {at} pads {total} bytes, but this \
+                         store's CommitLog file ends {to_file_end} bytes later: \
+                         mappedFileSizeCommitLog differs from the master's"
+                    )));
+                }
                 to_file_end
             } else if magic == MESSAGE_MAGIC_CODE
                 && total >= message::RECORD_FIXED_SIZE_V4 as i32
@@ -177,7 +187,7 @@ impl CommitLog {
             }
             p += len;
         }
-        (p, last_ts)
+        Ok((p, last_ts))
     }
 }
 
@@ -351,6 +361,22 @@ mod tests {
             .append_raw(0, master.read_raw(0, 4096).unwrap().bytes())
             .unwrap();
         assert_eq!(bytes_of(&slave2), bytes_of(&master));
+    }
+
+    #[test]
+    fn a_master_with_another_file_size_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let master = log(&d.path().join("m"), 4096);
+        let slave = log(&d.path().join("s"), 8192);
+        while master.max_offset() < 4096 + 10 {
+            master.put(&msg("T", b"0123456789abcdef")).unwrap();
+        }
+        let first = master.read_raw(0, 8192).unwrap();
+        let e = slave.append_raw(0, first.bytes()).unwrap_err();
+        assert!(
+            e.to_string().contains("mappedFileSizeCommitLog differs"),
+            "{e}"
+        );
     }
 
     #[test]
