@@ -133,6 +133,12 @@ async def test_everything_sent_to_the_master_is_on_the_slave_byte_for_byte(tmp_p
         assert r.code == ResponseCode.SERVICE_NOT_AVAILABLE
         assert "messages are put to the slave" in (r.remark or "")
         assert "WARNING" in await logged(slave, "sends refused (SERVICE_NOT_AVAILABLE)")
+        create = {"topic": "New", "readQueueNums": "1", "writeQueueNums": "1", "perm": "6"}
+        r = await client.invoke(
+            slave.broker_addr, create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, create), 5000
+        )
+        assert r.code == ResponseCode.SYSTEM_ERROR and "from master broker" in (r.remark or "")
+        assert "WARNING" in await logged(slave, "request 17 from", "refused")
     finally:
         await client.close()
         slave.stop()
