@@ -30,6 +30,7 @@ from rmq.broker.processors.send_back import SendBackProcessor
 from rmq.broker.registration import NameServerRegistration
 from rmq.broker.schedule import DEFAULT_DELAY_LEVELS, ScheduleService, parse_delay_levels
 from rmq.broker.services import BrokerServices
+from rmq.broker.slave_sync import SYNC_INTERVAL_S, SlaveSynchronize
 from rmq.broker.subscription_group import SubscriptionGroupManager
 from rmq.broker.timer import TimerService
 from rmq.broker.topic_config import PERSIST_INTERVAL_S, TopicConfigManager
@@ -163,12 +164,19 @@ class BrokerController:
         holds.watch = astore.dispatched.watch
 
         self._registration = NameServerRegistration(cfg, topics, self.client)
+        slave_sync: PeriodicTask | None = None
         if self.ha_client is not None:
-            if not cfg.ha_master_address:
-                ha_client = self.ha_client
-                self._registration.on_answer = lambda fields: ha_client.update_master_address(
-                    fields.get("haServerAddr")
-                )
+            ha_client = self.ha_client
+            sync = SlaveSynchronize(self.client, topics)
+            slave_sync = PeriodicTask("slave-synchronize", SYNC_INTERVAL_S, sync.sync_all, initial_delay_s=0)
+
+            def learned(fields: dict[str, str]) -> None:
+                if not cfg.ha_master_address:
+                    ha_client.update_master_address(fields.get("haServerAddr"))
+                if sync.set_master_addr(fields.get("masterAddr")) and slave_sync is not None:
+                    slave_sync.wakeup()
+
+            self._registration.on_answer = learned
             self.ha_client.start()
         topics.on_change = self._send_rules_changed
         cfg.on_update.append(lambda _props: topics.broker_config_changed())
@@ -218,6 +226,8 @@ class BrokerController:
                 self._registration.register_all,
             ),
         ]
+        if slave_sync is not None:
+            self._tasks.append(slave_sync)
         if not cfg.is_slave:
             # What writes messages of its own runs on masters only (a slave's log is its master's).
             self._tasks += [
