@@ -153,6 +153,16 @@ class _SlaveConnection:
                     await self.writer.drain()
                     last_write = time.monotonic()
                     continue
+                low = store.commitlog_min_offset()
+                if self.next_offset < low:
+                    log.warning(
+                        "HA: slave %s needs the CommitLog from offset %d, deleted by retention (the log now "
+                        "starts at %d): connection closed",
+                        self.addr,
+                        self.next_offset,
+                        low,
+                    )
+                    return
                 idle = time.monotonic() - last_write
                 if idle >= settings.heartbeat_s:
                     self.writer.write(frame_header(self.next_offset, 0))

@@ -58,6 +58,8 @@ class HAClient:
             except (OSError, asyncio.IncompleteReadError) as e:
                 reason = str(e) or e.__class__.__name__
                 log.warning("HA: connection to master %s lost or refused: %s", addr, reason)
+            except Exception:
+                log.exception("HA: replication from master %s failed", addr)
             self.connected = False
             self._address_changed.clear()
             with contextlib.suppress(TimeoutError):
