@@ -311,3 +311,25 @@ async def test_sync_master_waits_for_the_slave(tmp_path):
             slave.stop()
         master.stop()
     assert log_bytes(tmp_path / "s", 0, end) == log_bytes(tmp_path / "m", 0, end)
+
+
+def test_rmq_producer_sees_the_sync_master_statuses(tmp_path):
+    from rmq.client import Message
+    from rmq.client.results import SendStatus
+    from rmq.client.sync import Producer
+
+    master = start_broker(tmp_path / "m", "brokerRole=SYNC_MASTER")
+    slave = None
+    try:
+        with Producer("PG_ha", namesrv_addr=master.namesrv_addr) as producer:
+            r = producer.send(Message(TOPIC, b"no slave yet"))
+            assert r.send_status == SendStatus.SLAVE_NOT_AVAILABLE
+            slave = start_pair_slave(tmp_path, master)
+            deadline = time.monotonic() + 30
+            while (r := producer.send(Message(TOPIC, b"with a slave"))).send_status != SendStatus.SEND_OK:
+                assert r.send_status == SendStatus.SLAVE_NOT_AVAILABLE and time.monotonic() < deadline
+                time.sleep(0.05)
+    finally:
+        if slave is not None:
+            slave.stop()
+        master.stop()
