@@ -16,6 +16,7 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.command import create_request
@@ -313,14 +314,32 @@ async def test_sync_master_waits_for_the_slave(tmp_path):
     assert log_bytes(tmp_path / "s", 0, end) == log_bytes(tmp_path / "m", 0, end)
 
 
-def test_rmq_producer_sees_the_sync_master_statuses(tmp_path):
-    from rmq.client import Message
+@pytest.mark.parametrize("flush", ["ASYNC_FLUSH", "SYNC_FLUSH"])
+def test_rmq_producer_sees_the_sync_master_statuses(tmp_path, flush):
+    """rmq's producer against a SYNC_MASTER (with SYNC_FLUSH too, the answer waits for both): without a
+    slave SLAVE_NOT_AVAILABLE, and a transactional half message then rolls back without running the local
+    transaction; with a slave SEND_OK."""
+    from rmq.client import LocalTransactionState, Message
     from rmq.client.results import SendStatus
-    from rmq.client.sync import Producer
+    from rmq.client.sync import Producer, TransactionProducer
 
-    master = start_broker(tmp_path / "m", "brokerRole=SYNC_MASTER")
+    ran: list[bytes] = []
+
+    class Listener:
+        def execute_local_transaction(self, msg, arg):
+            ran.append(msg.body)
+            return LocalTransactionState.COMMIT_MESSAGE
+
+        def check_local_transaction(self, msg):
+            return LocalTransactionState.ROLLBACK_MESSAGE
+
+    master = start_broker(tmp_path / "m", "brokerRole=SYNC_MASTER", f"flushDiskType={flush}")
     slave = None
     try:
+        with TransactionProducer("TXG_ha", Listener(), namesrv_addr=master.namesrv_addr) as tx:
+            t = tx.send_message_in_transaction(Message(TOPIC, b"half"), None)
+        assert t.send_result.send_status == SendStatus.SLAVE_NOT_AVAILABLE
+        assert t.local_transaction_state is LocalTransactionState.ROLLBACK_MESSAGE and ran == []
         with Producer("PG_ha", namesrv_addr=master.namesrv_addr) as producer:
             r = producer.send(Message(TOPIC, b"no slave yet"))
             assert r.send_status == SendStatus.SLAVE_NOT_AVAILABLE
