@@ -83,6 +83,7 @@ SPECIAL = {
     "deleteWhen": "04",
     "messageDelayLevel": "1s 2s",
     "namesrvAddr": "127.0.0.1:9876",
+    "haMasterAddress": "127.0.0.1:10912",
     "mappedFileSizeCommitLog": "1048576",
     "mappedFileSizeConsumeQueue": "6000",
     "maxIndexNum": "400",

@@ -488,7 +488,19 @@ def test_config_parsing():
     with pytest.raises(ConfigError, match="listenPort"):
         cfg.set("listenPort", "ten")
     with pytest.raises(ConfigError, match="brokerRole"):
-        cfg.set("brokerRole", "SLAVE")
+        cfg.set("brokerRole", "BOSS")
+    cfg.set("brokerRole", "SLAVE")
+    with pytest.raises(ConfigError, match="slave's brokerId must be > 0"):
+        cfg.validate()
+    cfg.set("brokerId", "2")
+    cfg.set("haMasterAddress", "nowhere")
+    with pytest.raises(ConfigError, match="haMasterAddress"):
+        cfg.validate()
+    cfg.set("haMasterAddress", "127.0.0.1:10912")
+    cfg.validate()
+    cfg.set("brokerRole", "SYNC_MASTER")
+    cfg.validate()
+    assert cfg.broker_id == 0  # a master is brokerId 0, as RocketMQ's broker sets it
     cfg.set("namesrvAddr", "a:1;b")
     with pytest.raises(ConfigError, match="namesrvAddr"):
         cfg.validate()

@@ -70,14 +70,22 @@ _NAMES: dict[str, str] = {
     "logFileMaxSize": "log_file_max_size",
     "logFileCount": "log_file_count",
     "statsLogInterval": "stats_log_interval",
+    "haListenPort": "ha_listen_port",
+    "haSendHeartbeatInterval": "ha_send_heartbeat_interval",
+    "haHousekeepingInterval": "ha_housekeeping_interval",
+    "haTransferBatchSize": "ha_transfer_batch_size",
+    "haMasterAddress": "ha_master_address",
+    "haSlaveFallbehindMax": "ha_slave_fallbehind_max",
+    "slaveTimeout": "slave_timeout",
 }
+
+BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
 
 # Accepted for compatibility with existing broker.conf files; they tune Java thread pools or
 # features rmq does not have, and have no effect.
 IGNORED: frozenset[str] = frozenset(
     {
         "brokerIP2",
-        "haListenPort",
         "sendMessageThreadPoolNums",
         "pullMessageThreadPoolNums",
         "queryMessageThreadPoolNums",
@@ -182,6 +190,18 @@ class BrokerConfig:
     transaction_check_interval: int = 60_000
     transaction_check_max: int = 15
     broker_role: str = "ASYNC_MASTER"
+    """ASYNC_MASTER, SYNC_MASTER (a send is answered once a slave has its record) or SLAVE."""
+    ha_listen_port: int = -1
+    """The master's HA port (-1: listenPort + 1, as RocketMQ's broker sets it; 0: any free port)."""
+    ha_send_heartbeat_interval: int = 5000
+    ha_housekeeping_interval: int = 20_000
+    ha_transfer_batch_size: int = 32 * 1024
+    ha_master_address: str | None = None
+    """A slave's master HA address, host:port (else learned from the name server's registration answer)."""
+    ha_slave_fallbehind_max: int = 256 * 1024 * 1024
+    slave_timeout: int = 3000
+    """How long a SYNC_MASTER send waits for a slave's ack before FLUSH_SLAVE_TIMEOUT (RocketMQ 4.9's
+    `slaveTimeout`; releases before 4.9 waited `syncFlushTimeout`)."""
     server_max_in_flight: int = 10_000
     timer_max_delay_sec: int = 3 * 86_400
     """Longest delay a timer message may ask for (RocketMQ 5.x's `timerMaxDelaySec`)."""
@@ -225,9 +245,10 @@ class BrokerConfig:
                 except ValueError:
                     raise ConfigError(f"{key}: {text!r} is not a whole number") from None
             else:
-                setattr(self, attr, text or None if attr == "namesrv_addr" else text)
-            if key == "brokerRole" and text not in ("ASYNC_MASTER", "SYNC_MASTER"):
-                raise ConfigError(f"brokerRole: {text!r} is not supported (rmq runs masters only)")
+                optional = attr in ("namesrv_addr", "ha_master_address")
+                setattr(self, attr, text or None if optional else text)
+            if key == "brokerRole" and text not in BROKER_ROLES:
+                raise ConfigError(f"brokerRole: {text!r} is not one of {', '.join(BROKER_ROLES)}")
             return
         if key in STORE_KEYS:
             try:
@@ -297,6 +318,17 @@ class BrokerConfig:
         return cfg
 
     @property
+    def is_slave(self) -> bool:
+        return self.broker_role == "SLAVE"
+
+    @property
+    def ha_port(self) -> int:
+        """The HA port to listen on (0: any free port)."""
+        if self.ha_listen_port >= 0:
+            return self.ha_listen_port
+        return self.listen_port + 1 if self.listen_port else 0
+
+    @property
     def sync_flush(self) -> bool:
         return self.store.get("flushDiskType", "ASYNC_FLUSH") == "SYNC_FLUSH"
 
@@ -311,8 +343,19 @@ class BrokerConfig:
     def validate(self) -> None:
         if not 0 <= self.listen_port <= 65535:
             raise ConfigError(f"listenPort: {self.listen_port} is not a TCP port")
-        if self.broker_id != 0:
-            raise ConfigError("brokerId: rmq runs masters only (brokerId=0)")
+        if self.is_slave:
+            if self.broker_id <= 0:
+                raise ConfigError("brokerId: a slave's brokerId must be > 0 (brokerRole=SLAVE)")
+        else:
+            self.broker_id = 0  # a master is brokerId 0, whatever was set (as RocketMQ's broker does)
+        if not -1 <= self.ha_listen_port <= 65535:
+            raise ConfigError(f"haListenPort: {self.ha_listen_port} is not a TCP port")
+        if self.ha_transfer_batch_size < 1:
+            raise ConfigError("haTransferBatchSize must be at least 1")
+        if self.ha_master_address:
+            host, _, port = self.ha_master_address.rpartition(":")
+            if not host or not port.isdigit():
+                raise ConfigError(f"haMasterAddress: {self.ha_master_address!r} is not host:port")
         for name in ("broker_name", "broker_cluster_name"):
             v = getattr(self, name)
             if not v:

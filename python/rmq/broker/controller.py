@@ -14,6 +14,9 @@ from rmq.broker.clients import ConsumerManager, ProducerManager
 from rmq.broker.config import BrokerConfig
 from rmq.broker.consumer_offset import ConsumerOffsetManager
 from rmq.broker.flush_responder import FlushResponder
+from rmq.broker.ha.master import HAMaster, HASettings
+from rmq.broker.ha.responder import ReplicaResponder
+from rmq.broker.ha.slave import HAClient
 from rmq.broker.long_polling import PullHoldService
 from rmq.broker.mq_lock import RebalanceLockManager
 from rmq.broker.processors.admin import AdminProcessors
@@ -29,6 +32,7 @@ from rmq.broker.processors.stats import StatsProcessors
 from rmq.broker.registration import NameServerRegistration
 from rmq.broker.schedule import DEFAULT_DELAY_LEVELS, ScheduleService, parse_delay_levels
 from rmq.broker.services import BrokerServices
+from rmq.broker.slave_sync import SYNC_INTERVAL_S, SlaveSynchronize
 from rmq.broker.stats_log import StatsLog
 from rmq.broker.subscription_group import SubscriptionGroupManager
 from rmq.broker.timer import TimerService
@@ -40,7 +44,7 @@ from rmq.remoting.channel import Channel
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.native import NativeRemotingServer
 from rmq.remoting.server import RemotingServer
-from rmq.store import AsyncStore, DiskFullError, MessageStore, StoreShutDownError
+from rmq.store import AsyncStore, DiskFullError, MessageStore, SlaveStoreError, StoreShutDownError
 
 __all__ = ["BrokerController"]
 
@@ -66,6 +70,8 @@ class BrokerController:
         self.client = RemotingClient()
         self._tasks: list[PeriodicTask] = []
         self._registration: NameServerRegistration | None = None
+        self.ha_master: HAMaster | None = None
+        self.ha_client: HAClient | None = None
 
     @property
     def port(self) -> int:
@@ -76,6 +82,7 @@ class BrokerController:
         loop = asyncio.get_running_loop()
         # The store opens (and recovers) with the GIL released; keep the loop responsive.
         # The real port is needed for the store host, so bind first.
+        ha_port = cfg.ha_port
         await self.remoting.start(host or cfg.bind_address, cfg.listen_port)
         cfg.listen_port = self.remoting.port
         store = await loop.run_in_executor(None, lambda: MessageStore(cfg.store_config()))
@@ -92,6 +99,7 @@ class BrokerController:
             report["scan_seconds"],
             report["commitlog_end"],
         )
+        store.set_slave(cfg.is_slave)
         journal.log_new_events(store)
         astore = AsyncStore(store, loop)
         topics = TopicConfigManager(
@@ -125,7 +133,31 @@ class BrokerController:
             holds=holds,
             flush_responder=FlushResponder(astore, cfg.sync_flush_timeout_ms / 1000),
         )
-        if isinstance(self.remoting, NativeRemotingServer):
+        ha_settings = HASettings(
+            heartbeat_s=cfg.ha_send_heartbeat_interval / 1000,
+            housekeeping_s=cfg.ha_housekeeping_interval / 1000,
+            batch_size=cfg.ha_transfer_batch_size,
+            fallbehind_max=cfg.ha_slave_fallbehind_max,
+            commitlog_file_size=int(cfg.store.get("mappedFileSizeCommitLog", 1 << 30)),
+        )
+        if cfg.is_slave:
+            self.ha_client = HAClient(store, ha_settings, cfg.ha_master_address)
+        else:
+            self.ha_master = HAMaster(store, astore, ha_settings)
+            await self.ha_master.start(host or cfg.bind_address, ha_port)
+            cfg.ha_listen_port = self.ha_master.port
+            s.ha_master = self.ha_master
+        if cfg.broker_role == "SYNC_MASTER":
+            s.replica_responder = ReplicaResponder(
+                lambda: self.ha_master.push2slave_max if self.ha_master else 0,
+                cfg.slave_timeout / 1000,
+                self._replicated,
+            )
+            self.ha_master.add_ack_listener(s.replica_responder.release)  # type: ignore[union-attr]
+        # The network thread's fast path answers plain sends without waiting for anything but the
+        # flush: a SYNC_MASTER's sends wait for a slave and a slave refuses them, so both leave every
+        # send to Python.
+        if isinstance(self.remoting, NativeRemotingServer) and cfg.broker_role == "ASYNC_MASTER":
             self.remoting.enable_fast_send(
                 store,
                 cluster_name=cfg.broker_cluster_name,
@@ -148,6 +180,20 @@ class BrokerController:
         holds.watch = astore.dispatched.watch
 
         self._registration = NameServerRegistration(cfg, topics, self.client)
+        slave_sync: PeriodicTask | None = None
+        if self.ha_client is not None:
+            ha_client = self.ha_client
+            sync = SlaveSynchronize(self.client, topics)
+            slave_sync = PeriodicTask("slave-synchronize", SYNC_INTERVAL_S, sync.sync_all, initial_delay_s=0)
+
+            def learned(fields: dict[str, str]) -> None:
+                if not cfg.ha_master_address:
+                    ha_client.update_master_address(fields.get("haServerAddr"))
+                if sync.set_master_addr(fields.get("masterAddr")) and slave_sync is not None:
+                    slave_sync.wakeup()
+
+            self._registration.on_answer = learned
+            self.ha_client.start()
         topics.on_change = self._send_rules_changed
         cfg.on_update.append(lambda _props: topics.broker_config_changed())
         s.register_brokers = self._registration.register_soon
@@ -155,7 +201,7 @@ class BrokerController:
 
         # A full disk (or a store shutting down) refuses every write the same way, whichever
         # processor wrote: SERVICE_NOT_AVAILABLE with the store's reason.
-        for refusal in (DiskFullError, StoreShutDownError):
+        for refusal in (DiskFullError, StoreShutDownError, SlaveStoreError):
             self.remoting.dispatcher.map_error(refusal, ResponseCode.SERVICE_NOT_AVAILABLE)
         send = SendProcessor(s)
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
@@ -199,19 +245,25 @@ class BrokerController:
                 else []
             ),
             PeriodicTask("log-store-journal", 1.0, lambda: journal.log_new_events(store), final_tick=True),
-            PeriodicTask("schedule-delay-levels", 0.1, self.schedule.tick, initial_delay_s=0.1),
-            PeriodicTask("timer-messages", 0.1, self.timer.tick, initial_delay_s=0.1),
-            PeriodicTask(
-                "transaction-check",
-                cfg.transaction_check_interval / 1000,
-                self.transactions.check,
-            ),
             PeriodicTask(
                 "register-name-servers",
                 max(10_000, min(cfg.register_name_server_period, 60_000)) / 1000,
                 self._registration.register_all,
             ),
         ]
+        if slave_sync is not None:
+            self._tasks.append(slave_sync)
+        if not cfg.is_slave:
+            # What writes messages of its own runs on masters only (a slave's log is its master's).
+            self._tasks += [
+                PeriodicTask("schedule-delay-levels", 0.1, self.schedule.tick, initial_delay_s=0.1),
+                PeriodicTask("timer-messages", 0.1, self.timer.tick, initial_delay_s=0.1),
+                PeriodicTask(
+                    "transaction-check",
+                    cfg.transaction_check_interval / 1000,
+                    self.transactions.check,
+                ),
+            ]
         for t in self._tasks:
             t.start()
         if cfg.namesrv_list():
@@ -219,13 +271,24 @@ class BrokerController:
             if n == 0:
                 log.warning("no name server accepted the registration yet; retrying periodically")
         log.info(
-            "broker %s (cluster %s) serving on %s, store %s, %s",
+            "broker %s (cluster %s) serving on %s, store %s, %s, %s (brokerId %d)",
             cfg.broker_name,
             cfg.broker_cluster_name,
             cfg.broker_addr,
             cfg.store_root,
             "SYNC_FLUSH" if cfg.sync_flush else "ASYNC_FLUSH",
+            cfg.broker_role,
+            cfg.broker_id,
         )
+
+    def _replicated(self, end: int, ctx: Any, response: Any) -> None:
+        """A SYNC_MASTER answer a slave acknowledged (or timed out): with SYNC_FLUSH it waits for the
+        flush as well."""
+        s = self.services
+        if s is not None and self.config.sync_flush and s.store.flushed_offset() < end:
+            s.flush_responder.hold(end, ctx, response)
+        else:
+            ctx.send_response(response)
 
     def _send_rules_changed(self, topic: str | None) -> None:
         """The one hook for every change to who may send to a topic, how and where: a topic created,
@@ -275,11 +338,17 @@ class BrokerController:
             if self.config.namesrv_list():
                 await self._registration.unregister_all()
         await self.remoting.stop()
+        if self.ha_client is not None:
+            await self.ha_client.stop()
+        if self.ha_master is not None:
+            await self.ha_master.stop()
         await self.client.close()
         s = self.services
         if s is not None:
             s.holds.close()
             s.flush_responder.close()
+            if s.replica_responder is not None:
+                s.replica_responder.close()
             s.astore.close()
             s.offsets.persist()
             self.schedule.persist()

@@ -15,6 +15,7 @@ import asyncio
 import dataclasses
 import logging
 import zlib
+from collections.abc import Callable
 
 from rmq.broker.config import BrokerConfig
 from rmq.broker.topic_config import TopicConfigManager
@@ -38,6 +39,9 @@ class NameServerRegistration:
         self._changed: set[str] = set()
         self._all_changed = False
         self._registered_with: set[str] = set()  # name servers whose last answer was a success
+        self.on_answer: Callable[[dict[str, str]], None] | None = None
+        """Called with a name server's answer to a registration (a slave learns its master's
+        `haServerAddr` and `masterAddr` from it)."""
 
     def _header(self) -> dict[str, str]:
         c = self.config
@@ -45,7 +49,7 @@ class NameServerRegistration:
             "brokerName": c.broker_name,
             "brokerAddr": c.broker_addr,
             "clusterName": c.broker_cluster_name,
-            "haServerAddr": f"{c.broker_ip1}:{c.listen_port + 1}",
+            "haServerAddr": f"{c.broker_ip1}:{c.ha_port}",
             "brokerId": str(c.broker_id),
         }
 
@@ -72,6 +76,8 @@ class NameServerRegistration:
                 if addr not in self._registered_with:  # the first time, and again after a failure
                     self._registered_with.add(addr)
                     log.info("registered with name server %s (%d topics)", addr, len(body_topics))
+                if self.on_answer is not None:
+                    self.on_answer(dict(resp.ext_fields or {}))
             else:
                 self._registered_with.discard(addr)
                 log.warning("name server %s refused registration: %s %s", addr, resp.code, resp.remark)

@@ -10,6 +10,8 @@ from rmq.broker.clients import ConsumerManager, ProducerManager
 from rmq.broker.config import BrokerConfig
 from rmq.broker.consumer_offset import ConsumerOffsetManager
 from rmq.broker.flush_responder import FlushResponder
+from rmq.broker.ha.master import HAMaster
+from rmq.broker.ha.responder import ReplicaResponder
 from rmq.broker.long_polling import PullHoldService
 from rmq.broker.mq_lock import RebalanceLockManager
 from rmq.broker.stats import RateSampler, WindowCounter
@@ -76,6 +78,10 @@ class BrokerServices:
     """Re-register with the name servers now (after a topic change)."""
     registrations_settled: Callable[[], Awaitable[None]] | None = None
     """Wait until the scheduled re-registrations have reached the name servers (None: nothing to wait)."""
+    ha_master: HAMaster | None = None
+    """The HA service of a master (None on a slave)."""
+    replica_responder: ReplicaResponder | None = None
+    """SYNC_MASTER: holds send answers until a slave acknowledged their records (None otherwise)."""
     fast_send: Any = None
     """The network thread's SEND fast path (``rmq._store.NetServer``), or None: ``allow_topic`` lets a
     vetted topic's sends and batches bypass Python, ``forget_topic`` / ``forget_topics`` undo it (called

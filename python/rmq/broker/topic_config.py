@@ -146,6 +146,18 @@ class TopicConfigManager:
         """A snapshot of the table and its data version."""
         return TopicConfigSerializeWrapper(dataclasses.replace(self.data_version), dict(self.table))
 
+    def replace_all(self, wrapper: TopicConfigSerializeWrapper) -> bool:
+        """Take a master's whole table (a slave's copy) if its data version differs from ours;
+        returns whether it did."""
+        if wrapper.data_version == self.data_version:
+            return False
+        self.table = dict(wrapper.topic_config_table)
+        self.data_version = dataclasses.replace(wrapper.data_version)
+        self.persist()
+        if self.on_change is not None:
+            self.on_change(None)
+        return True
+
     def broker_config_changed(self) -> None:
         """The broker's run-time config changed: its permission applies to every topic as announced
         (a new data version, so the name servers take the next registration, as RocketMQ does)."""

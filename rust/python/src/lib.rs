@@ -81,6 +81,19 @@ create_exception!(
     "Another process holds the store."
 );
 
+create_exception!(
+    _store,
+    SlaveStoreError,
+    StoreErrorBase,
+    "Puts are refused: the store is a slave's."
+);
+create_exception!(
+    _store,
+    ReplicaOffsetError,
+    StoreErrorBase,
+    "Replicated CommitLog bytes offered elsewhere than where the log ends."
+);
+
 /// The one mapping point from Rust errors to Python exceptions.
 fn to_py_err(e: StoreError) -> PyErr {
     let msg = e.to_string();
@@ -94,6 +107,8 @@ fn to_py_err(e: StoreError) -> PyErr {
         StoreError::Config(_) => StoreConfigError::new_err(msg),
         StoreError::NotFound(_) => StoreNotFoundError::new_err(msg),
         StoreError::Locked(_) => StoreLockedError::new_err(msg),
+        StoreError::Slave => SlaveStoreError::new_err(msg),
+        StoreError::ReplicaOffset { .. } => ReplicaOffsetError::new_err(msg),
     }
 }
 
@@ -343,6 +358,36 @@ impl MessageStore {
     fn commitlog_min_offset(&self) -> i64 {
         self.inner.commitlog_min_offset()
     }
+    /// Up to `max_len` raw CommitLog bytes from `offset`, not past the end of the file holding
+    /// it (the master side of replication); None when nothing is there.
+    fn read_commitlog<'py>(
+        &self,
+        py: Python<'py>,
+        offset: i64,
+        max_len: usize,
+    ) -> Option<Bound<'py, PyBytes>> {
+        let store = &self.inner;
+        let data = py.detach(|| store.read_commitlog(offset, max_len))?;
+        Some(PyBytes::new(py, &data))
+    }
+
+    /// Append replicated CommitLog bytes verbatim at `offset` (the slave side); returns the end
+    /// of the log in its files (whole records only; a record's first part waits in memory).
+    fn append_commitlog(&self, py: Python<'_>, offset: i64, data: &[u8]) -> PyResult<i64> {
+        let store = &self.inner;
+        py.detach(|| store.append_commitlog(offset, data))
+            .map_err(to_py_err)
+    }
+
+    /// Make the store a slave's (puts refused with `SlaveStoreError`) or a master's again.
+    fn set_slave(&self, slave: bool) {
+        self.inner.set_slave(slave);
+    }
+
+    fn is_slave(&self) -> bool {
+        self.inner.is_slave()
+    }
+
     fn commitlog_max_offset(&self) -> i64 {
         self.inner.commitlog_max_offset()
     }
@@ -573,5 +618,7 @@ fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("StoreConfigError", py.get_type::<StoreConfigError>())?;
     m.add("StoreNotFoundError", py.get_type::<StoreNotFoundError>())?;
     m.add("StoreLockedError", py.get_type::<StoreLockedError>())?;
+    m.add("SlaveStoreError", py.get_type::<SlaveStoreError>())?;
+    m.add("ReplicaOffsetError", py.get_type::<ReplicaOffsetError>())?;
     Ok(())
 }

@@ -26,6 +26,8 @@ use crate::message::{
 };
 use crate::service::{Service, Signal};
 
+mod replica;
+
 /// Where a message landed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AppendResult {
@@ -69,6 +71,10 @@ struct PutState {
     /// Next logical offset per topic and queue.
     queue_offsets: HashMap<String, HashMap<i32, i64>>,
     last_store_ts: i64,
+    /// Replicated bytes of a record not yet complete ([`CommitLog::append_raw`]), held in
+    /// memory so the files only ever hold whole records, and the log offset they start at.
+    raw_pending: Vec<u8>,
+    raw_pending_at: i64,
 }
 
 /// Outcome of a recovery scan.

@@ -253,6 +253,16 @@ impl DispatchProgress {
     }
 }
 
+/// Whether the message record at `pos` runs past `wrote` in a file that is still being written
+/// and could still hold it (a replicated log ends inside a record until the rest arrives).
+fn incomplete(data: &[u8], pos: usize, wrote: usize, file_size: usize) -> bool {
+    let total = message::read_i32(data, pos).unwrap_or(0);
+    total > 0
+        && wrote < file_size
+        && pos + total as usize > wrote
+        && pos + total as usize <= file_size
+}
+
 /// Dispatch every complete record in `[from, commitlog max)`; returns the new position.
 pub fn dispatch_range(
     log: &CommitLog,
@@ -298,6 +308,10 @@ pub fn dispatch_range(
                 pos = file.size();
                 break;
             }
+            if magic == MESSAGE_MAGIC_CODE && incomplete(data, pos, wrote, file.size()) {
+                // A replicated log may end inside a record: the rest is on its way.
+                break;
+            }
             let rec = if magic == MESSAGE_MAGIC_CODE {
                 message::decode(&data[pos..wrote], false).ok()
             } else {
@@ -337,7 +351,9 @@ pub fn dispatch_range(
             from = base + pos as i64;
         }
         progress.publish(from, last_ts);
-        if pos < file.size() && from >= log.max_offset() {
+        // Stopped inside this file: go on only if it grew meanwhile (the tail may be part of a
+        // replicated record still being received).
+        if pos < file.size() && file.wrote_position() == wrote {
             return from;
         }
     }

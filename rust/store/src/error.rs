@@ -47,6 +47,20 @@ pub enum StoreError {
     /// Another process holds the store's lock file.
     #[error("store directory {0} is locked by another process")]
     Locked(PathBuf),
+    /// The store is a slave's (brokerRole=SLAVE): messages are put to its master and reach it
+    /// by replication only.
+    #[error("messages are put to the master: this store is a slave's (brokerRole=SLAVE)")]
+    Slave,
+    /// Replicated CommitLog bytes were offered at an offset other than where the log ends (a
+    /// slave appends only contiguously; a fresh one may start at a file boundary).
+    #[error(
+        "replicated CommitLog data at offset {offset} refused: the log ends at {log_end}{hint}"
+    )]
+    ReplicaOffset {
+        offset: i64,
+        log_end: i64,
+        hint: &'static str,
+    },
 }
 
 /// Result alias for store calls.

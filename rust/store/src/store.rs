@@ -81,6 +81,8 @@ pub struct MessageStore {
     background: Mutex<Option<Service>>,
     disk: Arc<DiskGuard>,
     shut_down: AtomicBool,
+    /// A slave's store takes replicated CommitLog bytes only ([`MessageStore::set_slave`]).
+    slave: AtomicBool,
     report: RecoveryReport,
     /// Every recovery step, repair and refusal, for the broker's log and runtime info.
     journal: Arc<Journal>,
@@ -401,6 +403,7 @@ impl MessageStore {
             background: Mutex::new(Some(background)),
             disk,
             shut_down: AtomicBool::new(false),
+            slave: AtomicBool::new(false),
             report: RecoveryReport {
                 last_shutdown: if crashed {
                     LastShutdown::Crashed
@@ -436,6 +439,23 @@ impl MessageStore {
         &self.stats
     }
 
+    /// Make the store a slave's (puts refused with [`StoreError::Slave`], replicated appends
+    /// taken) or a master's again.
+    pub fn set_slave(&self, slave: bool) {
+        self.slave.store(slave, Ordering::Release);
+    }
+    pub fn is_slave(&self) -> bool {
+        self.slave.load(Ordering::Acquire)
+    }
+
+    /// Puts are refused on a slave's store, besides the refusals of [`Self::check_writable`].
+    fn check_puttable(&self) -> Result<()> {
+        if self.is_slave() {
+            return Err(StoreError::Slave);
+        }
+        self.check_writable()
+    }
+
     fn check_writable(&self) -> Result<()> {
         if self.shut_down.load(Ordering::Acquire) {
             return Err(StoreError::ShutDown);
@@ -468,7 +488,7 @@ impl MessageStore {
     /// Append one message. Under SYNC_FLUSH the flush is requested; wait for durability
     /// with [`MessageStore::wait_flushed`] (or watch [`MessageStore::flush_notify_fd`]).
     pub fn put(&self, msg: &MessageRef<'_>) -> Result<AppendResult> {
-        self.check_writable()?;
+        self.check_puttable()?;
         let r = self
             .commitlog
             .put(msg)
@@ -480,7 +500,7 @@ impl MessageStore {
 
     /// Append several messages of one topic and queue atomically.
     pub fn put_batch(&self, msgs: &[MessageRef<'_>]) -> Result<Vec<AppendResult>> {
-        self.check_writable()?;
+        self.check_puttable()?;
         let r = self
             .commitlog
             .put_batch(msgs)
@@ -488,6 +508,33 @@ impl MessageStore {
         self.disk.on_write_ok();
         self.after_put(&r);
         Ok(r)
+    }
+
+    /// Up to `max_len` raw CommitLog bytes from `offset`, not past the end of its file (the
+    /// master side of replication; see [`CommitLog::read_raw`]).
+    pub fn read_commitlog(&self, offset: i64, max_len: usize) -> Option<Vec<u8>> {
+        self.commitlog
+            .read_raw(offset, max_len)
+            .map(|s| s.bytes().to_vec())
+    }
+
+    /// Append replicated CommitLog bytes verbatim at `offset` (the slave side of replication;
+    /// see [`CommitLog::append_raw`]); dispatch then builds the ConsumeQueues and the index from
+    /// them as on the master. Returns the new end of the log.
+    pub fn append_commitlog(&self, offset: i64, data: &[u8]) -> Result<i64> {
+        self.check_writable()?;
+        let end = self
+            .commitlog
+            .append_raw(offset, data)
+            .inspect_err(|e| self.note_error(e))?;
+        self.disk.on_write_ok();
+        if self.config.flush_disk_type == crate::config::FlushDiskType::SyncFlush {
+            self.watermark.request(end);
+        }
+        self.stats
+            .put_bytes
+            .fetch_add(data.len() as u64, Ordering::Relaxed);
+        Ok(end)
     }
 
     /// Block until `offset` is durable (SYNC_FLUSH requests the flush; ASYNC_FLUSH waits

@@ -42,6 +42,12 @@ def _disk_ratio(path: str) -> str:
     return str(-(-used * 100 // entire) / 100)
 
 
+# What RocketMQ's slave answers a topic or subscription group change (AdminBrokerProcessor.validateSlave).
+_SLAVE_REMARK = (
+    "Can't modify topic or subscription group from slave broker, please execute it from master broker."
+)
+
+
 def _mq_key(topic: str, broker: str, qid: int) -> ObjectKey:
     return ObjectKey.from_mapping({"brokerName": broker, "queueId": qid, "topic": topic})
 
@@ -51,16 +57,17 @@ class AdminProcessors:
         self.s = services
 
     def table(self) -> dict[int, Processor]:
+        master_only = self._master_only if self.s.config.is_slave else (lambda handler: handler)
         return {
-            RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
-            RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
+            RequestCode.UPDATE_AND_CREATE_TOPIC: master_only(self.update_and_create_topic),
+            RequestCode.DELETE_TOPIC_IN_BROKER: master_only(self.delete_topic),
             RequestCode.GET_ALL_TOPIC_CONFIG: self.get_all_topic_config,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.get_broker_runtime_info,
             RequestCode.GET_TOPIC_STATS_INFO: self.get_topic_stats_info,
             RequestCode.GET_CONSUME_STATS: self.get_consume_stats,
-            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_subscription_group,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: master_only(self.update_subscription_group),
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.get_all_subscription_group,
-            RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_subscription_group,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP: master_only(self.delete_subscription_group),
             RequestCode.GET_ALL_CONSUMER_OFFSET: self.get_all_consumer_offset,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.get_consumer_connection_list,
             RequestCode.GET_PRODUCER_CONNECTION_LIST: self.get_producer_connection_list,
@@ -68,6 +75,20 @@ class AdminProcessors:
             RequestCode.GET_BROKER_CONFIG: self.get_broker_config,
             RequestCode.UPDATE_BROKER_CONFIG: self.update_broker_config,
         }
+
+    def _master_only(self, handler: Processor) -> Processor:
+        """On a slave, a topic or subscription group change is refused (SYSTEM_ERROR, as RocketMQ's
+        slave answers): its configs are its master's."""
+
+        def refuse(ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+            log.warning(
+                "slave: request %d from %s refused: topics and subscription groups are changed on the master",
+                request.code,
+                ctx.remote_addr,
+            )
+            return create_response(request, ResponseCode.SYSTEM_ERROR, _SLAVE_REMARK)
+
+        return refuse
 
     # --- topics -----------------------------------------------------------------------------------
     def update_and_create_topic(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:

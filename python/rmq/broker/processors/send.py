@@ -25,6 +25,7 @@ from rmq.remoting.headers import HeaderError
 from rmq.store import (
     DiskFullError,
     MessageIllegalError,
+    SlaveStoreError,
     StoreShutDownError,
 )
 
@@ -57,6 +58,14 @@ _WAIT_KEY = MessageConst.WAIT_STORE_MSG_OK + "\x01"
 _UNIQ_KEY = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX + "\x01"
 _MAX_PROPERTIES = 32767
 
+
+# What RocketMQ answers a send to a slave (SERVICE_NOT_AVAILABLE, from its store's checkStoreStatus).
+_SLAVE_REMARK = (
+    "service not available now. It may be caused by one of the following reasons: the broker's disk is full, "
+    "messages are put to the slave, message store has been shut down, etc."
+)
+# Warn about SLAVE_NOT_AVAILABLE answers at most this often (with how many since the last warning).
+_SLAVE_WARN_INTERVAL_S = 5.0
 
 _INT_MAX = 2**31 - 1
 _LONG_MAX = 2**63 - 1
@@ -109,6 +118,13 @@ class SendProcessor:
         self._max_body = cfg.max_message_size
         self._max_delay_level = len(services.delay_levels)
         self._batch_uniq_keys_dropped = 0
+        self._slave = cfg.is_slave
+        self._sync_master = cfg.broker_role == "SYNC_MASTER"
+        self._slave_not_available = 0
+        self._slave_warned_at = 0.0
+        self._slave_reason = ""
+        self._refused_on_slave = 0
+        self._refused_warned_at = 0.0
 
     # --- entry --------------------------------------------------------------------------------------
     def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
@@ -186,6 +202,8 @@ class SendProcessor:
         self, ctx: RequestContext, request: RemotingCommand, h: dict[str, str], batch: bool
     ) -> RemotingCommand | None:
         s = self.s
+        if self._slave:
+            return self._refuse_on_slave(request)
         topic = h.get("topic")
         if not topic:
             raise HeaderError("the custom field <topic> is null")
@@ -289,6 +307,8 @@ class SendProcessor:
                 s.counters.put_messages += 1
         except MessageIllegalError as e:
             return self._error(request, ResponseCode.MESSAGE_ILLEGAL, str(e))
+        except SlaveStoreError:
+            return self._refuse_on_slave(request)
         except (DiskFullError, StoreShutDownError) as e:
             return self._error(request, ResponseCode.SERVICE_NOT_AVAILABLE, str(e))
 
@@ -304,10 +324,58 @@ class SendProcessor:
                 "TRACE_ON": self._trace,
             },
         )
+        if self._sync_master and wait:
+            return self._replicate(end, ctx, response)
         if not (self._sync_flush and wait) or s.store.flushed_offset() >= end:
             return response
         s.flush_responder.hold(end, ctx, response)
         return None
+
+    def _refuse_on_slave(self, request: RemotingCommand) -> RemotingCommand:
+        """A slave takes messages from its master only: SERVICE_NOT_AVAILABLE, as RocketMQ's slave
+        answers (warned about at most every few seconds, with how many were refused)."""
+        self._refused_on_slave += 1
+        now = time.monotonic()
+        if now - self._refused_warned_at >= _SLAVE_WARN_INTERVAL_S:
+            log.warning(
+                "slave: %d sends refused (SERVICE_NOT_AVAILABLE): messages are put to the master",
+                self._refused_on_slave,
+            )
+            self._refused_warned_at = now
+            self._refused_on_slave = 0
+        return self._error(request, ResponseCode.SERVICE_NOT_AVAILABLE, _SLAVE_REMARK)
+
+    def _replicate(self, end: int, ctx: RequestContext, response: RemotingCommand) -> RemotingCommand | None:
+        """SYNC_MASTER: answer once a slave acknowledged the record (FLUSH_SLAVE_TIMEOUT after
+        slaveTimeout), or at once SLAVE_NOT_AVAILABLE when no slave is connected or the slave lags more
+        than haSlaveFallbehindMax (the message is stored either way, as RocketMQ does)."""
+        s = self.s
+        ha = s.ha_master
+        assert ha is not None and s.replica_responder is not None
+        ha.notify()
+        if ha.is_slave_ok(end):
+            s.replica_responder.hold(end, ctx, response)
+            return None
+        response.code = ResponseCode.SLAVE_NOT_AVAILABLE
+        self._slave_not_available += 1
+        now = time.monotonic()
+        reason = "lagging" if ha.connections else "none"
+        if reason != self._slave_reason or now - self._slave_warned_at >= _SLAVE_WARN_INTERVAL_S:
+            log.warning(
+                "SYNC_MASTER: %d sends answered SLAVE_NOT_AVAILABLE (stored, not replicated yet): %s",
+                self._slave_not_available,
+                f"the slave acknowledged offset {ha.push2slave_max}, {end - ha.push2slave_max} bytes behind "
+                f"this send (haSlaveFallbehindMax {ha.settings.fallbehind_max})"
+                if ha.connections
+                else "no slave is connected",
+            )
+            self._slave_warned_at = now
+            self._slave_reason = reason
+            self._slave_not_available = 0
+        if self._sync_flush and s.store.flushed_offset() < end:
+            s.flush_responder.hold(end, ctx, response)
+            return None
+        return response
 
     def _vet(self, topic: str, tc: TopicConfig) -> None:
         """Let the network thread answer the next sends and batches to `topic` itself (it still
