@@ -326,7 +326,9 @@ class BrokerConfig:
             if f.name == "store" or not f.init:
                 continue
             v = getattr(self, f.name)
-            out[by_attr[f.name]] = ("true" if v else "false") if isinstance(v, bool) else str(v or "")
+            out[by_attr[f.name]] = (
+                ("true" if v else "false") if isinstance(v, bool) else ("" if v is None else str(v))
+            )
         out.update(self.store)
         return out
 
