@@ -71,7 +71,8 @@ async def serve(cfg: BrokerConfig, namesrv_port: int | None) -> None:
         loop.add_signal_handler(sig, stop.set)
     try:
         await broker.start()
-        print(f"RMQ-READY namesrv={cfg.namesrv_list()[0]} broker={cfg.broker_addr}", flush=True)
+        metrics = f" metrics={broker.metrics_port}" if broker.metrics_port else ""
+        print(f"RMQ-READY namesrv={cfg.namesrv_list()[0]} broker={cfg.broker_addr}{metrics}", flush=True)
         log.info("ready (event loop: %s); SIGINT or SIGTERM stops", loop_name())
         await stop.wait()
         log.info("shutting down")

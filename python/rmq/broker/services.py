@@ -11,6 +11,7 @@ from rmq.broker.config import BrokerConfig
 from rmq.broker.consumer_offset import ConsumerOffsetManager
 from rmq.broker.flush_responder import FlushResponder
 from rmq.broker.long_polling import PullHoldService
+from rmq.broker.metrics import BrokerMetrics
 from rmq.broker.mq_lock import RebalanceLockManager
 from rmq.broker.subscription_group import SubscriptionGroupManager
 from rmq.broker.topic_config import TopicConfigManager
@@ -42,6 +43,8 @@ class BrokerServices:
     delay_levels: list[int] = field(default_factory=list)
     """Delay of each level in ms (`messageDelayLevel`)."""
     counters: Counters = field(default_factory=Counters)
+    metrics: BrokerMetrics = field(default_factory=BrokerMetrics)
+    """What the Python path counts for the Prometheus metrics (the fast path counts in Rust)."""
     register_brokers: Callable[[], None] = lambda: None
     """Re-register with the name servers now (after a topic change)."""
     registrations_settled: Callable[[], Awaitable[None]] | None = None
