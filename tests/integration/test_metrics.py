@@ -1,4 +1,4 @@
-"""Prometheus metrics (``metricsExporterType=PROM``) scraped from a real broker during real
+"""Prometheus metrics (``metricsExporterType=PROM``) scraped from a real broker and name server during real
 traffic: sends through the Python path and the network thread's fast path, a batch, a delayed message, a
 push consumer that consumes one of the two topics, then more sends nobody consumes. Figures are checked
 against what was sent and consumed; no timing is asserted."""
@@ -44,12 +44,38 @@ def labelled(samples: Samples, name: str) -> list[dict[str, str]]:
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+def namesrv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, int]]:
+    """A standalone name server with ``--metrics-port 0``: (its address, its metrics port)."""
+    logs = tmp_path_factory.mktemp("nslogs")
+    args = [sys.executable, "-m", "rmq.namesrv", "--host", "127.0.0.1", "--port", "0"]
+    args += ["--metrics-port", "0", "--log-dir", str(logs), "--kv-config", str(logs / "kv.json")]
+    proc = subprocess.Popen(
+        args, stderr=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONUNBUFFERED="1")
+    )
+    assert proc.stderr is not None
+    addr = metrics = None
+    for line in proc.stderr:
+        if "metrics (Prometheus) served on http://" in line:
+            metrics = int(line.rsplit(":", 1)[1].split("/", 1)[0])
+        if "listening on " in line:
+            addr = line.rsplit("listening on ", 1)[1].split(",", 1)[0].strip()
+        if addr and metrics:
+            break
+    assert addr and metrics, "the name server did not start"
+    threading.Thread(target=lambda: [None for _ in proc.stderr], daemon=True).start()  # type: ignore[union-attr]
+    yield addr, metrics
+    proc.terminate()
+    proc.wait(20)
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory, namesrv: tuple[str, int]) -> Iterator[BrokerProcess]:
     proc = start_broker(
         tmp_path_factory.mktemp("metricsbroker"),
         "metricsExporterType=PROM",
         "metricsPromExporterPort=0",
         "metricsLabel=env:test",
+        namesrv=namesrv[0],
     )
     yield proc
     proc.stop()
@@ -59,7 +85,7 @@ def name(prefix: str) -> str:
     return f"{prefix}_{os.getpid()}_{time.monotonic_ns()}"
 
 
-def test_broker_metrics_follow_traffic(broker: BrokerProcess) -> None:
+def test_broker_metrics_follow_traffic(broker: BrokerProcess, namesrv: tuple[str, int]) -> None:
     port = int(broker.ready["metrics"])
     ta, tb, group = name("TA"), name("TB"), name("cg")
     body = b"m" * 300
@@ -190,6 +216,18 @@ def test_broker_metrics_follow_traffic(broker: BrokerProcess) -> None:
     assert value(samples, "rocketmq_storage_flush_behind_bytes") >= 0
     assert value(samples, "rocketmq_storage_dispatch_behind_bytes") >= 0
     assert value(samples, "rocketmq_broker_permission") == 6
+
+    # The name server: the broker and its topics, and the requests it answered.
+    ns = scrape(namesrv[1])
+    assert value(ns, "rocketmq_namesrv_brokers", broker_name="broker-a", node_type="nameserver") == 1
+    assert value(ns, "rocketmq_namesrv_clusters") == 1
+    assert value(ns, "rocketmq_namesrv_topics") >= 2
+    assert value(ns, "rocketmq_namesrv_routes", broker_name="broker-a") >= 2
+    assert labelled(ns, "rocketmq_namesrv_broker_heartbeat_age")[0]["broker_addr"] == broker.broker_addr
+    assert (
+        value(ns, "rocketmq_rpc_latency_count", request_code="register_broker", response_code="success") >= 1
+    )
+    assert value(ns, "rocketmq_rpc_latency_count", request_code="get_routeinfo_by_topic") >= 2
 
 
 def test_bad_metrics_config_is_refused(tmp_path: Path) -> None:
