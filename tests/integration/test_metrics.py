@@ -230,6 +230,17 @@ def test_broker_metrics_follow_traffic(broker: BrokerProcess, namesrv: tuple[str
     assert value(ns, "rocketmq_rpc_latency_count", request_code="get_routeinfo_by_topic") >= 2
 
 
+def test_embedded_name_server_metrics(tmp_path: Path) -> None:
+    proc = start_broker(tmp_path / "store", extra_args=["--namesrv-metrics-port", "0"])
+    try:
+        ns = scrape(int(proc.ready["namesrv_metrics"]))
+        assert "metrics" not in proc.ready  # the broker's own are off by default
+    finally:
+        proc.stop()
+    assert value(ns, "rocketmq_namesrv_brokers", broker_name="broker-a", broker_cluster="DefaultCluster") == 1
+    assert value(ns, "rocketmq_rpc_latency_count", request_code="register_broker") >= 1
+
+
 def test_bad_metrics_config_is_refused(tmp_path: Path) -> None:
     args = [sys.executable, "-m", "rmq.broker", "--namesrv-port", "0", "-p", f"storePathRootDir={tmp_path}"]
     for prop, why in (
@@ -239,3 +250,10 @@ def test_bad_metrics_config_is_refused(tmp_path: Path) -> None:
     ):
         r = subprocess.run([*args, "-p", prop], capture_output=True, text=True, timeout=60)
         assert r.returncode != 0 and why in r.stderr, (prop, r.stderr[-2000:])
+    r = subprocess.run(
+        [*args[:3], "-n", "127.0.0.1:9", "--namesrv-metrics-port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode != 0 and "embedded name server" in r.stderr, r.stderr[-2000:]

@@ -78,6 +78,11 @@ class NameServer:
         await self.remoting.start(host, port)
         self._scan.start()
 
+    @property
+    def metrics_port(self) -> int:
+        """The port metrics are served on (0: not served)."""
+        return self._metrics.port if self._metrics is not None else 0
+
     def serve_metrics(self, host: str, port: int) -> int:
         """Serve Prometheus metrics on ``host:port`` (0: any free port) from now on (requests are timed from
         here); returns the bound port. Call after :meth:`start`."""
