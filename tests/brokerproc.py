@@ -24,6 +24,8 @@ class BrokerProcess:
     store_dir: Path
     args: list[str]
     log: list[str] = field(default_factory=list)
+    ready: dict[str, str] = field(default_factory=dict)
+    """The broker's RMQ-READY line (``namesrv``, ``broker``, and ``metrics`` when it serves them)."""
 
     @property
     def broker_port(self) -> int:
@@ -88,4 +90,4 @@ def start_broker(
         time.sleep(0.1)
         raise RuntimeError("broker did not start:\n" + "".join(log[-50:]))
     threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
-    return BrokerProcess(proc, ready["namesrv"], ready["broker"], Path(store_dir), args, log)
+    return BrokerProcess(proc, ready["namesrv"], ready["broker"], Path(store_dir), args, log, ready)

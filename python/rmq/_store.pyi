@@ -253,6 +253,11 @@ NetEvent = (
     | tuple[Literal[2], int, None, None]  # a connection closed
 )
 
+SIZE_BOUNDS: list[int]
+"""Message size histogram bounds of the fast path's counters, bytes (RocketMQ 5.x's)."""
+LATENCY_BOUNDS_MS: list[int]
+"""Answer latency histogram bounds of the fast path's counters, milliseconds (RocketMQ 5.x's)."""
+
 class NetServer:
     """The broker's network thread (see rmq.remoting.native)."""
 
@@ -281,4 +286,10 @@ class NetServer:
     def forget_topics(self) -> None: ...
     def fast_puts(self) -> int: ...
     def fast_send_stats(self) -> tuple[int, int, list[tuple[str, int]]]: ...
+    def fast_send_metrics(
+        self,
+    ) -> tuple[list[tuple[str, int, int, list[int]]], list[tuple[int, int, list[int], int]]]:
+        """``(topics, latency)``: per topic ``(topic, messages, bytes, sizes)`` the fast path stored (sizes
+        per bucket of :data:`SIZE_BOUNDS`, then larger; not cumulative), and per request and response code
+        ``(code, response, buckets, sum_us)`` it answered (per bucket of :data:`LATENCY_BOUNDS_MS`)."""
     def shutdown(self) -> None: ...

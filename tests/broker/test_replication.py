@@ -47,7 +47,8 @@ async def commitlog_max(client: RemotingClient, addr: str) -> int:
 
 
 async def wait_caught_up(client: RemotingClient, master: BrokerProcess, slave: BrokerProcess, timeout=120.0):
-    """Poll the slave's CommitLog end until it reaches the master's (a cross-process condition)."""
+    """Poll the slave's CommitLog end until it reaches the master's, and its dispatch until its
+    ConsumeQueues and index hold all of it (cross-process conditions)."""
     target = await commitlog_max(client, master.broker_addr)
     deadline = time.monotonic() + timeout
     while (got := await commitlog_max(client, slave.broker_addr)) < target:
@@ -56,6 +57,9 @@ async def wait_caught_up(client: RemotingClient, master: BrokerProcess, slave: B
         )
         await asyncio.sleep(0.02)
     assert got == target
+    while (behind := int((await runtime(client, slave.broker_addr))["dispatchBehindBytes"])) > 0:
+        assert time.monotonic() < deadline, f"slave dispatch {behind} bytes behind after {timeout} s"
+        await asyncio.sleep(0.02)
     return target
 
 

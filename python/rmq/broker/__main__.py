@@ -55,7 +55,7 @@ def build_config(conf: str | None, namesrv: str | None, props: tuple[str, ...]) 
     return cfg
 
 
-async def serve(cfg: BrokerConfig, namesrv_port: int | None) -> None:
+async def serve(cfg: BrokerConfig, namesrv_port: int | None, namesrv_metrics_port: int | None = None) -> None:
     from rmq.namesrv.server import NameServer
 
     ns: NameServer | None = None
@@ -64,6 +64,8 @@ async def serve(cfg: BrokerConfig, namesrv_port: int | None) -> None:
         await ns.start(cfg.bind_address, 9876 if namesrv_port is None else namesrv_port)
         cfg.namesrv_addr = f"127.0.0.1:{ns.port}"
         log.info("embedded name server listening on %s:%d", cfg.bind_address, ns.port)
+        if namesrv_metrics_port is not None:
+            ns.serve_metrics(cfg.bind_address, namesrv_metrics_port)
     broker = BrokerController(cfg)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -71,7 +73,10 @@ async def serve(cfg: BrokerConfig, namesrv_port: int | None) -> None:
         loop.add_signal_handler(sig, stop.set)
     try:
         await broker.start()
-        print(f"RMQ-READY namesrv={cfg.namesrv_list()[0]} broker={cfg.broker_addr}", flush=True)
+        metrics = f" metrics={broker.metrics_port}" if broker.metrics_port else ""
+        if ns is not None and ns.metrics_port:
+            metrics += f" namesrv_metrics={ns.metrics_port}"
+        print(f"RMQ-READY namesrv={cfg.namesrv_list()[0]} broker={cfg.broker_addr}{metrics}", flush=True)
         log.info("ready (event loop: %s); SIGINT or SIGTERM stops", loop_name())
         await stop.wait()
         log.info("shutting down")
@@ -91,6 +96,13 @@ async def serve(cfg: BrokerConfig, namesrv_port: int | None) -> None:
 )
 @click.option("--namesrv-port", type=int, default=None, help="Port of the embedded name server (9876).")
 @click.option(
+    "--namesrv-metrics-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Serve the embedded name server's Prometheus metrics on this port (0: any free port) [default: not "
+    "served]; the broker's own are the metrics* properties.",
+)
+@click.option(
     "--log-level",
     type=click.Choice(LEVELS, case_sensitive=False),
     default="INFO",
@@ -98,9 +110,18 @@ async def serve(cfg: BrokerConfig, namesrv_port: int | None) -> None:
     help="Also see the logDir, logFileMaxSize and logFileCount properties.",
 )
 def main(
-    conf: str | None, namesrv: str | None, props: tuple[str, ...], namesrv_port: int | None, log_level: str
+    conf: str | None,
+    namesrv: str | None,
+    props: tuple[str, ...],
+    namesrv_port: int | None,
+    namesrv_metrics_port: int | None,
+    log_level: str,
 ) -> None:
     """Run an rmq broker (RocketMQ 4.x compatible)."""
+    if namesrv and namesrv_metrics_port is not None:
+        raise click.UsageError(
+            "--namesrv-metrics-port is for the embedded name server; -n gives external ones"
+        )
     try:
         cfg = build_config(conf, namesrv, props)
     except ConfigError as e:
@@ -117,7 +138,7 @@ def main(
         )
     install_best_loop()
     try:
-        asyncio.run(serve(cfg, namesrv_port))
+        asyncio.run(serve(cfg, namesrv_port, namesrv_metrics_port))
     except OSError as e:
         log.error("cannot start: %s", e)
         sys.exit(1)

@@ -15,6 +15,7 @@ from typing import Any
 
 from rmq._store import MessageStore, StoreConfigError, check_store_config
 from rmq.broker.java_properties import JAVA_PROPERTIES, LEGACY_NAMES
+from rmq.broker.metrics import parse_metrics_label
 from rmq.common.netaddr import local_address
 
 __all__ = [
@@ -25,6 +26,9 @@ __all__ = [
     "parse_properties_text",
     "property_kind",
 ]
+
+
+METRICS_EXPORTER_TYPES: frozenset[str] = frozenset({"DISABLE", "PROM"})
 
 
 class ConfigError(ValueError):
@@ -77,6 +81,10 @@ _NAMES: dict[str, str] = {
     "haMasterAddress": "ha_master_address",
     "haSlaveFallbehindMax": "ha_slave_fallbehind_max",
     "slaveTimeout": "slave_timeout",
+    "metricsExporterType": "metrics_exporter_type",
+    "metricsPromExporterHost": "metrics_prom_exporter_host",
+    "metricsPromExporterPort": "metrics_prom_exporter_port",
+    "metricsLabel": "metrics_label",
 }
 
 BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
@@ -218,6 +226,15 @@ class BrokerConfig:
     """Rotated log files kept (rmq's own property)."""
     stats_log_interval: int = 60_000
     """Milliseconds between two statistics lines in the log (rmq's own property; 0: none)."""
+    metrics_exporter_type: str = "DISABLE"
+    """RocketMQ 5.x's ``metricsExporterType``: ``DISABLE`` (5.x's default too) or ``PROM`` (serve Prometheus
+    metrics); 5.x's ``OTLP_GRPC`` and ``LOG`` are not implemented."""
+    metrics_prom_exporter_host: str = ""
+    """Address the metrics are served on (5.x's ``metricsPromExporterHost``; empty: ``brokerIP1``)."""
+    metrics_prom_exporter_port: int = 5557
+    """Port of ``/metrics`` (5.x's ``metricsPromExporterPort``; 0: any free port, logged)."""
+    metrics_label: str = ""
+    """Extra labels on every metric, ``key:value,key:value`` (5.x's ``metricsLabel``)."""
     # Store properties by their RocketMQ names (validated by the store when it opens).
     store: dict[str, str] = field(default_factory=dict)
     on_update: list[Callable[[dict[str, Any]], None]] = field(
@@ -249,6 +266,8 @@ class BrokerConfig:
                 setattr(self, attr, text or None if optional else text)
             if key == "brokerRole" and text not in BROKER_ROLES:
                 raise ConfigError(f"brokerRole: {text!r} is not one of {', '.join(BROKER_ROLES)}")
+            if attr.startswith("metrics_"):
+                self._check_metrics()
             return
         if key in STORE_KEYS:
             try:
@@ -340,6 +359,18 @@ class BrokerConfig:
     def sync_flush_timeout_ms(self) -> int:
         return int(self.store.get("syncFlushTimeout", 5000))
 
+    def _check_metrics(self) -> None:
+        if self.metrics_exporter_type not in METRICS_EXPORTER_TYPES:
+            known = ", ".join(sorted(METRICS_EXPORTER_TYPES))
+            hint = " (not implemented by rmq)" if self.metrics_exporter_type in ("OTLP_GRPC", "LOG") else ""
+            raise ConfigError(f"metricsExporterType: {self.metrics_exporter_type!r}{hint}; rmq takes {known}")
+        if not 0 <= self.metrics_prom_exporter_port <= 65535:
+            raise ConfigError(f"metricsPromExporterPort: {self.metrics_prom_exporter_port} is not a TCP port")
+        try:
+            parse_metrics_label(self.metrics_label)
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+
     def validate(self) -> None:
         if not 0 <= self.listen_port <= 65535:
             raise ConfigError(f"listenPort: {self.listen_port} is not a TCP port")
@@ -368,6 +399,7 @@ class BrokerConfig:
             raise ConfigError("logFileMaxSize must be at least 1024 bytes and logFileCount at least 1")
         if self.stats_log_interval < 0:
             raise ConfigError("statsLogInterval must not be negative")
+        self._check_metrics()
         if self.default_topic_queue_nums < 1:
             raise ConfigError("defaultTopicQueueNums must be at least 1")
         try:

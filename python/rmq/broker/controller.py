@@ -18,6 +18,8 @@ from rmq.broker.ha.master import HAMaster, HASettings
 from rmq.broker.ha.responder import ReplicaResponder
 from rmq.broker.ha.slave import HAClient
 from rmq.broker.long_polling import PullHoldService
+from rmq.broker.metrics import parse_metrics_label
+from rmq.broker.metrics_collector import BrokerCollector
 from rmq.broker.mq_lock import RebalanceLockManager
 from rmq.broker.processors.admin import AdminProcessors
 from rmq.broker.processors.client import ClientProcessors
@@ -39,6 +41,7 @@ from rmq.broker.timer import TimerService
 from rmq.broker.topic_config import PERSIST_INTERVAL_S, TopicConfigManager
 from rmq.broker.transaction import EndTransactionProcessor, TransactionCheckService
 from rmq.common.codes import RMQ_VERSION, RequestCode, ResponseCode
+from rmq.common.metrics import MetricsExporter
 from rmq.common.service import PeriodicTask
 from rmq.remoting.channel import Channel
 from rmq.remoting.client import RemotingClient
@@ -72,6 +75,12 @@ class BrokerController:
         self._registration: NameServerRegistration | None = None
         self.ha_master: HAMaster | None = None
         self.ha_client: HAClient | None = None
+        self._metrics: MetricsExporter | None = None
+
+    @property
+    def metrics_port(self) -> int:
+        """The port ``/metrics`` is served on (0: not served)."""
+        return self._metrics.port if self._metrics is not None else 0
 
     @property
     def port(self) -> int:
@@ -227,6 +236,8 @@ class BrokerController:
             for code, proc in group.table().items():
                 self.remoting.register(code, proc)
         self.remoting.add_close_listener(self._channel_closed)
+        if cfg.metrics_exporter_type == "PROM":
+            self._start_metrics(s)
 
         self._tasks = [
             PeriodicTask("persist-topics", PERSIST_INTERVAL_S, topics.persist_if_dirty, final_tick=True),
@@ -290,6 +301,15 @@ class BrokerController:
         else:
             ctx.send_response(response)
 
+    def _start_metrics(self, s: BrokerServices) -> None:
+        """Serve RocketMQ 5.x's Prometheus metrics (``metricsExporterType=PROM``); requests are timed from
+        now on."""
+        cfg = self.config
+        self.remoting.dispatcher.latency = s.metrics.rpc
+        collector = BrokerCollector(s, self.remoting.dispatcher, parse_metrics_label(cfg.metrics_label))
+        self._metrics = MetricsExporter(collector.collect, "broker")
+        self._metrics.start(cfg.metrics_prom_exporter_host or cfg.broker_ip1, cfg.metrics_prom_exporter_port)
+
     def _send_rules_changed(self, topic: str | None) -> None:
         """The one hook for every change to who may send to a topic, how and where: a topic created,
         changed or deleted (`topic`), or the broker's run-time config (None: every topic). The
@@ -331,6 +351,9 @@ class BrokerController:
 
     async def shutdown(self) -> None:
         """Stop serving, persist configs, unregister, flush and close the store cleanly."""
+        if self._metrics is not None:
+            exporter, self._metrics = self._metrics, None
+            await asyncio.get_running_loop().run_in_executor(None, exporter.stop)
         for t in self._tasks:
             await t.stop()
         if self._registration is not None:

@@ -22,6 +22,8 @@ class HeldPull:
     queue_id: int
     offset: int
     timer: asyncio.TimerHandle | None = None
+    started: float = 0.0
+    """``time.perf_counter()`` when the pull was held (its answer's latency is measured from there)."""
 
 
 class PullHoldService:

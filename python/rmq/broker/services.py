@@ -13,6 +13,7 @@ from rmq.broker.flush_responder import FlushResponder
 from rmq.broker.ha.master import HAMaster
 from rmq.broker.ha.responder import ReplicaResponder
 from rmq.broker.long_polling import PullHoldService
+from rmq.broker.metrics import BrokerMetrics
 from rmq.broker.mq_lock import RebalanceLockManager
 from rmq.broker.stats import RateSampler, WindowCounter
 from rmq.broker.subscription_group import SubscriptionGroupManager
@@ -67,13 +68,15 @@ class BrokerServices:
     """Delay of each level in ms (`messageDelayLevel`)."""
     counters: Counters = field(default_factory=Counters)
     group_gets: WindowCounter = field(default_factory=WindowCounter)
+    """Messages pulled, by ``topic@group`` (VIEW_BROKER_STATS_DATA's GROUP_GET_NUMS)."""
     put_rate: RateSampler = field(default_factory=RateSampler)
     """Messages stored per second (runtime info ``putTps``)."""
     get_rate: RateSampler = field(default_factory=RateSampler)
     """Messages pulled per second (``getTransferedTps``)."""
     pull_rate: RateSampler = field(default_factory=RateSampler)
     """Pulls answered per second (``getTotalTps``)."""
-    """Messages pulled, by ``topic@group`` (VIEW_BROKER_STATS_DATA's GROUP_GET_NUMS)."""
+    metrics: BrokerMetrics = field(default_factory=BrokerMetrics)
+    """What the Python path counts for the Prometheus metrics (the fast path counts in Rust)."""
     register_brokers: Callable[[], None] = lambda: None
     """Re-register with the name servers now (after a topic change)."""
     registrations_settled: Callable[[], Awaitable[None]] | None = None

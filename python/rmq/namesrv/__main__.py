@@ -19,9 +19,13 @@ from rmq.remoting.loop import loop_name, run
 log = logging.getLogger("rmq.namesrv")
 
 
-async def serve(host: str, port: int, kv_config: Path) -> None:
+async def serve(
+    host: str, port: int, kv_config: Path, metrics_port: int | None, metrics_host: str | None
+) -> None:
     ns = NameServer(kv_config_path=kv_config)
     await ns.start(host, port)
+    if metrics_port is not None:
+        ns.serve_metrics(metrics_host or host, metrics_port)
     log.info(
         "The Name Server boot success (%s). listening on %s:%d, kv config %s",
         loop_name(),
@@ -61,12 +65,28 @@ async def serve(host: str, port: int, kv_config: Path) -> None:
     default=None,
     help="Directory of namesrv.log [default: ~/logs/rmqlogs] (also written to stderr).",
 )
+@click.option(
+    "--metrics-port",
+    type=click.IntRange(0, 65535),
+    default=None,
+    help="Serve Prometheus metrics on this port (0: any free port, logged) [default: not served; "
+    "the broker's port is 5557].",
+)
+@click.option("--metrics-host", default=None, help="Address of the metrics port [default: --host].")
 @click.version_option(rmq.__version__, "-V", "--version", prog_name="rmq-namesrv")
-def main(port: int, host: str, kv_config: Path | None, log_level: str, log_dir: str | None) -> None:
+def main(
+    port: int,
+    host: str,
+    kv_config: Path | None,
+    log_level: str,
+    log_dir: str | None,
+    metrics_port: int | None,
+    metrics_host: str | None,
+) -> None:
     """Run a RocketMQ 4.x compatible name server."""
     path = configure_logging("namesrv", log_level, log_dir)
     log.info("rmq %s name server starting; log file %s", rmq.__version__, path or "(none: stderr only)")
-    run(serve(host, port, kv_config or default_kv_config_path()))
+    run(serve(host, port, kv_config or default_kv_config_path(), metrics_port, metrics_host))
 
 
 if __name__ == "__main__":

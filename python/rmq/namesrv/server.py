@@ -17,15 +17,19 @@ the silence.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 from collections.abc import Callable
 
+from rmq.common.metrics import MetricsExporter
 from rmq.common.service import PeriodicTask
 from rmq.namesrv.kv_config import KVConfigManager
+from rmq.namesrv.metrics import NamesrvCollector
 from rmq.namesrv.processors import NamesrvProcessors
 from rmq.namesrv.route_table import DEFAULT_BROKER_EXPIRY_MS, RouteInfoManager, now_ms
 from rmq.remoting.channel import Channel
+from rmq.remoting.latency import RpcLatency
 from rmq.remoting.server import RemotingServer
 
 __all__ = ["DEFAULT_PORT", "NameServer"]
@@ -52,6 +56,7 @@ class NameServer:
         for code, processor in self.processors.table().items():
             self.remoting.register(code, processor)
         self.remoting.add_close_listener(self._on_channel_closed)
+        self._metrics: MetricsExporter | None = None
         self._scan = PeriodicTask(
             "namesrv-scan-not-active-broker", scan_interval_s, self.scan_not_active_brokers
         )
@@ -73,7 +78,24 @@ class NameServer:
         await self.remoting.start(host, port)
         self._scan.start()
 
+    @property
+    def metrics_port(self) -> int:
+        """The port metrics are served on (0: not served)."""
+        return self._metrics.port if self._metrics is not None else 0
+
+    def serve_metrics(self, host: str, port: int) -> int:
+        """Serve Prometheus metrics on ``host:port`` (0: any free port) from now on (requests are timed from
+        here); returns the bound port. Call after :meth:`start`."""
+        self.remoting.dispatcher.latency = RpcLatency()
+        collector = NamesrvCollector(self.routes, self.remoting.dispatcher, self.addr)
+        self._metrics = MetricsExporter(collector.collect, "name server")
+        self._metrics.start(host, port)
+        return self._metrics.port
+
     async def stop(self) -> None:
+        if self._metrics is not None:
+            exporter, self._metrics = self._metrics, None
+            await asyncio.get_running_loop().run_in_executor(None, exporter.stop)
         await self._scan.stop()
         await self.remoting.stop()
 

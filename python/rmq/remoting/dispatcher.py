@@ -14,6 +14,10 @@ Rules applied to every incoming request:
 * oneway requests (flag bit 1) never get an answer, not even the three above (Java still writes those; clients
   drop them anyway).
 
+With :attr:`Dispatcher.latency` set (an :class:`~rmq.remoting.latency.RpcLatency`), every answer the
+dispatcher sends is timed from the request's dispatch, per request and response code; a request a processor
+parks (returns ``None``) is timed by whoever answers it later, if anyone.
+
 Processors come in three shapes (see :mod:`rmq.remoting.context`); the dispatcher looks at what a call
 returns, so only awaitable results (``async def`` processors, or a plain processor's slow path) cost a task.
 """
@@ -23,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import time
 from collections.abc import Awaitable
 from typing import Any, Final
 
@@ -30,6 +35,7 @@ from rmq.common.codes import FLAG_ONEWAY, ResponseCode
 from rmq.remoting.command import RemotingCommand, create_response
 from rmq.remoting.context import Processor, RequestContext
 from rmq.remoting.errors import HeaderError
+from rmq.remoting.latency import RpcLatency
 
 __all__ = ["DEFAULT_MAX_IN_FLIGHT", "Dispatcher"]
 
@@ -65,6 +71,8 @@ class Dispatcher:
         self._table: dict[int, Processor] = {}
         self._default: Processor | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.latency: RpcLatency | None = None
+        """Where answered requests are timed (None: not timed)."""
 
     def register(self, code: int, processor: Processor) -> None:
         self._table[int(code)] = processor
@@ -83,6 +91,7 @@ class Dispatcher:
 
     def dispatch(self, ctx: RequestContext, request: RemotingCommand) -> None:
         oneway = request.flag & FLAG_ONEWAY
+        started = time.perf_counter() if self.latency is not None else 0.0
         if len(self._tasks) >= self.max_in_flight:
             if not oneway:
                 ctx.send_response(create_response(request, _SYSTEM_BUSY, BUSY_REMARK))
@@ -96,43 +105,56 @@ class Dispatcher:
         try:
             result = entry(ctx, request)
         except Exception as exc:
-            self._fail(ctx, request, exc)
+            self._fail(ctx, request, exc, started)
             return
         if result is None:
             return
         if type(result) is RemotingCommand or isinstance(result, RemotingCommand):
             if not oneway:
                 ctx.send_response(result)
+                if self.latency is not None:
+                    self.latency.record(request.code, result.code, time.perf_counter() - started)
         elif inspect.isawaitable(result):
-            self._spawn(ctx, request, result)
+            self._spawn(ctx, request, result, started)
         else:
-            self._fail(ctx, request, TypeError(f"processor returned {type(result).__name__}"))
+            self._fail(ctx, request, TypeError(f"processor returned {type(result).__name__}"), started)
 
-    def _spawn(self, ctx: RequestContext, request: RemotingCommand, awaitable: Awaitable[Any]) -> None:
-        task = asyncio.get_running_loop().create_task(self._finish(ctx, request, awaitable))
+    def _spawn(
+        self, ctx: RequestContext, request: RemotingCommand, awaitable: Awaitable[Any], started: float
+    ) -> None:
+        task = asyncio.get_running_loop().create_task(self._finish(ctx, request, awaitable, started))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _finish(self, ctx: RequestContext, request: RemotingCommand, awaitable: Awaitable[Any]) -> None:
+    async def _finish(
+        self, ctx: RequestContext, request: RemotingCommand, awaitable: Awaitable[Any], started: float
+    ) -> None:
         try:
             result = await awaitable
         except Exception as exc:
-            self._fail(ctx, request, exc)
+            self._fail(ctx, request, exc, started)
             return
         if result is None:
             return
         if not isinstance(result, RemotingCommand):
-            self._fail(ctx, request, TypeError(f"processor returned {type(result).__name__}"))
+            self._fail(ctx, request, TypeError(f"processor returned {type(result).__name__}"), started)
         elif not request.flag & FLAG_ONEWAY:
             ctx.send_response(result)
+            if self.latency is not None:
+                self.latency.record(request.code, result.code, time.perf_counter() - started)
 
     def map_error(self, exc_type: type[Exception], code: int) -> None:
         """Answer ``code`` (with the exception text as remark, and no traceback in the log) when a
         processor raises ``exc_type``: an expected refusal, such as a full disk."""
         self._error_codes[exc_type] = code
 
-    def _fail(self, ctx: RequestContext, request: RemotingCommand, exc: Exception) -> None:
+    def _fail(
+        self, ctx: RequestContext, request: RemotingCommand, exc: Exception, started: float = 0.0
+    ) -> None:
         mapped = next((c for t, c in self._error_codes.items() if isinstance(exc, t)), None)
+        answered = mapped if mapped is not None else _SYSTEM_ERROR
+        if self.latency is not None and not request.flag & FLAG_ONEWAY:
+            self.latency.record(request.code, answered, time.perf_counter() - started)
         if mapped is not None:
             log.debug("code %s from %s refused: %s", request.code, ctx.remote_addr, exc)
             if not request.flag & FLAG_ONEWAY:

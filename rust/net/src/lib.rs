@@ -5,6 +5,8 @@
 //! * [`header`]: send request headers as the official clients spell them (sans-I/O);
 //! * [`send`]: the SEND fast path — SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE for
 //!   vetted topics stored and answered without leaving Rust;
+//! * [`metrics`]: per-topic messages, bytes and sizes the fast path stored, and its answers'
+//!   latency, for the broker's Prometheus metrics;
 //! * [`stats`]: what the fast path took and what it left to Python, and why;
 //! * [`server`]: the mio thread that owns the listening socket and the connections, answers
 //!   fast-path sends (holding SYNC_FLUSH answers for the group commit) and hands every other
@@ -13,10 +15,12 @@
 pub mod batch;
 pub mod frame;
 pub mod header;
+pub mod metrics;
 pub mod send;
 pub mod server;
 pub mod stats;
 
+pub use metrics::{LatencySnapshot, MetricsSnapshot, TopicInSnapshot};
 pub use send::{FastSend, FastSendConfig};
 pub use server::{Event, Server, ServerOptions};
 pub use stats::{Decline, Stats};

@@ -18,9 +18,10 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Instant;
 
 use flate2::{Decompress, FlushDecompress, Status};
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use rmq_store::commitlog::AppendResult;
 use rmq_store::message::{decode_batch_body, push_offset_msg_id_hex, sysflag, MessageRef};
 use rmq_store::{FlushDiskType, MessageStore};
@@ -28,6 +29,7 @@ use std::collections::HashMap;
 
 use crate::frame::{self, FLAG_ONEWAY, FLAG_RESPONSE, SERIALIZE_JSON, SERIALIZE_ROCKETMQ};
 use crate::header::{self, Header, SendHeader};
+use crate::metrics::{self, Latency, MetricsSnapshot, TopicIn};
 use crate::stats::{Counters, Decline, Stats};
 
 pub use crate::header::{SEND_BATCH_MESSAGE, SEND_MESSAGE, SEND_MESSAGE_V2};
@@ -52,11 +54,13 @@ pub struct FastSendConfig {
     pub version: i32,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Route {
     queues: i32,
     write_queues: i32,
     multi_tag: bool,
+    /// The topic's counters (kept across forget / allow).
+    counts: Arc<TopicIn>,
 }
 
 /// What [`FastSend::handle`] did with a request it took.
@@ -76,6 +80,8 @@ pub struct Held {
     pub end: i64,
     opaque: i32,
     ext_json: String,
+    code: i32,
+    started: Instant,
 }
 
 /// The fast path's state: the store, the vetted topics and the answer template.
@@ -87,6 +93,9 @@ pub struct FastSend {
     sync_flush: bool,
     routes: RwLock<HashMap<String, Route>>,
     counters: Counters,
+    /// Every topic the fast path was allowed to take, with what it stored for it.
+    topic_in: Mutex<HashMap<String, Arc<TopicIn>>>,
+    latency: Latency,
 }
 
 /// The properties a request carries for the store, and whether its producer waits for it.
@@ -112,6 +121,8 @@ impl FastSend {
             sync_flush,
             routes: RwLock::new(HashMap::new()),
             counters: Counters::default(),
+            topic_in: Mutex::new(HashMap::new()),
+            latency: Latency::default(),
         }
     }
 
@@ -122,10 +133,17 @@ impl FastSend {
     /// Let sends to `topic` take the fast path (the caller checked the topic is writable on a
     /// writable broker and is not a system topic that refuses sends).
     pub fn allow_topic(&self, topic: &str, read_queues: i32, write_queues: i32, multi_tag: bool) {
+        let counts = self
+            .topic_in
+            .lock()
+            .entry(topic.to_string())
+            .or_default()
+            .clone();
         let route = Route {
             queues: read_queues.min(write_queues),
             write_queues,
             multi_tag,
+            counts,
         };
         self.routes.write().insert(topic.to_string(), route);
     }
@@ -148,6 +166,12 @@ impl FastSend {
     /// Send requests taken and declined so far.
     pub fn stats(&self) -> Stats {
         self.counters.snapshot()
+    }
+
+    /// Per-topic messages, bytes and sizes stored by the fast path, and its answers' latency.
+    pub fn metrics(&self) -> MetricsSnapshot {
+        let topics = self.topic_in.lock();
+        metrics::snapshot(topics.iter(), &self.latency)
     }
 
     /// Count `frame` as a declined send if it is one: the network thread passes it to the
@@ -198,7 +222,8 @@ impl FastSend {
         if h.flag & FLAG_RESPONSE != 0 || !header::is_send(h.code) {
             return None;
         }
-        match self.send(&h, p.body, born_host, random, out) {
+        let started = Instant::now();
+        match self.send(&h, p.body, born_host, random, out, started) {
             Ok(sent) => Some(sent),
             Err(why) => {
                 self.counters.declined(why);
@@ -214,6 +239,7 @@ impl FastSend {
         born_host: SocketAddr,
         random: &mut dyn FnMut() -> u32,
         out: &mut Vec<u8>,
+        started: Instant,
     ) -> Result<Sent, Decline> {
         let ext = h.ext.ok_or(Decline::Header)?.get();
         let parsed = header::parse_ext(h.code, ext).map_err(|_| Decline::Header)?;
@@ -221,7 +247,12 @@ impl FastSend {
         if body.is_empty() || body.len() > self.cfg.max_body {
             return Err(Decline::Body);
         }
-        let route = *self.routes.read().get(f.topic).ok_or(Decline::Topic)?;
+        let route = self
+            .routes
+            .read()
+            .get(f.topic)
+            .cloned()
+            .ok_or(Decline::Topic)?;
         let mut queue_id = f.queue_id;
         if queue_id >= route.queues {
             return Err(Decline::QueueId);
@@ -253,6 +284,9 @@ impl FastSend {
             vec![self.store.put(&msg).map_err(|_| Decline::Store)?]
         };
         self.counters.taken(results.len());
+        for r in &results {
+            route.counts.add(r.size as u64);
+        }
         if h.flag & FLAG_ONEWAY != 0 {
             return Ok(Sent::NoReply);
         }
@@ -266,9 +300,12 @@ impl FastSend {
                 end,
                 opaque: h.opaque,
                 ext_json,
+                code: h.code,
+                started,
             }));
         }
         frame::push_response(out, 0, h.opaque, self.cfg.version, "", &ext_json);
+        self.latency.record(h.code, 0, started.elapsed());
         Ok(Sent::Replied)
     }
 
@@ -335,6 +372,9 @@ impl FastSend {
     /// flush timed out.
     pub fn held_reply(&self, held: &Held, timed_out: bool, out: &mut Vec<u8>) {
         let v = self.cfg.version;
+        let response = if timed_out { FLUSH_DISK_TIMEOUT } else { 0 };
+        self.latency
+            .record(held.code, response, held.started.elapsed());
         if timed_out {
             let remark = frame::json_string("flush to disk timed out");
             frame::push_response(

@@ -346,3 +346,69 @@ fn takes_batches_as_the_java_and_cpp_clients_send_them() {
     assert_eq!(fs.puts(), 11);
     s.shutdown().unwrap();
 }
+
+#[test]
+fn counts_per_topic_and_times_its_answers() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(dir.path(), false);
+    let fs = fast(s.clone(), true);
+    let mut rnd = || 0u32;
+    let send = |topic: &str, body: &[u8], rnd: &mut dyn FnMut() -> u32| {
+        let ext = format!(r#"{{"b":"{topic}","e":"0"}}"#);
+        handle(&fs, &send_frame(SEND_MESSAGE_V2, 0, 1, &ext, body), rnd)
+    };
+    assert!(
+        send("T", b"x", &mut rnd).is_none(),
+        "not vetted: not counted"
+    );
+    assert!(fs.metrics().topics.is_empty());
+    fs.allow_topic("T", 1, 1, false);
+    fs.allow_topic("U", 1, 1, false);
+    for _ in 0..3 {
+        assert!(send("T", &[b'a'; 100], &mut rnd).is_some());
+    }
+    assert!(send("U", &vec![b'b'; 3000], &mut rnd).is_some());
+    // A batch of two: counted per message.
+    let items: [(i32, &[u8], &[u8]); 2] = [(0, b"one", b""), (0, b"two", b"")];
+    let batch = send_frame(
+        SEND_BATCH_MESSAGE,
+        0,
+        2,
+        r#"{"b":"T","e":"0","m":"true"}"#,
+        &encode_batch_body(&items),
+    );
+    assert!(handle(&fs, &batch, &mut rnd).is_some());
+    // Forgetting a topic keeps its counts; vetting it again goes on counting.
+    fs.forget_topic("T");
+    fs.allow_topic("T", 1, 1, false);
+    assert!(send("T", &[b'a'; 100], &mut rnd).is_some());
+
+    let mut m = fs.metrics();
+    m.topics.sort_by(|a, b| a.topic.cmp(&b.topic));
+    let (t, u) = (&m.topics[0], &m.topics[1]);
+    assert_eq!((t.topic.as_str(), t.messages), ("T", 6));
+    assert_eq!(
+        t.sizes,
+        [6, 0, 0, 0, 0, 0, 0],
+        "small records: all <= 1 KiB"
+    );
+    assert_eq!((u.topic.as_str(), u.messages), ("U", 1));
+    assert_eq!(u.sizes, [0, 1, 0, 0, 0, 0, 0], "a 3000 byte body: <= 4 KiB");
+    let stored = s.commitlog_max_offset() as u64;
+    assert_eq!(
+        t.bytes + u.bytes,
+        stored,
+        "the records' sizes add up to the CommitLog"
+    );
+    assert!(u.bytes > 3000);
+    let answers = |code| -> u64 {
+        m.latency
+            .iter()
+            .filter(|l| l.code == code && l.response == 0)
+            .map(|l| l.buckets.iter().sum::<u64>())
+            .sum()
+    };
+    assert_eq!(answers(SEND_MESSAGE_V2), 5);
+    assert_eq!(answers(SEND_BATCH_MESSAGE), 1);
+    s.shutdown().unwrap();
+}

@@ -204,6 +204,35 @@ impl NetServer {
         (st.taken, st.messages, st.declined)
     }
 
+    /// `(topics, latency)`: per topic the fast path was allowed to take, `(topic, messages,
+    /// bytes, sizes)` it stored (bytes and sizes of the CommitLog records; `sizes` counts per
+    /// size bucket of `SIZE_BOUNDS`, then larger, not cumulative); per request code and response
+    /// code it answered, `(code, response, buckets, sum_us)` (answers per bucket of
+    /// `LATENCY_BOUNDS_MS`, then slower); empty before `enable_fast_send`.
+    #[allow(clippy::type_complexity)]
+    fn fast_send_metrics(
+        &self,
+    ) -> (
+        Vec<(String, u64, u64, Vec<u64>)>,
+        Vec<(i32, i32, Vec<u64>, u64)>,
+    ) {
+        let m = self
+            .inner
+            .fast_send()
+            .map(|f| f.metrics())
+            .unwrap_or_default();
+        (
+            m.topics
+                .into_iter()
+                .map(|t| (t.topic, t.messages, t.bytes, t.sizes.to_vec()))
+                .collect(),
+            m.latency
+                .into_iter()
+                .map(|l| (l.code, l.response, l.buckets.to_vec(), l.sum_us))
+                .collect(),
+        )
+    }
+
     /// Close every connection and stop the thread.
     fn shutdown(&self, py: Python<'_>) {
         let server = &self.inner;
@@ -213,5 +242,10 @@ impl NetServer {
 
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NetServer>()?;
+    m.add("SIZE_BOUNDS", rmq_net::metrics::SIZE_BOUNDS.to_vec())?;
+    m.add(
+        "LATENCY_BOUNDS_MS",
+        rmq_net::metrics::LATENCY_BOUNDS_MS.to_vec(),
+    )?;
     Ok(())
 }

@@ -6,6 +6,8 @@ lite-pull bit: same header, same answers, held for long polling only when its su
 
 from __future__ import annotations
 
+import time
+
 from rmq.broker.long_polling import HeldPull
 from rmq.broker.services import BrokerServices
 from rmq.broker.subscription import (
@@ -43,6 +45,9 @@ class PullProcessor:
             response = create_response(held.request, ResponseCode.SYSTEM_ERROR, str(e))
         if response is not None and not held.request.is_oneway:
             held.ctx.send_response(response)
+            self.s.metrics.rpc.record(
+                held.request.code, response.code, time.perf_counter() - held.started, long_polling=True
+            )
 
     def _subscription(
         self, request: RemotingCommand, group: str, topic: str, sys_flag: int
@@ -142,6 +147,7 @@ class PullProcessor:
             code = ResponseCode.SUCCESS
             s.counters.get_messages += count
             s.group_gets.add(f"{topic}@{group}", count)
+            s.metrics.got(topic, group, queue_id, count, len(body), next_offset)
         elif status in ("NO_MATCHED_MESSAGE", "MESSAGE_WAS_REMOVING"):
             code = _RETRY
         elif status in ("NO_MATCHED_LOGIC_QUEUE", "NO_MESSAGE_IN_QUEUE"):
@@ -155,7 +161,9 @@ class PullProcessor:
             timeout = header_long(f, "suspendTimeoutMillis", 15000)
             if not s.config.long_polling_enable:
                 timeout = s.config.short_polling_time_mills
-            s.holds.hold(HeldPull(ctx, request, topic, queue_id, offset), timeout)
+            s.holds.hold(
+                HeldPull(ctx, request, topic, queue_id, offset, started=time.perf_counter()), timeout
+            )
             self._commit(request, group, topic, queue_id, sys_flag, allow_suspend)
             return None
 

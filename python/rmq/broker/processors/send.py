@@ -11,6 +11,7 @@ import random
 import time
 import zlib
 
+from rmq.broker.metrics import message_type
 from rmq.broker.records import parse_properties, properties_string
 from rmq.broker.schedule import schedule_target
 from rmq.broker.services import BrokerServices, socket_addr
@@ -218,6 +219,7 @@ class SendProcessor:
         tc = self._topic_for_send(request, h, topic, queue_id)
         if isinstance(tc, RemotingCommand):
             return tc
+        sent_topic, mtype = topic, message_type(props)
         if s.fast_send is not None:
             self._vet(topic, tc)
         if queue_id < 0:
@@ -292,6 +294,7 @@ class SendProcessor:
                 queue_offset = first[1]
                 end = last[2] + last[3]
                 s.counters.put_messages += len(results)
+                s.metrics.put(sent_topic, mtype, [r[3] for r in results])
             else:
                 stored = props + _SEP + self._cluster_prop if props else self._cluster_prop
                 if len(stored) > _MAX_PROPERTIES:
@@ -305,6 +308,11 @@ class SendProcessor:
                 )
                 end = phys + size
                 s.counters.put_messages += 1
+                s.metrics.put(sent_topic, mtype, [size])
+                if topic.startswith(codes.DLQ_GROUP_TOPIC_PREFIX) and sent_topic.startswith(
+                    codes.RETRY_GROUP_TOPIC_PREFIX
+                ):
+                    s.metrics.dead(sent_topic, sent_topic[len(codes.RETRY_GROUP_TOPIC_PREFIX) :])
         except MessageIllegalError as e:
             return self._error(request, ResponseCode.MESSAGE_ILLEGAL, str(e))
         except SlaveStoreError:

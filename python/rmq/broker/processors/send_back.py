@@ -86,4 +86,6 @@ class SendBackProcessor:
             )
         except MessageIllegalError as e:
             return create_response(request, ResponseCode.MESSAGE_ILLEGAL, str(e))
+        if level == 0 and topic.startswith(codes.DLQ_GROUP_TOPIC_PREFIX):
+            s.metrics.dead(props[MessageConst.RETRY_TOPIC], group)
         return create_response(request)

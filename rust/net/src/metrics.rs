@@ -1,0 +1,178 @@
+//! What the SEND fast path stored, per topic, and how long it took to answer, for the broker's
+//! Prometheus metrics (RocketMQ 5.x's `rocketmq_messages_in_total`,
+//! `rocketmq_throughput_in_total`, `rocketmq_message_size`, `rocketmq_rpc_latency`).
+//!
+//! The network thread counts with relaxed atomics as it stores (a few additions per message, no
+//! lock: each vetted topic's route holds its [`TopicIn`]); the broker reads a [`MetricsSnapshot`]
+//! when it is scraped. Python-path sends are counted by the Python side; the two add up.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Upper bounds of the message size histogram in bytes (RocketMQ 5.x's buckets: 1 KiB, 4 KiB,
+/// 512 KiB, 1 MiB, 2 MiB, 4 MiB), then one bucket for the larger ones.
+pub const SIZE_BOUNDS: [u64; 6] = [1 << 10, 4 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20];
+/// Upper bounds of the latency histogram in milliseconds (RocketMQ 5.x's `rocketmq_rpc_latency`
+/// buckets: 1, 3, 5, 10, 100 ms, 1 s, 3 s), then one bucket for the slower ones.
+pub const LATENCY_BOUNDS_MS: [u64; 7] = [1, 3, 5, 10, 100, 1000, 3000];
+
+/// Request codes the fast path answers, in [`MetricsSnapshot::latency`] order.
+const CODES: [i32; 3] = [
+    crate::header::SEND_MESSAGE,
+    crate::header::SEND_MESSAGE_V2,
+    crate::header::SEND_BATCH_MESSAGE,
+];
+/// Response codes it answers with: SUCCESS, FLUSH_DISK_TIMEOUT.
+const RESPONSES: [i32; 2] = [0, crate::send::FLUSH_DISK_TIMEOUT];
+
+fn bucket(bounds: &[u64], v: u64) -> usize {
+    bounds.iter().position(|b| v <= *b).unwrap_or(bounds.len())
+}
+
+/// Messages one topic received through the fast path.
+#[derive(Default, Debug)]
+pub struct TopicIn {
+    messages: AtomicU64,
+    bytes: AtomicU64,
+    sizes: [AtomicU64; SIZE_BOUNDS.len() + 1],
+}
+
+impl TopicIn {
+    /// Count one stored message of `size` bytes (its CommitLog record).
+    pub fn add(&self, size: u64) {
+        self.messages.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(size, Ordering::Relaxed);
+        self.sizes[bucket(&SIZE_BOUNDS, size)].fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn snapshot(&self, topic: &str) -> TopicInSnapshot {
+        TopicInSnapshot {
+            topic: topic.to_string(),
+            messages: self.messages.load(Ordering::Relaxed),
+            bytes: self.bytes.load(Ordering::Relaxed),
+            sizes: std::array::from_fn(|i| self.sizes[i].load(Ordering::Relaxed)),
+        }
+    }
+}
+
+/// A copy of one topic's [`TopicIn`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicInSnapshot {
+    pub topic: String,
+    pub messages: u64,
+    /// Sum of the stored records' sizes.
+    pub bytes: u64,
+    /// Messages per size bucket ([`SIZE_BOUNDS`], then larger), not cumulative.
+    pub sizes: [u64; SIZE_BOUNDS.len() + 1],
+}
+
+#[derive(Default, Debug)]
+struct Histogram {
+    buckets: [AtomicU64; LATENCY_BOUNDS_MS.len() + 1],
+    sum_us: AtomicU64,
+}
+
+/// How long the fast path took to answer, per request code and response code.
+#[derive(Default, Debug)]
+pub struct Latency {
+    by: [[Histogram; RESPONSES.len()]; CODES.len()],
+}
+
+impl Latency {
+    /// Record one answer to `code` with `response` that took `took` (from the request being
+    /// read to its answer being queued; a SYNC_FLUSH answer includes the wait for the flush).
+    pub fn record(&self, code: i32, response: i32, took: Duration) {
+        let (Some(c), Some(r)) = (
+            CODES.iter().position(|x| *x == code),
+            RESPONSES.iter().position(|x| *x == response),
+        ) else {
+            return;
+        };
+        let h = &self.by[c][r];
+        let us = took.as_micros().min(u64::MAX as u128) as u64;
+        // A bound of n ms holds the answers that took at most n ms.
+        h.buckets[bucket(&LATENCY_BOUNDS_MS, us.div_ceil(1000))].fetch_add(1, Ordering::Relaxed);
+        h.sum_us.fetch_add(us, Ordering::Relaxed);
+    }
+
+    fn snapshot(&self) -> Vec<LatencySnapshot> {
+        let mut out = Vec::new();
+        for (c, code) in CODES.iter().enumerate() {
+            for (r, response) in RESPONSES.iter().enumerate() {
+                let h = &self.by[c][r];
+                let buckets: [u64; LATENCY_BOUNDS_MS.len() + 1] =
+                    std::array::from_fn(|i| h.buckets[i].load(Ordering::Relaxed));
+                if buckets.iter().any(|n| *n > 0) {
+                    out.push(LatencySnapshot {
+                        code: *code,
+                        response: *response,
+                        buckets,
+                        sum_us: h.sum_us.load(Ordering::Relaxed),
+                    });
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A copy of one (request code, response code) latency histogram.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LatencySnapshot {
+    pub code: i32,
+    pub response: i32,
+    /// Answers per bucket ([`LATENCY_BOUNDS_MS`], then slower), not cumulative.
+    pub buckets: [u64; LATENCY_BOUNDS_MS.len() + 1],
+    pub sum_us: u64,
+}
+
+/// The fast path's figures at one moment: per topic (every topic it ever took a send for) and
+/// per request code (only those it answered).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MetricsSnapshot {
+    pub topics: Vec<TopicInSnapshot>,
+    pub latency: Vec<LatencySnapshot>,
+}
+
+pub(crate) fn snapshot<'a>(
+    topics: impl Iterator<Item = (&'a String, &'a std::sync::Arc<TopicIn>)>,
+    latency: &Latency,
+) -> MetricsSnapshot {
+    MetricsSnapshot {
+        topics: topics.map(|(t, c)| c.snapshot(t)).collect(),
+        latency: latency.snapshot(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_fall_in_rocketmq_buckets() {
+        let t = TopicIn::default();
+        for size in [1, 1024, 1025, 4096, 600 << 10, 5 << 20] {
+            t.add(size);
+        }
+        let s = t.snapshot("T");
+        assert_eq!(s.messages, 6);
+        assert_eq!(s.bytes, 1 + 1024 + 1025 + 4096 + (600 << 10) + (5 << 20));
+        assert_eq!(s.sizes, [2, 2, 0, 1, 0, 0, 1]);
+    }
+
+    #[test]
+    fn latency_per_code_and_response() {
+        let l = Latency::default();
+        l.record(310, 0, Duration::from_micros(400));
+        l.record(310, 0, Duration::from_millis(2));
+        l.record(320, 10, Duration::from_secs(5));
+        l.record(11, 0, Duration::from_millis(1)); // not a fast-path code: ignored
+        let s = l.snapshot();
+        assert_eq!(s.len(), 2);
+        assert_eq!((s[0].code, s[0].response), (310, 0));
+        assert_eq!(s[0].buckets, [1, 1, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(s[0].sum_us, 2400);
+        assert_eq!((s[1].code, s[1].response), (320, 10));
+        assert_eq!(s[1].buckets, [0, 0, 0, 0, 0, 0, 0, 1]);
+    }
+}
