@@ -23,6 +23,7 @@ __all__ = [
     "ConfigError",
     "parse_properties_lines",
     "parse_properties_text",
+    "property_kind",
 ]
 
 
@@ -125,6 +126,19 @@ RUNTIME_UPDATABLE: frozenset[str] = frozenset(
         "transactionCheckMax",
     }
 )
+
+
+def property_kind(key: str) -> str:
+    """What UPDATE_BROKER_CONFIG makes of ``key``: ``"runtime"`` (rmq changes it while running),
+    ``"fixed"`` (rmq implements it, read at start only), ``"not implemented"`` (a Java broker property
+    rmq has no use for) or ``"unknown"``."""
+    if key in RUNTIME_UPDATABLE:
+        return "runtime"
+    if key in _NAMES or key in STORE_KEYS:
+        return "fixed"
+    if key in IGNORED or key in JAVA_PROPERTIES or key in LEGACY_NAMES:
+        return "not implemented"
+    return "unknown"
 
 
 def _parse_bool(key: str, value: str) -> bool:
@@ -326,7 +340,9 @@ class BrokerConfig:
             if f.name == "store" or not f.init:
                 continue
             v = getattr(self, f.name)
-            out[by_attr[f.name]] = ("true" if v else "false") if isinstance(v, bool) else str(v or "")
+            out[by_attr[f.name]] = (
+                ("true" if v else "false") if isinstance(v, bool) else ("" if v is None else str(v))
+            )
         out.update(self.store)
         return out
 

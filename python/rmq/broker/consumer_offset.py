@@ -52,6 +52,17 @@ class ConsumerOffsetManager:
             return -1
         return queues.get(queue_id, -1)
 
+    def topics_of_group(self, group: str) -> set[str]:
+        return {k.partition(SEPARATOR)[0] for k in self.table if k.partition(SEPARATOR)[2] == group}
+
+    def clone(self, src: str, dest: str, topic: str) -> dict[int, int]:
+        """Give ``dest`` the offsets ``src`` committed on ``topic`` (replacing ``dest``'s); returns them."""
+        offsets = self.offsets_of(src, topic)
+        if offsets:
+            self.table[topic + SEPARATOR + dest] = dict(offsets)
+            self._dirty = True
+        return offsets
+
     def groups_of_topic(self, topic: str) -> set[str]:
         out = set()
         for key in self.table:

@@ -18,12 +18,14 @@ from rmq.broker.long_polling import PullHoldService
 from rmq.broker.mq_lock import RebalanceLockManager
 from rmq.broker.processors.admin import AdminProcessors
 from rmq.broker.processors.client import ClientProcessors
+from rmq.broker.processors.consumer_calls import ConsumerCallProcessors
 from rmq.broker.processors.offsets import OffsetProcessors
 from rmq.broker.processors.pull import PullProcessor
 from rmq.broker.processors.query import QueryProcessors
 from rmq.broker.processors.reply import ReplyProcessor
 from rmq.broker.processors.send import SendProcessor
 from rmq.broker.processors.send_back import SendBackProcessor
+from rmq.broker.processors.stats import StatsProcessors
 from rmq.broker.registration import NameServerRegistration
 from rmq.broker.schedule import DEFAULT_DELAY_LEVELS, ScheduleService, parse_delay_levels
 from rmq.broker.services import BrokerServices
@@ -134,6 +136,7 @@ class BrokerController:
             )
             s.fast_send = self.remoting.net
         s.counters.boot_ms = int(time.time() * 1000)
+        self._mark_day()
         s.delay_levels = parse_delay_levels(cfg.store.get("messageDelayLevel", DEFAULT_DELAY_LEVELS))
         self.services = s
         self.schedule = ScheduleService(store, cfg.config_dir, s.delay_levels)
@@ -170,6 +173,8 @@ class BrokerController:
             ClientProcessors(s),
             QueryProcessors(s),
             AdminProcessors(s),
+            ConsumerCallProcessors(s),
+            StatsProcessors(s),
             SendBackProcessor(s),
             EndTransactionProcessor(s, self.transactions),
         ):
@@ -186,6 +191,8 @@ class BrokerController:
                 final_tick=True,
             ),
             PeriodicTask("scan-expired-clients", 10.0, self._scan_clients),
+            PeriodicTask("mark-day", 60.0, self._mark_day),
+            PeriodicTask("sample-rates", 1.0, s.sample_rates, initial_delay_s=0.0),
             *(
                 [PeriodicTask("stats-log", cfg.stats_log_interval / 1000, StatsLog(s).tick)]
                 if cfg.stats_log_interval > 0
@@ -243,6 +250,11 @@ class BrokerController:
             cfg = s.groups.table.get(group)
             if cfg is None or cfg.notify_consumer_ids_changed_enable:
                 s.consumers.notify_ids_changed(group)
+
+    def _mark_day(self) -> None:
+        s = self.services
+        if s is not None:
+            s.counters.mark_day(time.strftime("%Y-%m-%d"), s.put_messages())
 
     def _scan_clients(self) -> None:
         s = self.services

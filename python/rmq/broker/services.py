@@ -12,6 +12,7 @@ from rmq.broker.consumer_offset import ConsumerOffsetManager
 from rmq.broker.flush_responder import FlushResponder
 from rmq.broker.long_polling import PullHoldService
 from rmq.broker.mq_lock import RebalanceLockManager
+from rmq.broker.stats import RateSampler, WindowCounter
 from rmq.broker.subscription_group import SubscriptionGroupManager
 from rmq.broker.topic_config import TopicConfigManager
 from rmq.store import AsyncStore, MessageStore
@@ -23,7 +24,28 @@ __all__ = ["BrokerServices", "Counters", "socket_addr"]
 class Counters:
     put_messages: int = 0
     get_messages: int = 0
+    get_requests: int = 0
+    """Pulls answered (found or not), as Apache's getTotalTps counts them."""
     boot_ms: int = 0
+    day: str = ""
+    """The local date the morning marks below belong to ("" until the first :meth:`mark_day`)."""
+    put_today_morning: int = 0
+    get_today_morning: int = 0
+    put_yesterday_morning: int = 0
+    get_yesterday_morning: int = 0
+
+    def mark_day(self, today: str, put_total: int) -> None:
+        """Record the totals at the start of a new local day (``today``, ISO date); the first call (at
+        start) only notes the day, so a broker started today reports 0 for both mornings, as Apache's."""
+        if self.day == today:
+            return
+        if self.day:
+            self.put_yesterday_morning, self.get_yesterday_morning = (
+                self.put_today_morning,
+                self.get_today_morning,
+            )
+            self.put_today_morning, self.get_today_morning = put_total, self.get_messages
+        self.day = today
 
 
 @dataclass
@@ -42,6 +64,14 @@ class BrokerServices:
     delay_levels: list[int] = field(default_factory=list)
     """Delay of each level in ms (`messageDelayLevel`)."""
     counters: Counters = field(default_factory=Counters)
+    group_gets: WindowCounter = field(default_factory=WindowCounter)
+    put_rate: RateSampler = field(default_factory=RateSampler)
+    """Messages stored per second (runtime info ``putTps``)."""
+    get_rate: RateSampler = field(default_factory=RateSampler)
+    """Messages pulled per second (``getTransferedTps``)."""
+    pull_rate: RateSampler = field(default_factory=RateSampler)
+    """Pulls answered per second (``getTotalTps``)."""
+    """Messages pulled, by ``topic@group`` (VIEW_BROKER_STATS_DATA's GROUP_GET_NUMS)."""
     register_brokers: Callable[[], None] = lambda: None
     """Re-register with the name servers now (after a topic change)."""
     registrations_settled: Callable[[], Awaitable[None]] | None = None
@@ -70,6 +100,11 @@ class BrokerServices:
         for reason, n in declined:
             out["fastSendDeclined" + reason.title().replace("_", "")] = str(n)
         return out
+
+    def sample_rates(self) -> None:
+        self.put_rate.sample(self.put_messages())
+        self.get_rate.sample(self.counters.get_messages)
+        self.pull_rate.sample(self.counters.get_requests)
 
     def put_messages(self) -> int:
         """Messages stored since start, by the Python path and the fast path."""

@@ -5,11 +5,14 @@ filesystem path or runs anything."""
 from __future__ import annotations
 
 import dataclasses
+import logging
+import os
 import time
 
 from rmq.broker import journal
-from rmq.broker.config import RUNTIME_UPDATABLE, ConfigError, parse_properties_text
+from rmq.broker.config import ConfigError, parse_properties_text, property_kind
 from rmq.broker.services import BrokerServices
+from rmq.broker.stats import MINUTE_MS
 from rmq.broker.subscription_group import SubscriptionGroupConfig
 from rmq.common import codes, fastjson
 from rmq.common.codes import RequestCode, ResponseCode
@@ -21,6 +24,22 @@ from rmq.remoting.context import Processor, RequestContext
 from rmq.remoting.headers import header_bool, header_int, header_str
 
 __all__ = ["AdminProcessors"]
+
+log = logging.getLogger(__name__)
+
+
+def _disk_ratio(path: str) -> str:
+    """The used share of the file system holding ``path``, as Apache's ``commitLogDiskRatio``: used blocks
+    over used plus those available to the broker (reserved blocks left out), rounded up to a percent."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return "-1"
+    used = st.f_blocks - st.f_bfree
+    entire = used + st.f_bavail
+    if entire <= 0:
+        return "-1"
+    return str(-(-used * 100 // entire) / 100)
 
 
 def _mq_key(topic: str, broker: str, qid: int) -> ObjectKey:
@@ -87,6 +106,7 @@ class AdminProcessors:
             return create_response(request, ResponseCode.SYSTEM_ERROR, f"{topic} is a system topic")
         self.s.topics.delete(topic)
         self.s.offsets.remove_topic(topic)
+        self.s.group_gets.forget(topic=topic)
         self.s.store.delete_topic(topic)
         return create_response(request)
 
@@ -146,7 +166,9 @@ class AdminProcessors:
                         },
                     )
                 )
-        body = fastjson.dumps_with_object_keys({"consumeTps": 0.0, "offsetTable": dict(entries)})
+        # The group's pull rate over the last minute, of the one topic asked for or of all its topics.
+        tps = sum(s.group_gets.window(f"{t}@{group}", MINUTE_MS).sum for t in topics) * 1000 / MINUTE_MS
+        body = fastjson.dumps_with_object_keys({"consumeTps": tps, "offsetTable": dict(entries)})
         return create_response(request, body=body)
 
     def update_subscription_group(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
@@ -165,6 +187,7 @@ class AdminProcessors:
         f = request.ext_fields
         group = header_str(f, "groupName")
         self.s.groups.delete(group)
+        self.s.group_gets.forget(group=group)
         if header_bool(f, "removeOffset", False):
             self.s.offsets.remove_group(group)
         return create_response(request)
@@ -211,8 +234,20 @@ class AdminProcessors:
             "brokerVersionDesc": codes.RMQ_VERSION_DESC,
             "msgPutTotalTodayNow": str(s.put_messages()),
             "msgGetTotalTodayNow": str(s.counters.get_messages),
-            "putTps": "0.0 0.0 0.0",
-            "getTotalTps": "0.0 0.0 0.0",
+            "msgPutTotalTodayMorning": str(s.counters.put_today_morning),
+            "msgGetTotalTodayMorning": str(s.counters.get_today_morning),
+            "msgPutTotalYesterdayMorning": str(s.counters.put_yesterday_morning),
+            "msgGetTotalYesterdayMorning": str(s.counters.get_yesterday_morning),
+            "putTps": s.put_rate.text(),
+            "getTotalTps": s.pull_rate.text(),
+            "getTransferedTps": s.get_rate.text(),
+            # rmq queues no requests in front of thread pools and takes no page-cache lock: none waits.
+            "sendThreadPoolQueueSize": "0",
+            "sendThreadPoolQueueHeadWaitTimeMills": "0",
+            "pullThreadPoolQueueSize": "0",
+            "pullThreadPoolQueueHeadWaitTimeMills": "0",
+            "pageCacheLockTimeMills": "0",
+            "commitLogDiskRatio": _disk_ratio(s.config.store_root),
             "commitLogMinOffset": str(store.commitlog_min_offset()),
             "commitLogMaxOffset": str(store.commitlog_max_offset()),
             "dispatchBehindBytes": str(store.commitlog_max_offset() - store.dispatched_offset()),
@@ -237,13 +272,22 @@ class AdminProcessors:
             props = parse_properties_text(bytes(request.body or b"").decode("utf-8"))
         except UnicodeDecodeError:
             return create_response(request, ResponseCode.SYSTEM_ERROR, "config body is not UTF-8")
-        refused = sorted(k for k in props if k not in RUNTIME_UPDATABLE)
-        if refused:
-            return create_response(
-                request,
-                ResponseCode.SYSTEM_ERROR,
-                f"these properties cannot be changed at run time: {', '.join(refused)}",
+        # Apache's broker answers success to any key (it drops an unknown one silently and changes a store
+        # path under the running store); rmq refuses every key it does not change at run time, naming it.
+        kinds = {k: property_kind(k) for k in props}
+        parts = [
+            f"{what}: {', '.join(sorted(k for k, kind in kinds.items() if kind == which))}"
+            for which, what in (
+                ("unknown", "unknown broker properties"),
+                ("not implemented", "not implemented by rmq"),
+                ("fixed", "these properties cannot be changed at run time"),
             )
+            if which in kinds.values()
+        ]
+        if parts:
+            remark = "; ".join(parts)
+            log.warning("UPDATE_BROKER_CONFIG from %s refused: %s", ctx.remote_addr, remark)
+            return create_response(request, ResponseCode.SYSTEM_ERROR, remark)
         try:
             trial = dataclasses.replace(self.s.config, store=dict(self.s.config.store))
             trial.update(props)

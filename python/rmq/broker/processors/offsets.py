@@ -1,16 +1,24 @@
 """Consumer offsets and queue offsets (REMOTING.md §3.2, §3.4): QUERY_CONSUMER_OFFSET (14),
 UPDATE_CONSUMER_OFFSET (15), SEARCH_OFFSET_BY_TIMESTAMP (29), GET_MAX_OFFSET (30),
-GET_MIN_OFFSET (31), GET_EARLIEST_MSG_STORETIME (32)."""
+GET_MIN_OFFSET (31), GET_EARLIEST_MSG_STORETIME (32), CLONE_GROUP_OFFSET (314).
+
+CLONE_GROUP_OFFSET copies ``srcGroup``'s committed offsets of ``topic`` (or of every topic it has offsets
+of, when blank) to ``destGroup``. A topic this broker does not have is skipped; so is, unless ``offline``,
+a topic the source group's online consumers do not subscribe to (both logged), as by Apache's broker."""
 
 from __future__ import annotations
+
+import logging
 
 from rmq.broker.services import BrokerServices
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand, create_response
 from rmq.remoting.context import Processor, RequestContext
-from rmq.remoting.headers import header_int, header_long, header_str
+from rmq.remoting.headers import header_bool, header_int, header_long, header_str
 
 __all__ = ["OffsetProcessors"]
+
+log = logging.getLogger(__name__)
 
 
 class OffsetProcessors:
@@ -25,6 +33,7 @@ class OffsetProcessors:
             RequestCode.GET_MAX_OFFSET: self.get_max_offset,
             RequestCode.GET_MIN_OFFSET: self.get_min_offset,
             RequestCode.GET_EARLIEST_MSG_STORETIME: self.get_earliest_msg_storetime,
+            RequestCode.CLONE_GROUP_OFFSET: self.clone_group_offset,
         }
 
     def query_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
@@ -78,3 +87,36 @@ class OffsetProcessors:
         f = request.ext_fields
         ts = self.s.store.earliest_message_time(header_str(f, "topic"), header_int(f, "queueId"))
         return create_response(request, ResponseCode.SUCCESS, None, {"timestamp": str(max(ts, 0))})
+
+    def clone_group_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        f = request.ext_fields
+        src, dest = header_str(f, "srcGroup"), header_str(f, "destGroup")
+        only = f.get("topic") or ""
+        offline = header_bool(f, "offline", False)
+        s = self.s
+        topics = [only] if only else sorted(s.offsets.topics_of_group(src))
+        online = s.consumers.get(src)
+        for topic in topics:
+            if s.topics.get(topic) is None:
+                log.warning(
+                    "clone group offset %s -> %s: topic %s not in this broker, skipped", src, dest, topic
+                )
+                continue
+            if (
+                not offline
+                and online is not None
+                and online.subscriptions
+                and topic not in online.subscriptions
+            ):
+                log.warning(
+                    "clone group offset %s -> %s: %s's consumers do not subscribe to %s, skipped",
+                    src,
+                    dest,
+                    src,
+                    topic,
+                )
+                continue
+            cloned = s.offsets.clone(src, dest, topic)
+            log.info("clone group offset %s -> %s of %s: %s", src, dest, topic, cloned)
+        s.offsets.persist()
+        return create_response(request)

@@ -137,9 +137,11 @@ class PullProcessor:
             status, next_offset, min_off, max_off, body, count = s.store.get_message(
                 topic, queue_id, offset, max(1, min(max_msgs, 1024)), None, 0, sub.sql, f"{group}#{topic}"
             )
+        s.counters.get_requests += 1
         if status == _FOUND:
             code = ResponseCode.SUCCESS
             s.counters.get_messages += count
+            s.group_gets.add(f"{topic}@{group}", count)
         elif status in ("NO_MATCHED_MESSAGE", "MESSAGE_WAS_REMOVING"):
             code = _RETRY
         elif status in ("NO_MATCHED_LOGIC_QUEUE", "NO_MESSAGE_IN_QUEUE"):
