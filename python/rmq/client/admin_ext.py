@@ -39,6 +39,7 @@ from rmq.client.config import ClientConfig
 from rmq.client.errors import (
     ConsumerNotOnlineError,
     MQClientError,
+    SystemError_,
     TopicNotExistError,
     broker_error,
 )
@@ -321,12 +322,20 @@ class Admin(MessageQueryMixin):
         )
 
     async def producer_connection(self, group: str, topic: str) -> list[Connection]:
-        """GET_PRODUCER_CONNECTION_LIST (204) on the topic's masters: the group's producer clients."""
+        """GET_PRODUCER_CONNECTION_LIST (204) on the topic's masters: the group's producer clients (none: an
+        empty list). Apache's broker answers 1 "the producer group[...] not exist" for a group without
+        producers, rmq an empty set; both mean none here."""
         seen: dict[str, Connection] = {}
         for _, addr in await self._route_masters(topic):
-            body = self._body(
-                await self._call(addr, RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": group})
-            )
+            try:
+                response = await self._call(
+                    addr, RequestCode.GET_PRODUCER_CONNECTION_LIST, {"producerGroup": group}
+                )
+            except SystemError_ as exc:
+                if "not exist" not in exc.remark:
+                    raise
+                continue
+            body = self._body(response)
             for c in body.get("connectionSet") or ():
                 conn = Connection.from_dict(c)
                 seen.setdefault(conn.client_id, conn)
