@@ -405,6 +405,18 @@ def test_consumer_progress_connection_and_reset(admin: Cluster, broker: Any) -> 
             and f"{topic:<20} *" in text
             and "MessageModel: CLUSTERING" in text
         )
+        client_ip = conn["connections"][0]["clientId"].split("@")[0]
+
+        def with_ips() -> Any:
+            r = admin.run("consumerProgress", "-g", group, "-s", "true", as_json=True)
+            mine = [o for o in r.json["offsets"] if o["topic"] == topic] if r.code == 0 else []
+            return len(mine) == QUEUES and mine
+
+        ipped = eventually(with_ips, "the committed offsets")
+        assert [o["clientIp"] for o in ipped] == [client_ip] * QUEUES
+        table = admin.ok("consumerProgress", "-g", group, "-s", "true").splitlines()
+        assert "#Client IP" in table[0]
+        assert all(client_ip in line for line in table if line.startswith(topic))
     finally:
         consumer.shutdown()  # commits the offsets: 2 per queue
     assert admin.run("consumerConnection", "-g", group).code == Exit.NOT_FOUND

@@ -9,6 +9,7 @@ from rmq.admin.base import Out, admin_command, human_ms, parse_time
 from rmq.client.admin_ext import RETRY_GROUP_TOPIC_PREFIX, Admin, AdminNotFoundError
 from rmq.client.admin_types import ConsumerConnection, ConsumeStats, SubscriptionGroupConfig
 from rmq.client.errors import MQClientError
+from rmq.client.message import MessageQueue
 from rmq.remoting import RemotingError
 
 __all__: list[str] = []
@@ -112,31 +113,55 @@ def _type_desc(consume_type: str) -> str:
 
 
 @click.option("-g", "--groupName", "group", help="Consumer group (without it: one line per group).")
+@click.option(
+    "-s", "--showClientIP", "show_ip", type=click.BOOL, default=False, help="true: the client IP per queue."
+)
 @admin_command("consumerProgress", "A group's broker offset, consumer offset and lag (#Diff) per queue.")
-async def consumer_progress(admin: Admin, out: Out, group: str | None) -> None:
+async def consumer_progress(admin: Admin, out: Out, group: str | None, show_ip: bool) -> None:
     if group:
         stats = await admin.consume_stats(group)
+        ips: dict[MessageQueue, str] = {}
+        if show_ip:
+            try:
+                ips = await admin.queue_allocation(group)
+            except (MQClientError, RemotingError, OSError) as exc:  # offline: N/A, as mqadmin shows it
+                click.echo(f"rmqadmin consumerProgress: no client IPs: {exc}", err=True)
         rows = stats.rows()
-        out.table(
-            "%-64s  %-32s  %-4s  %-20s  %-20s  %-20s  %s",
-            ("#Topic", "#Broker Name", "#QID", "#Broker Offset", "#Consumer Offset", "#Diff", "#LastTime"),
-            (
-                (
-                    r.mq.topic,
-                    r.mq.broker_name,
-                    r.mq.queue_id,
-                    r.broker_offset,
-                    r.consumer_offset,
-                    r.diff,
-                    human_ms(r.last_timestamp, millis=False) or "N/A",
-                )
-                for r in rows
-            ),
-        )
+        header = [
+            "#Topic",
+            "#Broker Name",
+            "#QID",
+            "#Broker Offset",
+            "#Consumer Offset",
+            "#Diff",
+            "#LastTime",
+        ]
+        fmt = "%-64s  %-32s  %-4s  %-20s  %-20s  %-20s  %s"
+        if show_ip:
+            header.insert(5, "#Client IP")
+            fmt = "%-64s  %-32s  %-4s  %-20s  %-20s  %-20s %-20s  %s"
+        table = []
+        for r in rows:
+            row: list[object] = [
+                r.mq.topic,
+                r.mq.broker_name,
+                r.mq.queue_id,
+                r.broker_offset,
+                r.consumer_offset,
+            ]
+            if show_ip:
+                row.append(ips.get(r.mq, "N/A"))
+            row += [r.diff, human_ms(r.last_timestamp, millis=False) or "N/A"]
+            table.append(row)
+        out.table(fmt, header, table)
         out.line()
         out.line(f"Consume TPS: {stats.consume_tps:.2f}")
         out.line(f"Diff Total: {stats.diff_total}")
-        out.data({"group": group, **stats.to_dict()})
+        data = {"group": group, **stats.to_dict()}
+        if show_ip:
+            for r, d in zip(rows, data["offsets"], strict=True):
+                d["clientIp"] = ips.get(r.mq)
+        out.data(data)
         return
     groups = [
         t[len(RETRY_GROUP_TOPIC_PREFIX) :]

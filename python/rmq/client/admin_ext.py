@@ -38,6 +38,7 @@ from rmq.client.admin_types import (
 from rmq.client.config import ClientConfig
 from rmq.client.errors import (
     ConsumerNotOnlineError,
+    MQBrokerError,
     MQClientError,
     SystemError_,
     TopicNotExistError,
@@ -320,6 +321,34 @@ class Admin(MessageQueryMixin):
         raise last or broker_error(
             int(ResponseCode.CONSUMER_NOT_ONLINE), f"the consumer group[{group}] not online"
         )
+
+    async def consumer_running_info(
+        self, group: str, client_id: str, *, jstack: bool = False
+    ) -> dict[str, Any]:
+        """GET_CONSUMER_RUNNING_INFO (307), which a broker of the group forwards to the client: its
+        properties, subscriptions and ``mqTable`` (keyed by :class:`MessageQueue` here: the queues it
+        consumes)."""
+        fields = {"consumerGroup": group, "clientId": client_id, "jstackEnable": bool_text(jstack)}
+        last: MQClientError | None = None
+        for _, addr in await self._group_brokers(group):
+            try:
+                response = await self._call(addr, RequestCode.GET_CONSUMER_RUNNING_INFO, fields)
+            except MQBrokerError as exc:
+                last = exc
+                continue
+            body = dict(self._body(response))
+            body["mqTable"] = mq_keyed(body.get("mqTable"))
+            return body
+        raise last or AdminNotFoundError(f"no broker serves group {group}")
+
+    async def queue_allocation(self, group: str) -> dict[MessageQueue, str]:
+        """Which client IP consumes each queue of ``group`` (from each online client's running info)."""
+        out: dict[MessageQueue, str] = {}
+        for conn in (await self.consumer_connection(group)).connections:
+            info = await self.consumer_running_info(group, conn.client_id)
+            for mq in info["mqTable"]:
+                out[mq] = conn.client_id.split("@", 1)[0]
+        return out
 
     async def producer_connection(self, group: str, topic: str) -> list[Connection]:
         """GET_PRODUCER_CONNECTION_LIST (204) on the topic's masters: the group's producer clients (none: an
