@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from rmq.client.admin import MessageQueryMixin
+from rmq.client.admin_messages import AdminNotFoundError, MessageReadMixin
 from rmq.client.admin_types import (
     BrokerStatsData,
     Connection,
@@ -45,10 +46,9 @@ from rmq.client.errors import (
     broker_error,
 )
 from rmq.client.instance import ClientInstance
-from rmq.client.message import Message, MessageExt, MessageQueue, decode_messages
-from rmq.client.results import PullStatus, SendResult
+from rmq.client.message import MessageQueue
 from rmq.common import fastjson
-from rmq.common.codes import MASTER_ID, LanguageCode, PullSysFlag, RequestCode, ResponseCode
+from rmq.common.codes import MASTER_ID, LanguageCode, RequestCode, ResponseCode
 from rmq.common.route import ClusterInfo, TopicConfig, TopicRouteData
 from rmq.remoting import RemotingCommand
 from rmq.remoting.headers import bool_text
@@ -63,10 +63,6 @@ TOPIC_PUT_NUMS: Final = "TOPIC_PUT_NUMS"
 GROUP_GET_NUMS: Final = "GROUP_GET_NUMS"
 _SUCCESS: Final = int(ResponseCode.SUCCESS)
 _ids = itertools.count()
-
-
-class AdminNotFoundError(MQClientError, LookupError):
-    """What the admin asked for does not exist (a cluster, a broker name, a group's consume stats)."""
 
 
 class BrokerRef(tuple[str, str, str]):
@@ -94,7 +90,7 @@ class StatsRow(tuple[str, str, int, float, float | None, int, int | None]):
         return dict(zip(keys, self, strict=True))
 
 
-class Admin(MessageQueryMixin):
+class Admin(MessageReadMixin, MessageQueryMixin):
     def __init__(
         self,
         *,
@@ -419,96 +415,6 @@ class Admin(MessageQueryMixin):
     async def topic_stats_of_broker(self, addr: str, topic: str) -> list[TopicOffset]:
         body = self._body(await self._call(addr, RequestCode.GET_TOPIC_STATS_INFO, {"topic": topic}))
         return TopicOffset.table(body)
-
-    # --- messages ---------------------------------------------------------------------------------------
-
-    async def _broker_addr(self, topic: str, broker_name: str) -> str:
-        for name, addr in await self._route_masters(topic):
-            if name == broker_name:
-                return addr
-        raise AdminNotFoundError(f"broker {broker_name!r} serves no queue of topic {topic}")
-
-    async def queues(self, topic: str) -> list[tuple[MessageQueue, str]]:
-        """Every readable queue of ``topic`` with its master's address."""
-        route = await self.topic_route(topic)
-        addrs = {bd.broker_name: bd.broker_addrs.get(MASTER_ID) for bd in route.broker_datas}
-        out = []
-        for qd in sorted(route.queue_datas, key=lambda q: q.broker_name):
-            addr = addrs.get(qd.broker_name)
-            if addr is not None:
-                out += [(MessageQueue(topic, qd.broker_name, i), addr) for i in range(qd.read_queue_nums)]
-        return out
-
-    async def pull(
-        self,
-        topic: str,
-        broker_name: str,
-        queue_id: int,
-        offset: int,
-        max_nums: int = 32,
-        *,
-        group: str = "TOOLS_CONSUMER",
-        subscription: str = "*",
-    ) -> tuple[list[MessageExt], int]:
-        """Messages of one queue from ``offset`` (PULL_MESSAGE, no commit, no suspension); the next offset."""
-        addr = await self._broker_addr(topic, broker_name)
-        mq = MessageQueue(topic, broker_name, queue_id)
-        result = await self.instance.api.pull_message(
-            addr,
-            consumer_group=group,
-            mq=mq,
-            queue_offset=offset,
-            max_msg_nums=max_nums,
-            sys_flag=PullSysFlag.SUBSCRIPTION,
-            commit_offset=0,
-            suspend_timeout_ms=0,
-            sub_version=0,
-            subscription=subscription,
-            timeout_ms=self.timeout_ms,
-        )
-        if result.status is not PullStatus.FOUND or not result.body:
-            return [], result.next_begin_offset
-        return decode_messages(result.body, broker_name), result.next_begin_offset
-
-    async def min_max_offset(self, topic: str, broker_name: str, queue_id: int) -> tuple[int, int]:
-        addr = await self._broker_addr(topic, broker_name)
-        mq = MessageQueue(topic, broker_name, queue_id)
-        api = self.instance.api
-        return (
-            await api.get_min_offset(addr, mq, self.timeout_ms),
-            await api.get_max_offset(addr, mq, self.timeout_ms),
-        )
-
-    async def offset_by_time(self, topic: str, broker_name: str, queue_id: int, timestamp_ms: int) -> int:
-        addr = await self._broker_addr(topic, broker_name)
-        return await self.instance.api.search_offset(
-            addr, MessageQueue(topic, broker_name, queue_id), timestamp_ms, self.timeout_ms
-        )
-
-    async def send_message(
-        self,
-        message: Message,
-        *,
-        broker_name: str | None = None,
-        queue_id: int | None = None,
-        group: str = "PID_RMQADMIN",
-    ) -> SendResult:
-        """One send by a producer started for it (to ``broker_name``/``queue_id`` if given)."""
-        from rmq.client.producer.producer import Producer
-
-        producer = Producer(
-            group, client_config=self.config.copy(instance_name=f"{self.config.instance_name}-p")
-        )
-        await producer.start()
-        try:
-            mq = None
-            if broker_name is not None or queue_id is not None:
-                if broker_name is None or queue_id is None:
-                    raise ValueError("a broker name and a queue id go together")
-                mq = MessageQueue(message.topic, broker_name, queue_id)
-            return await producer.send(message, mq=mq)
-        finally:
-            await producer.shutdown()
 
     # --- statistics -------------------------------------------------------------------------------------
 
