@@ -23,7 +23,9 @@ import pytest
 import rmq
 from click.testing import CliRunner
 from rmq.admin import Exit, cli
+from rmq.client import Admin as AsyncAdmin
 from rmq.client import (
+    AdminNotFoundError,
     ClientConfig,
     ConsumeConcurrentlyStatus,
     ConsumeFromWhere,
@@ -31,7 +33,9 @@ from rmq.client import (
     MessageExt,
     MessageQueue,
 )
+from rmq.client.errors import TopicNotExistError
 from rmq.client.sync import Admin, Producer, PushConsumer
+from rmq.common.route import TopicConfig
 
 from tests.brokerproc import BrokerProcess, start_broker
 
@@ -601,3 +605,28 @@ def test_exit_codes(admin: Cluster) -> None:
     refused = admin.run("updateTopic", "-b", admin.addr, "-t", "bad topic!")
     assert refused.code == Exit.BROKER_ERROR
     assert "failed (broker error)" in refused.err and "CODE: 1" in refused.err
+
+
+# --- the asyncio admin API, as Python programs use it ---------------------------------------------------
+
+
+async def test_python_admin_api(admin: Cluster) -> None:
+    async with AsyncAdmin(namesrv_addr=admin.namesrv) as a:
+        topic = name("T")
+        assert await a.create_topic_in_cluster(admin.cluster, TopicConfig(topic, 2, 2)) == [admin.addr]
+        assert topic in await a.topic_list()
+        assert [(t.mq.queue_id, t.max_offset) for t in await a.topic_stats(topic)] == [(0, 0), (1, 0)]
+        sent = await a.send_message(
+            Message(topic, b"py", keys="pk"), broker_name=admin.broker_name, queue_id=1
+        )
+        assert (sent.message_queue.queue_id, sent.queue_offset) == (1, 0)
+        seen = await a.view_message(sent.offset_msg_id)
+        assert (seen.body, seen.keys, seen.msg_id) == (b"py", "pk", sent.msg_id)
+        with pytest.raises(AdminNotFoundError):
+            await a.consume_stats(name("g"))
+        with pytest.raises(TopicNotExistError):
+            await a.topic_route(name("none"))
+        with pytest.raises(AdminNotFoundError):
+            await a.masters(name("nocluster"))
+        assert await a.delete_topic(topic, admin.cluster) == [admin.addr]
+        assert topic not in await a.topic_list()
