@@ -7,10 +7,13 @@ Asynchronous API (this package)::
         result = await producer.send(Message("TopicA", b"hello", tags="TagA"))
 
 Producers and consumers also look stored messages up (by offset id, key, unique key: :mod:`rmq.client.admin`).
+The admin API (topics, groups, offsets, brokers: what ``rmqadmin`` does) is :class:`Admin`
+(:mod:`rmq.client.admin_ext`).
 Synchronous facade for scripts: :mod:`rmq.client.sync` (same class names, no ``await``).
 The client never imports the broker; it speaks the RocketMQ remoting protocol only.
 """
 
+from rmq.client.admin_ext import Admin, AdminNotFoundError
 from rmq.client.config import ClientConfig
 from rmq.client.consumer import (
     AllocateMessageQueueAveragely,
@@ -50,6 +53,8 @@ from rmq.client.producer import (
 from rmq.client.results import QueryResult
 
 __all__ = [
+    "Admin",
+    "AdminNotFoundError",
     "AllocateMessageQueueAveragely",
     "AllocateMessageQueueAveragelyByCircle",
     "AllocateMessageQueueConsistentHash",

@@ -42,6 +42,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
 from typing import Any, TypeVar
 
 from rmq.client.admin import LONG_MAX
+from rmq.client.admin_ext import Admin as AsyncAdmin
 from rmq.client.consumer.lite_pull import LitePullConsumer as AsyncLitePullConsumer
 from rmq.client.consumer.push import PushConsumer as AsyncPushConsumer
 from rmq.client.heartbeat import MessageSelector
@@ -54,7 +55,7 @@ from rmq.client.producer.transaction import TransactionProducer as AsyncTransact
 from rmq.client.results import QueryResult, SendResult
 from rmq.remoting.loop import best_loop_factory
 
-__all__ = ["LitePullConsumer", "Producer", "PushConsumer", "TransactionProducer", "shutdown_all"]
+__all__ = ["Admin", "LitePullConsumer", "Producer", "PushConsumer", "TransactionProducer", "shutdown_all"]
 
 _T = TypeVar("_T")
 
@@ -326,6 +327,32 @@ class LitePullConsumer(_Lookup):
 
     def offset_for_timestamp(self, mq: MessageQueue, timestamp_ms: int) -> int:
         return self._run(self._impl.offset_for_timestamp(mq, timestamp_ms))
+
+
+class Admin(_Lookup):
+    """Blocking :class:`rmq.client.admin_ext.Admin`; same constructor arguments. Every coroutine method of the
+    asyncio admin is available here as a blocking method of the same name and arguments."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._impl: AsyncAdmin = _loop().run(_build(lambda: AsyncAdmin(**kwargs)))
+
+    @property
+    def impl(self) -> AsyncAdmin:
+        return self._impl
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        value = getattr(self._impl, name)
+        if not inspect.iscoroutinefunction(value):
+            return value
+
+        def blocking(*args: Any, **kwargs: Any) -> Any:
+            return self._run(value(*args, **kwargs))
+
+        blocking.__name__ = name
+        blocking.__doc__ = value.__doc__
+        return blocking
 
 
 async def _call(fn: Callable[[], _T]) -> _T:

@@ -1,0 +1,15 @@
+"""``rmqadmin`` (also ``python -m rmq.admin``): mqadmin's commands and flags over :class:`rmq.client.Admin`.
+
+Each command prints what Apache's ``mqadmin`` prints (the same columns), or one JSON document with ``--json``.
+The exit codes are listed in :mod:`rmq.admin.base`. Command modules: :mod:`~rmq.admin.topic`,
+:mod:`~rmq.admin.group`, :mod:`~rmq.admin.broker`, :mod:`~rmq.admin.message`.
+"""
+
+from rmq.admin import broker, group, message, topic
+from rmq.admin.base import Exit, cli
+
+__all__ = ["Exit", "broker", "cli", "group", "main", "message", "topic"]
+
+
+def main() -> None:
+    cli(prog_name="rmqadmin")

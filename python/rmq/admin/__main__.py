@@ -1,0 +1,3 @@
+from rmq.admin import main
+
+main()

@@ -1,0 +1,291 @@
+"""Message commands: queryMsgById, queryMsgByKey, queryMsgByUniqueKey, queryMsgByOffset, printMsg,
+sendMessage, consumeMessage."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from rmq.admin.base import Out, admin_command, human_ms, parse_time
+from rmq.client.admin import LONG_MAX
+from rmq.client.admin_ext import Admin, AdminNotFoundError
+from rmq.client.message import Message, MessageExt, MessageQueue
+
+__all__ = ["message_dict"]
+
+_BATCH = 32
+
+
+def _body_text(msg: MessageExt, charset: str = "utf-8") -> str:
+    return msg.body.decode(charset, "replace")
+
+
+def message_dict(msg: MessageExt) -> dict[str, Any]:
+    return {
+        "msgId": msg.msg_id,
+        "offsetMsgId": msg.offset_msg_id,
+        "topic": msg.topic,
+        "tags": msg.tags,
+        "keys": msg.keys,
+        "brokerName": msg.broker_name,
+        "queueId": msg.queue_id,
+        "queueOffset": msg.queue_offset,
+        "commitLogOffset": msg.commit_log_offset,
+        "reconsumeTimes": msg.reconsume_times,
+        "bornTimestamp": msg.born_timestamp,
+        "storeTimestamp": msg.store_timestamp,
+        "bornHost": msg.born_host,
+        "storeHost": msg.store_host,
+        "sysFlag": msg.sys_flag,
+        "properties": dict(sorted(msg.properties.items())),
+        "body": _body_text(msg),
+        "bodyLength": len(msg.body),
+    }
+
+
+def _detail(out: Out, msg: MessageExt) -> None:
+    """The block ``mqadmin queryMsgById`` prints (the body itself instead of a file path)."""
+    props = ", ".join(f"{k}={v}" for k, v in sorted(msg.properties.items()))
+    for label, value in (
+        ("OffsetID:", msg.offset_msg_id),
+        ("Topic:", msg.topic),
+        ("Tags:", f"[{msg.tags}]"),
+        ("Keys:", f"[{msg.keys}]"),
+        ("Queue ID:", msg.queue_id),
+        ("Queue Offset:", msg.queue_offset),
+        ("CommitLog Offset:", msg.commit_log_offset),
+        ("Reconsume Times:", msg.reconsume_times),
+        ("Born Timestamp:", human_ms(msg.born_timestamp)),
+        ("Store Timestamp:", human_ms(msg.store_timestamp)),
+        ("Born Host:", msg.born_host),
+        ("Store Host:", msg.store_host),
+        ("System Flag:", msg.sys_flag),
+        ("Properties:", "{" + props + "}"),
+        ("Message Body:", _body_text(msg)),
+    ):
+        out.line(f"{label:<20} {value}")
+
+
+def _one_line(msg: MessageExt, charset: str = "utf-8", print_body: bool = True) -> str:
+    """``MSGID: <id> MessageExt [...] BODY: <body>`` as ``printMsg`` / ``consumeMessage`` print a message."""
+    ext = (
+        f"MessageExt [brokerName={msg.broker_name}, queueId={msg.queue_id}, queueOffset={msg.queue_offset}, "
+        f"storeTimestamp={msg.store_timestamp}, storeHost={msg.store_host}, "
+        f"commitLogOffset={msg.commit_log_offset}, reconsumeTimes={msg.reconsume_times}, topic={msg.topic}, "
+        f"properties={dict(sorted(msg.properties.items()))}]"
+    )
+    body = _body_text(msg, charset) if print_body else "NOT PRINT BODY"
+    return f"MSGID: {msg.msg_id} {ext} BODY: {body}"
+
+
+@click.option("-i", "--msgId", "msg_ids", required=True, help="Offset message id(s), separated by commas.")
+@click.option("-t", "--topic", help="Also look the id up as a client (unique) id of this topic.")
+@admin_command("queryMsgById", "A message by its offset message id.")
+async def query_msg_by_id(admin: Admin, out: Out, msg_ids: str, topic: str | None) -> None:
+    found = []
+    for msg_id in (m.strip() for m in msg_ids.split(",") if m.strip()):
+        msg = await admin.view_message(msg_id, topic=topic)
+        _detail(out, msg)
+        out.line()
+        found.append(message_dict(msg))
+    out.data(found)
+
+
+@click.option("-t", "--topic", required=True, help="Topic name.")
+@click.option("-k", "--msgKey", "key", required=True, help="Message key.")
+@click.option("-b", "--beginTimestamp", "begin", type=int, default=0, help="Epoch ms (default: 0).")
+@click.option("-e", "--endTimestamp", "end", type=int, default=LONG_MAX, help="Epoch ms (default: no end).")
+@click.option("-c", "--maxNum", "max_num", type=click.IntRange(1), default=64, show_default=True)
+@admin_command("queryMsgByKey", "The messages of a topic with a key.")
+async def query_msg_by_key(
+    admin: Admin, out: Out, topic: str, key: str, begin: int, end: int, max_num: int
+) -> None:
+    result = await admin.query_message(topic, key, max_num, begin, end)
+    out.table(
+        "%-50s %4s %40s",
+        ("#Message ID", "#QID", "#Offset"),
+        ((m.msg_id, m.queue_id, m.queue_offset) for m in result.messages),
+    )
+    out.data([message_dict(m) for m in result.messages])
+
+
+@click.option("-i", "--msgId", "msg_id", required=True, help="The client (unique) message id.")
+@click.option("-t", "--topic", required=True, help="Topic name.")
+@click.option("-a", "--showAll", "show_all", is_flag=True, help="Every stored copy, not only the first.")
+@admin_command("queryMsgByUniqueKey", "A message by its client (unique) message id.")
+async def query_msg_by_unique_key(admin: Admin, out: Out, msg_id: str, topic: str, show_all: bool) -> None:
+    msgs = (await admin.query_message_by_unique_key(topic, msg_id)).messages
+    if not show_all:
+        msgs = msgs[:1]
+    for msg in msgs:
+        _detail(out, msg)
+        out.line()
+    out.data([message_dict(m) for m in msgs])
+
+
+@click.option("-t", "--topic", required=True, help="Topic name.")
+@click.option("-b", "--brokerName", "broker_name", required=True, help="Broker name.")
+@click.option("-i", "--queueId", "queue_id", type=click.IntRange(0), required=True, help="Queue id.")
+@click.option("-o", "--offset", type=click.IntRange(0), required=True, help="Queue offset.")
+@admin_command("queryMsgByOffset", "The message at one offset of one queue.")
+async def query_msg_by_offset(
+    admin: Admin, out: Out, topic: str, broker_name: str, queue_id: int, offset: int
+) -> None:
+    msgs, _ = await admin.pull(topic, broker_name, queue_id, offset, 1)
+    if not msgs or msgs[0].queue_offset != offset:
+        raise AdminNotFoundError(
+            f"no message at offset {offset} of {MessageQueue(topic, broker_name, queue_id)}"
+        )
+    _detail(out, msgs[0])
+    out.data(message_dict(msgs[0]))
+
+
+async def _queue_range(
+    admin: Admin, mq: MessageQueue, begin: int | None, end: int | None, offset: int | None
+) -> tuple[int, int, int, int]:
+    lo, hi = await admin.min_max_offset(mq.topic, mq.broker_name, mq.queue_id)
+    start = offset if offset is not None else lo
+    stop = hi
+    if begin is not None:
+        start = await admin.offset_by_time(mq.topic, mq.broker_name, mq.queue_id, begin)
+    if end is not None:
+        stop = await admin.offset_by_time(mq.topic, mq.broker_name, mq.queue_id, end)
+    return lo, hi, max(start, lo), min(stop, hi)
+
+
+async def _pull_range(
+    admin: Admin, mq: MessageQueue, start: int, stop: int, limit: int, subscription: str = "*"
+) -> list[MessageExt]:
+    msgs: list[MessageExt] = []
+    offset = start
+    while offset < stop and len(msgs) < limit:
+        batch, next_offset = await admin.pull(
+            mq.topic,
+            mq.broker_name,
+            mq.queue_id,
+            offset,
+            min(_BATCH, stop - offset),
+            subscription=subscription,
+        )
+        msgs += [m for m in batch if m.queue_offset < stop]
+        if next_offset <= offset:
+            break
+        offset = next_offset
+    return msgs[:limit]
+
+
+@click.option("-t", "--topic", required=True, help="Topic name.")
+@click.option("-c", "--charsetName", "charset", default="UTF-8", show_default=True, help="Body charset.")
+@click.option("-s", "--subExpression", "sub", default="*", show_default=True, help="Tag expression.")
+@click.option("-b", "--beginTimestamp", "begin", help="now | epoch ms | yyyy-MM-dd#HH:mm:ss:SSS")
+@click.option("-e", "--endTimestamp", "end", help="now | epoch ms | yyyy-MM-dd#HH:mm:ss:SSS")
+@click.option("-d", "--printBody", "print_body", type=click.BOOL, default=True, show_default=True)
+@admin_command("printMsg", "Print every message of a topic (or of a time range).")
+async def print_msg(
+    admin: Admin,
+    out: Out,
+    topic: str,
+    charset: str,
+    sub: str,
+    begin: str | None,
+    end: str | None,
+    print_body: bool,
+) -> None:
+    b = parse_time(begin) if begin else None
+    e = parse_time(end) if end else None
+    printed = []
+    for mq, _ in await admin.queues(topic):
+        lo, hi, start, stop = await _queue_range(admin, mq, b, e, None)
+        out.line(f"minOffset={lo}, maxOffset={hi}, {mq}")
+        msgs = await _pull_range(admin, mq, start, stop, LONG_MAX, sub)
+        for msg in msgs:
+            out.line(_one_line(msg, charset, print_body))
+        printed += msgs
+        out.line(f"{mq} print msg finished. status={'FOUND' if msgs else 'NO_NEW_MSG'}, offset={stop}")
+        out.line("--------------------------------------------------------")
+    out.data([message_dict(m) for m in printed])
+
+
+@click.option("-t", "--topic", required=True, help="Topic name.")
+@click.option("-p", "--body", required=True, help="Message body (UTF-8).")
+@click.option("-k", "--key", help="Message key(s), separated by spaces.")
+@click.option("-c", "--tags", help="Message tag.")
+@click.option("-b", "--broker", "broker_name", help="Send to this broker (with -i).")
+@click.option("-i", "--qid", "queue_id", type=click.IntRange(0), help="Send to this queue (with -b).")
+@admin_command("sendMessage", "Send one message.")
+async def send_message(
+    admin: Admin,
+    out: Out,
+    topic: str,
+    body: str,
+    key: str | None,
+    tags: str | None,
+    broker_name: str | None,
+    queue_id: int | None,
+) -> None:
+    if (broker_name is None) != (queue_id is None):
+        raise click.UsageError("-b broker and -i qid go together")
+    msg = Message(topic, body.encode("utf-8"), tags=tags, keys=key.split() if key else None)
+    result = await admin.send_message(msg, broker_name=broker_name, queue_id=queue_id)
+    mq = result.message_queue
+    out.table(
+        "%-32s  %-4s  %-20s    %s",
+        ("#Broker Name", "#QID", "#Send Result", "#MsgId"),
+        [(mq.broker_name, mq.queue_id, result.send_status.name, result.msg_id)],
+    )
+    out.data(
+        {
+            "brokerName": mq.broker_name,
+            "queueId": mq.queue_id,
+            "queueOffset": result.queue_offset,
+            "sendStatus": result.send_status.name,
+            "msgId": result.msg_id,
+            "offsetMsgId": result.offset_msg_id,
+        }
+    )
+
+
+@click.option("-t", "--topic", required=True, help="Topic name.")
+@click.option("-b", "--brokerName", "broker_name", help="Only this broker's queue (with -i).")
+@click.option("-i", "--queueId", "queue_id", type=click.IntRange(0), help="Only this queue (with -b).")
+@click.option("-o", "--offset", type=click.IntRange(0), help="Start at this offset (with -b and -i).")
+@click.option("-g", "--consumerGroup", "group", default="TOOLS_CONSUMER", show_default=True)
+@click.option("-s", "--beginTimestamp", "begin", help="now | epoch ms | yyyy-MM-dd#HH:mm:ss:SSS")
+@click.option("-e", "--endTimestamp", "end", help="now | epoch ms | yyyy-MM-dd#HH:mm:ss:SSS")
+@click.option("-c", "--MessageNumber", "count", type=click.IntRange(1), default=128, show_default=True)
+@admin_command("consumeMessage", "Read messages (commits no offset).")
+async def consume_message(
+    admin: Admin,
+    out: Out,
+    topic: str,
+    broker_name: str | None,
+    queue_id: int | None,
+    offset: int | None,
+    group: str,
+    begin: str | None,
+    end: str | None,
+    count: int,
+) -> None:
+    if (broker_name is None) != (queue_id is None):
+        raise click.UsageError("-b brokerName and -i queueId go together")
+    if offset is not None and broker_name is None:
+        raise click.UsageError("-o offset needs -b brokerName and -i queueId")
+    b = parse_time(begin) if begin else None
+    e = parse_time(end) if end else None
+    if broker_name is not None and queue_id is not None:
+        queues = [MessageQueue(topic, broker_name, queue_id)]
+    else:
+        queues = [mq for mq, _ in await admin.queues(topic)]
+    consumed: list[MessageExt] = []
+    for mq in queues:
+        if len(consumed) >= count:
+            break
+        _, _, start, stop = await _queue_range(admin, mq, b, e, offset)
+        msgs = await _pull_range(admin, mq, start, stop, count - len(consumed))
+        if not msgs:
+            out.line(f"{mq} no matched msg, offset={start}")
+        for msg in msgs:
+            out.line(_one_line(msg))
+        consumed += msgs
+    out.data([message_dict(m) for m in consumed])
