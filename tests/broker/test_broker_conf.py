@@ -129,7 +129,6 @@ def test_real_conf_builds_with_paths_honoured_and_the_rest_listed(tmp_path: Path
     listed = cfg.not_implemented
     for name in (
         "rocketmqHome",
-        "accessMessageInMemoryMaxRatio",
         "flushCommitLogTimed",
         "enableDLegerCommitLog",
         "sendMessageThreadPoolNums",

@@ -81,6 +81,9 @@ _NAMES: dict[str, str] = {
     "haMasterAddress": "ha_master_address",
     "haSlaveFallbehindMax": "ha_slave_fallbehind_max",
     "slaveTimeout": "slave_timeout",
+    "slaveReadEnable": "slave_read_enable",
+    "accessMessageInMemoryMaxRatio": "access_message_in_memory_max_ratio",
+    "offsetCheckInSlave": "offset_check_in_slave",
     "metricsExporterType": "metrics_exporter_type",
     "metricsPromExporterHost": "metrics_prom_exporter_host",
     "metricsPromExporterPort": "metrics_prom_exporter_port",
@@ -104,7 +107,6 @@ IGNORED: frozenset[str] = frozenset(
         "waitTimeMillsInSendQueue",
         "sendThreadPoolQueueCapacity",
         "pullThreadPoolQueueCapacity",
-        "slaveReadEnable",
         "transferMsgByHeap",
         "aclEnable",
         "serverWorkerThreads",
@@ -140,6 +142,9 @@ RUNTIME_UPDATABLE: frozenset[str] = frozenset(
         "transactionTimeOut",
         "transactionCheckInterval",
         "transactionCheckMax",
+        "slaveReadEnable",
+        "accessMessageInMemoryMaxRatio",
+        "offsetCheckInSlave",
     }
 )
 
@@ -210,6 +215,17 @@ class BrokerConfig:
     slave_timeout: int = 3000
     """How long a SYNC_MASTER send waits for a slave's ack before FLUSH_SLAVE_TIMEOUT (RocketMQ 4.9's
     `slaveTimeout`; releases before 4.9 waited `syncFlushTimeout`)."""
+    slave_read_enable: bool = False
+    """Pull answers suggest the slave (the group's ``whichBrokerWhenConsumeSlowly``) when the data pulled is
+    no longer in memory, else the group's ``brokerId``; off, they suggest the master."""
+    access_message_in_memory_max_ratio: int = 40
+    """The share of physical memory (percent) the CommitLog's newest bytes are taken to stay cached in: a
+    pull reading further back than that from the CommitLog's end is "not in memory" (RocketMQ's
+    MessageStoreConfig property, read by rmq's pull processor)."""
+    offset_check_in_slave: bool = False
+    """A slave corrects a consumer's bad pull offset (PULL_OFFSET_MOVED) only when on; off, it answers
+    PULL_RETRY_IMMEDIATELY suggesting the group's ``brokerId`` (a slave behind its master must not move
+    offsets back)."""
     server_max_in_flight: int = 10_000
     timer_max_delay_sec: int = 3 * 86_400
     """Longest delay a timer message may ask for (RocketMQ 5.x's `timerMaxDelaySec`)."""
@@ -400,6 +416,8 @@ class BrokerConfig:
         if self.stats_log_interval < 0:
             raise ConfigError("statsLogInterval must not be negative")
         self._check_metrics()
+        if not 0 <= self.access_message_in_memory_max_ratio <= 100:
+            raise ConfigError("accessMessageInMemoryMaxRatio must be a percentage, 0..100")
         if self.default_topic_queue_nums < 1:
             raise ConfigError("defaultTopicQueueNums must be at least 1")
         try:

@@ -182,6 +182,7 @@ class BrokerController:
         self.services = s
         self.schedule = ScheduleService(store, cfg.config_dir, s.delay_levels)
         self.schedule.load()
+        s.schedule = self.schedule
         self.transactions = TransactionCheckService(s)
         self.timer = TimerService(store, cfg.config_dir)
         self.timer.load()
@@ -192,7 +193,7 @@ class BrokerController:
         slave_sync: PeriodicTask | None = None
         if self.ha_client is not None:
             ha_client = self.ha_client
-            sync = SlaveSynchronize(self.client, topics)
+            sync = SlaveSynchronize(self.client, topics, groups, offsets, self.schedule)
             slave_sync = PeriodicTask("slave-synchronize", SYNC_INTERVAL_S, sync.sync_all, initial_delay_s=0)
 
             def learned(fields: dict[str, str]) -> None:
