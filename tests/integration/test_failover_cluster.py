@@ -118,10 +118,11 @@ async def slave_connected(client: RemotingClient, group: Group) -> None:
     await until(f"{group.name}'s slave", probe)
 
 
-async def committed(client: RemotingClient, addr: str) -> dict[int, int]:
+async def committed(client: RemotingClient, addr: str, group: str = GROUP) -> dict[int, int]:
+    """The offsets `group` committed on TOPIC at the broker `addr`."""
     resp = await client.invoke(addr, create_request(RequestCode.GET_ALL_CONSUMER_OFFSET, {}), 5000)
     assert resp.code == ResponseCode.SUCCESS
-    table = json.loads(bytes(resp.body))["offsetTable"].get(f"{TOPIC}@{GROUP}", {})
+    table = json.loads(bytes(resp.body))["offsetTable"].get(f"{TOPIC}@{group}", {})
     return {int(q): o for q, o in table.items()}
 
 
