@@ -108,6 +108,7 @@ async def test_a_slave_copies_groups_offsets_and_delay_offsets_and_keeps_offsets
 
         # Offsets are committed where the consumer sends them: a commit to the slave (its master away)
         # stays on the slave until the next copy; a pull's piggybacked commit is not taken by a slave.
+        await wait_caught_up(client, master, slave)
         await commit(client, s, 0, 5)
         resp = await pull(client, s, 1, 0, commit_offset=7)
         assert resp.code == ResponseCode.SUCCESS
@@ -116,7 +117,6 @@ async def test_a_slave_copies_groups_offsets_and_delay_offsets_and_keeps_offsets
         # The slave's pull answers suggest the master (slaveReadEnable is off), and a slave does not move
         # a consumer's offset it cannot serve (it may lag): retry, at the group's broker.
         assert resp.ext_fields["suggestWhichBrokerId"] == "0"
-        await wait_caught_up(client, master, slave)
         resp = await pull(client, s, 1, 1000)
         assert (resp.code, resp.ext_fields["suggestWhichBrokerId"]) == (
             ResponseCode.PULL_RETRY_IMMEDIATELY,
@@ -155,6 +155,15 @@ async def test_pull_answers_suggest_the_slave_when_the_data_is_no_longer_in_memo
         await ok(client, m, RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, body=json.dumps(group).encode())
         for i in range(4):
             assert (await client.invoke(m, send_request(i, 0), 5000)).code == ResponseCode.SUCCESS
+
+        async def dispatched() -> None:  # the ConsumeQueue holds the 4 messages (the dispatch is async)
+            q = {"topic": TOPIC, "queueId": "0"}
+            deadline = time.monotonic() + 30
+            while (await ok(client, m, RequestCode.GET_MAX_OFFSET, q)).ext_fields["offset"] != "4":
+                assert time.monotonic() < deadline, "the messages never reached the ConsumeQueue"
+                await asyncio.sleep(0.02)
+
+        await dispatched()
 
         async def suggested(props: str) -> str:
             await ok(client, m, RequestCode.UPDATE_BROKER_CONFIG, body=props.encode())
