@@ -183,3 +183,70 @@ async def test_pull_answers_suggest_the_slave_when_the_data_is_no_longer_in_memo
     finally:
         await client.close()
         master.stop()
+
+
+async def test_a_consumer_follows_the_suggestion_to_the_slave(tmp_path):
+    """rmq's push consumer reads from the slave the master suggests (ratio 0: nothing is "in memory")."""
+    from rmq.client import (
+        ClientConfig,
+        ConsumeConcurrentlyStatus,
+        ConsumeFromWhere,
+        Message,
+        Producer,
+        PushConsumer,
+    )
+
+    master = await asyncio.to_thread(
+        start_broker, tmp_path / "m", "slaveReadEnable=true", "accessMessageInMemoryMaxRatio=0"
+    )
+    slave = None
+    client = RemotingClient()
+    received: set[str] = set()
+    consumer = producer = None
+    try:
+        m = master.broker_addr
+        create = {"topic": TOPIC, "readQueueNums": str(QUEUES), "writeQueueNums": str(QUEUES), "perm": "6"}
+        await ok(client, m, RequestCode.UPDATE_AND_CREATE_TOPIC, create)
+        slave = await asyncio.to_thread(start_pair_slave, tmp_path, master)
+        cfg = ClientConfig(master.namesrv_addr, instance_name="suggest", poll_name_server_interval_ms=500)
+        producer = Producer("pg_suggest", client_config=cfg)
+        await producer.start()
+        keys: set[str] = set()
+
+        async def send(n: int) -> None:
+            for i in range(len(keys), len(keys) + n):
+                keys.add(f"s-{i}")
+                assert (await producer.send(Message(TOPIC, b"x", keys=f"s-{i}"))).ok
+
+        async def consumed() -> None:
+            deadline = time.monotonic() + 30
+            while not keys <= received:
+                assert time.monotonic() < deadline, f"{len(keys - received)} messages not consumed"
+                await asyncio.sleep(0.05)
+
+        await send(40)
+
+        def listener(msgs, ctx):  # type: ignore[no-untyped-def]
+            received.update(msg.keys for msg in msgs)
+            return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+        consumer = PushConsumer(
+            GROUP, client_config=cfg, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
+        )
+        consumer.subscribe(TOPIC, "*")
+        consumer.register_message_listener(listener)
+        await consumer.start()
+        await consumed()  # the first pulls, from the master, answer "read from the slave" (brokerId 1)
+        await send(40)
+        await consumed()
+        served = await table(client, slave.broker_addr, RequestCode.GET_BROKER_RUNTIME_INFO)
+        assert int(served["table"]["msgGetTotalTodayNow"]) > 0  # the slave served the later ones
+    finally:
+        if consumer is not None:
+            await consumer.shutdown()
+        if producer is not None:
+            await producer.shutdown()
+        await client.close()
+        if slave is not None:
+            slave.stop()
+        master.stop()

@@ -14,8 +14,8 @@ consumer (clustering) records every message it receives.
    (the master is dead), committing its offsets to the slave meanwhile.
 3. broker-a's master restarts on its store: its slave reconnects and catches up, the producer sends to
    both groups again, the consumer receives those too, and the master takes the consumer's offsets
-   (its committed offsets reach the end of each of its queues); the slave's copy of the offsets becomes
-   the master's at its next copy (every 10 s).
+   (its committed offsets reach the end of each of its queues) and serves its pulls again; the slave's
+   copy of the offsets becomes the master's at its next copy (every 10 s).
 
 Nothing acknowledged is lost; duplicates are only redeliveries (each message is received at least once;
 the count is printed).
@@ -255,7 +255,8 @@ async def test_kill_a_master_consumers_drain_its_slave_and_the_group_heals(tmp_p
             return await committed(client, a.slave.broker_addr) == ends
 
         await until("broker-a's slave copying the master's offsets", slave_copied_the_masters, timeout=25.0)
-        assert int((await runtime(client, a.master.broker_addr))["commitLogMaxOffset"]) > 0
+        # The consumer moved back: the restarted master served pulls (its count starts at its restart).
+        assert int((await runtime(client, a.master.broker_addr))["msgGetTotalTodayNow"]) > 0
         duplicates = sum(n - 1 for n in run.received.values())
         print(
             f"acked {len(run.acked)} (killed after send {killed_at}), received {len(run.received)} distinct, "
