@@ -14,6 +14,10 @@ Rules applied to every incoming request:
 * oneway requests (flag bit 1) never get an answer, not even the three above (Java still writes those; clients
   drop them anyway).
 
+A :attr:`Dispatcher.guard` (a server's access check, e.g. :class:`rmq.acl.AccessValidator`) runs before
+the processor; when it returns a response, that is the answer (not sent for oneway requests) and the processor
+never runs.
+
 Processors come in three shapes (see :mod:`rmq.remoting.context`); the dispatcher looks at what a call
 returns, so only awaitable results (``async def`` processors, or a plain processor's slow path) cost a task.
 """
@@ -23,7 +27,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from rmq.common.codes import FLAG_ONEWAY, ResponseCode
@@ -65,6 +69,8 @@ class Dispatcher:
         self._table: dict[int, Processor] = {}
         self._default: Processor | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.guard: Callable[[RequestContext, RemotingCommand], RemotingCommand | None] | None = None
+        """Runs before every processor; a response it returns refuses the request (None: no check)."""
 
     def register(self, code: int, processor: Processor) -> None:
         self._table[int(code)] = processor
@@ -87,6 +93,12 @@ class Dispatcher:
             if not oneway:
                 ctx.send_response(create_response(request, _SYSTEM_BUSY, BUSY_REMARK))
             return
+        if self.guard is not None:
+            refusal = self.guard(ctx, request)
+            if refusal is not None:
+                if not oneway:
+                    ctx.send_response(refusal)
+                return
         entry = self._table.get(request.code) or self._default
         if entry is None:
             if self.answer_unsupported and not oneway:
