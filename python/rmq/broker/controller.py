@@ -9,9 +9,10 @@ import logging
 import time
 from typing import Any
 
+from rmq.acl import AccessValidator, AclConfigError, RequestSigner
 from rmq.broker import journal
 from rmq.broker.clients import ConsumerManager, ProducerManager
-from rmq.broker.config import BrokerConfig
+from rmq.broker.config import BrokerConfig, ConfigError
 from rmq.broker.consumer_offset import ConsumerOffsetManager
 from rmq.broker.flush_responder import FlushResponder
 from rmq.broker.long_polling import PullHoldService
@@ -61,7 +62,15 @@ class BrokerController:
             if config.network_thread
             else RemotingServer(**server_options)
         )
-        self.client = RemotingClient()
+        inner = config.inner_credentials()
+        self.client = RemotingClient(rpc_hook=RequestSigner(*inner) if inner else None)
+        self.acl: AccessValidator | None = None
+        if config.acl_enable:
+            try:
+                self.acl = AccessValidator.from_file(config.acl_path)
+            except AclConfigError as e:
+                raise ConfigError(f"aclEnable=true but {e}") from None
+            self.remoting.dispatcher.guard = self.acl.guard
         self._tasks: list[PeriodicTask] = []
         self._registration: NameServerRegistration | None = None
 
@@ -123,7 +132,10 @@ class BrokerController:
             holds=holds,
             flush_responder=FlushResponder(astore, cfg.sync_flush_timeout_ms / 1000),
         )
-        if isinstance(self.remoting, NativeRemotingServer):
+        if isinstance(self.remoting, NativeRemotingServer) and self.acl is not None:
+            # The network thread cannot check signatures yet: with ACL on, every send goes to Python.
+            log.info("aclEnable=true: the network thread's send fast path is off (every send is checked)")
+        elif isinstance(self.remoting, NativeRemotingServer):
             self.remoting.enable_fast_send(
                 store,
                 cluster_name=cfg.broker_cluster_name,
@@ -205,6 +217,8 @@ class BrokerController:
                 self._registration.register_all,
             ),
         ]
+        if self.acl is not None:
+            self._tasks.append(PeriodicTask("acl-file-reload", 1.0, self.acl.reload_if_changed))
         for t in self._tasks:
             t.start()
         if cfg.namesrv_list():
