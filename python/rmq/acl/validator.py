@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 RETRY_PREFIX: Final = "%RETRY%"
 TRACE_TOPIC: Final = "RMQ_SYS_TRACE_TOPIC"
 _NO_PERMISSION: Final = int(ResponseCode.NO_PERMISSION)
+_LOG_WINDOW_S: Final = 10
+_LOG_DISTINCT: Final = 100
 
 RC = RequestCode
 ADMIN_CODES: Final[frozenset[int]] = frozenset(
@@ -175,7 +177,7 @@ class AccessValidator:
         self.reloads = 0
         self.denied = 0
         self._log_window = 0.0
-        self._logged_in_window = 0
+        self._repeats: dict[str, int] = {}
         self._suppressed = 0
 
     @classmethod
@@ -296,16 +298,29 @@ class AccessValidator:
         return create_response(request, _NO_PERMISSION, reason)
 
     def _log_denial(self, remote: str, code: int, reason: str) -> None:
+        """Each distinct refusal is logged once per 10 s window; repeats are counted and summed up when the
+        window ends (a flood of bad requests cannot flood the log)."""
         now = time.monotonic()
-        if now - self._log_window >= 10.0:
-            if self._suppressed:
-                log.warning("ACL: %d more requests refused in the last 10 s (not logged)", self._suppressed)
-            self._log_window, self._logged_in_window, self._suppressed = now, 0, 0
-        if self._logged_in_window < 20:
-            self._logged_in_window += 1
+        if now - self._log_window >= _LOG_WINDOW_S:
+            self._flush_denials()
+            self._log_window = now
+        seen = self._repeats.get(reason)
+        if seen is not None:
+            self._repeats[reason] = seen + 1
+        elif len(self._repeats) < _LOG_DISTINCT:
+            self._repeats[reason] = 0
             log.warning("ACL refused request code %s from %s: %s", code, remote, reason)
         else:
             self._suppressed += 1
+
+    def _flush_denials(self) -> None:
+        for reason, more in self._repeats.items():
+            if more:
+                log.warning("ACL refused %d more requests in the last %d s: %s", more, _LOG_WINDOW_S, reason)
+        if self._suppressed:
+            log.warning("ACL refused %d more requests for other reasons (not logged)", self._suppressed)
+        self._repeats.clear()
+        self._suppressed = 0
 
     def stats(self) -> dict[str, Any]:
         return {"accounts": len(self.rules.accounts), "reloads": self.reloads, "denied": self.denied}
