@@ -43,6 +43,7 @@ accounts:
       - {TOPIC}=PUB|SUB
       - {DENIED_TOPIC}=DENY
       - PubOnly=PUB
+      - SubOnly=SUB
     groupPerms:
       - {GROUP}=SUB
       - {DENIED_GROUP}=DENY

@@ -79,6 +79,11 @@ class Dispatcher:
         """Processor for codes nobody registered (``None`` restores the built-in rule)."""
         self._default = processor
 
+    @property
+    def codes(self) -> frozenset[int]:
+        """The request codes with a registered processor."""
+        return frozenset(self._table)
+
     def processor_for(self, code: int) -> Processor | None:
         return self._table.get(code) or self._default
 
