@@ -227,13 +227,15 @@ def parse_rules(text: str, source: str = "plain_acl.yml") -> AclRules:
         raise AclConfigError(f"{source}: not valid YAML: {e}") from None
     if not isinstance(data, dict):
         raise AclConfigError(f"{source}: expected a mapping with globalWhiteRemoteAddresses and accounts")
-    white_raw = data.get("globalWhiteRemoteAddresses") or []
+    white_raw = data.get("globalWhiteRemoteAddresses")
+    white_raw = [] if white_raw is None else white_raw
     if not isinstance(white_raw, list):
         raise AclConfigError(f"{source}: globalWhiteRemoteAddresses must be a list")
     white = tuple(
         AddressPattern.parse(a, f"{source}: globalWhiteRemoteAddresses[{i}]") for i, a in enumerate(white_raw)
     )
-    accounts_raw = data.get("accounts") or []
+    accounts_raw = data.get("accounts")
+    accounts_raw = [] if accounts_raw is None else accounts_raw
     if not isinstance(accounts_raw, list):
         raise AclConfigError(f"{source}: accounts must be a list")
     accounts: dict[str, Account] = {}
