@@ -64,8 +64,8 @@ BROKER: dict[int, object] = {
     RC.GET_EARLIEST_MSG_STORETIME: ANY_ACCOUNT,
     RC.VIEW_MESSAGE_BY_ID: ANY_ACCOUNT,
     RC.END_TRANSACTION: ANY_ACCOUNT,
-    RC.LOCK_BATCH_MQ: ANY_ACCOUNT,
-    RC.UNLOCK_BATCH_MQ: ANY_ACCOUNT,
+    RC.LOCK_BATCH_MQ: {"topic": "SUB", "group": "SUB"},
+    RC.UNLOCK_BATCH_MQ: {"topic": "SUB", "group": "SUB"},
     RC.GET_ALL_CONSUMER_OFFSET: ANY_ACCOUNT,
     RC.CHECK_CLIENT_CONFIG: ANY_ACCOUNT,
     RC.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: ANY_ACCOUNT,
@@ -111,6 +111,10 @@ def build(code: int, topic: str, group: str) -> RemotingCommand:
         sub = {"topic": topic, "subString": "*", "subVersion": 0}
         data = {"clientID": "c1", "consumerDataSet": [{"groupName": group, "subscriptionDataSet": [sub]}]}
         body = orjson.dumps(data)
+    elif code in (RC.LOCK_BATCH_MQ, RC.UNLOCK_BATCH_MQ):
+        fields = {}
+        mq = {"topic": topic, "brokerName": "broker-a", "queueId": 0}
+        body = orjson.dumps({"consumerGroup": group, "clientId": "c1", "mqSet": [mq]})
     else:
         # every long-named field a header may carry; each code reads the ones it knows
         fields = {"topic": topic, "producerGroup": group, "consumerGroup": group, "group": group}

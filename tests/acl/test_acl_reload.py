@@ -174,3 +174,40 @@ def test_the_commands_refuse_to_start(tmp_path: Path) -> None:
     assert r.returncode == 1 and "innerClientAuthenticationCredentials" in r.stderr, r.stderr[-2000:]
     r = run(["-m", "rmq.namesrv", "--port", "0", "--acl-file", missing], tmp_path)
     assert r.returncode == 2 and "does not exist" in r.stderr, r.stderr[-2000:]
+
+
+async def test_a_standalone_name_server_reloads_its_file(tmp_path: Path) -> None:
+    from rmq.acl import AccessValidator
+    from rmq.common.codes import RequestCode
+    from rmq.namesrv.server import NameServer
+    from rmq.remoting.client import RemotingClient
+    from rmq.remoting.command import create_request
+
+    path = write_rules(tmp_path / "plain_acl.yml")
+    ns = NameServer(acl=AccessValidator.from_file(path))
+    await ns.start("127.0.0.1", 0)
+    client = RemotingClient()
+    try:
+        kv = {"namespace": "ns", "key": "k", "value": "v"}
+        r = await client.invoke(
+            ns.addr, signed(create_request(RequestCode.PUT_KV_CONFIG, dict(kv)), APP), 5000
+        )
+        assert r.code == ResponseCode.NO_PERMISSION and "admin" in r.remark
+        write_rules(
+            path,
+            RULES.replace(
+                "    admin: false\n    defaultTopicPerm: DENY", "    admin: true\n    defaultTopicPerm: DENY"
+            ),
+        )
+        assert ns.acl is not None
+        deadline = time.monotonic() + 15
+        while ns.acl.reloads == 0:  # the name server's own once-a-second check
+            assert time.monotonic() < deadline, "the name server did not reload a changed ACL file"
+            await asyncio.sleep(0.05)
+        r = await client.invoke(
+            ns.addr, signed(create_request(RequestCode.PUT_KV_CONFIG, dict(kv)), APP), 5000
+        )
+        assert r.code == ResponseCode.SUCCESS, r.remark
+    finally:
+        await client.close()
+        await ns.stop()

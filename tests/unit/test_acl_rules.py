@@ -102,3 +102,23 @@ def test_rules_parse_numbers_as_text_and_defaults_to_deny() -> None:
 def test_invalid_rules_name_the_problem(text: str, why: str) -> None:
     with pytest.raises(AclConfigError, match=why):
         parse_rules(text, "plain_acl.yml")
+
+
+def test_unique_key_query_flag_signed_either_way() -> None:
+    """Apache's broker leaves ``_UNIQUE_KEY_QUERY`` out of the signed content; a client that signed it along
+    (it is one of its ext fields) is accepted too; a flag changed after signing is not."""
+    from rmq.acl import AccessValidator
+
+    v = AccessValidator(parse_rules("accounts:\n  - {accessKey: ak, secretKey: sk, defaultTopicPerm: SUB}\n"))
+    fields = {"topic": "T", "key": "k", "maxNum": "32", "beginTimestamp": "0", "endTimestamp": "1"}
+    req = create_request(RequestCode.QUERY_MESSAGE, {**fields, "_UNIQUE_KEY_QUERY": "true"})
+    RequestSigner("ak", "sk")(req)  # signs the flag along
+    assert v.check("1.2.3.4:5", req) is None
+    apache_style = dict(req.ext_fields)
+    del apache_style["Signature"]
+    content = signed_content(apache_style, None, ("Signature", "_UNIQUE_KEY_QUERY"))
+    req.ext_fields["Signature"] = calc_signature(content, "sk")
+    assert v.check("1.2.3.4:5", req) is None
+    RequestSigner("ak", "sk")(req)
+    req.ext_fields["_UNIQUE_KEY_QUERY"] = "false"
+    assert v.check("1.2.3.4:5", req) is not None

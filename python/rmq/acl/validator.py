@@ -12,6 +12,7 @@ Per request code (RocketMQ's ``PlainAccessValidator.parse``; a group ``g`` is al
 * QUERY_MESSAGE: the topic, SUB; CONSUMER_SEND_MSG_BACK, GET_CONSUMER_LIST_BY_GROUP, UNREGISTER_CLIENT: the
   group, SUB; UPDATE_CONSUMER_OFFSET (and, in rmq, QUERY_CONSUMER_OFFSET): the group and the topic, SUB;
 * HEART_BEAT: every consumer group in the body and every topic it subscribes to, SUB;
+* LOCK_BATCH_MQ / UNLOCK_BATCH_MQ (not checked by RocketMQ): the body's group and its queues' topics, SUB;
 * :data:`ADMIN_CODES`: an admin account, whatever the address (RocketMQ lets global white-list addresses
   do anything, and checks only five admin codes);
 * every other code: a valid signature of any account.
@@ -128,6 +129,20 @@ def _heartbeat(request: RemotingCommand) -> list[Requirement]:
     return out
 
 
+def _locks(request: RemotingCommand) -> list[Requirement]:
+    if not request.body:
+        return []
+    data = fastjson.loads(bytes(request.body))
+    if not isinstance(data, dict):
+        raise ValueError("lock body is not a JSON object")
+    out = _group(str(data.get("consumerGroup") or ""))
+    for mq in data.get("mqSet") or []:
+        if not isinstance(mq, dict):
+            raise ValueError("lock body's message queue is not a JSON object")
+        out += _topic(str(mq.get("topic") or ""), SUB)
+    return out
+
+
 _EXTRACTORS: Final[dict[int, Callable[[RemotingCommand, dict[str, str]], list[Requirement]]]] = {
     RC.SEND_MESSAGE: lambda r, e: _send(e),
     RC.SEND_MESSAGE_V2: lambda r, e: _send(e),
@@ -141,6 +156,8 @@ _EXTRACTORS: Final[dict[int, Callable[[RemotingCommand, dict[str, str]], list[Re
     RC.GET_CONSUMER_LIST_BY_GROUP: lambda r, e: _group(e.get("consumerGroup")),
     RC.UPDATE_CONSUMER_OFFSET: lambda r, e: _group(e.get("consumerGroup")) + _topic(e.get("topic"), SUB),
     RC.QUERY_CONSUMER_OFFSET: lambda r, e: _group(e.get("consumerGroup")) + _topic(e.get("topic"), SUB),
+    RC.LOCK_BATCH_MQ: lambda r, e: _locks(r),
+    RC.UNLOCK_BATCH_MQ: lambda r, e: _locks(r),
 }
 
 
