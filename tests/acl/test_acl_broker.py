@@ -13,6 +13,7 @@ import pytest
 from rmq.client import ClientConfig, LitePullConsumer, Message, MQClientError, Producer
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand, create_request
+from rmq.store import decode_offset_msg_id
 
 from tests.acl.aclenv import (
     ADMIN,
@@ -191,3 +192,21 @@ async def test_broker_registration_is_signed(cluster: AclCluster) -> None:
     # Unsigned, the name server answers nothing but NO_PERMISSION.
     r = await c.call(create_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": TOPIC}), c.namesrv)
     assert r.code == NO_PERMISSION
+
+
+async def test_view_message_by_id_needs_sub_on_the_messages_topic(cluster: AclCluster) -> None:
+    """The topic of VIEW_MESSAGE_BY_ID is known once the message is read; RocketMQ never checks it."""
+    c = cluster
+    offsets = {}
+    for topic in (TOPIC, DENIED_TOPIC):
+        r = await c.call(signed(send_request(topic, b"secret-ish body"), ADMIN))
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        offsets[topic] = decode_offset_msg_id(r.ext_fields["msgId"])[1]
+    view = create_request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(offsets[DENIED_TOPIC])})
+    r = await c.call(signed(view, APP))
+    assert r.code == NO_PERMISSION and f"topic:{DENIED_TOPIC}" in r.remark and not r.body, r.remark
+    view = create_request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(offsets[TOPIC])})
+    r = await c.call(signed(view, APP))
+    assert r.code == ResponseCode.SUCCESS and r.body, r.remark
+    view = create_request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(offsets[DENIED_TOPIC])})
+    assert (await c.call(signed(view, ADMIN))).code == ResponseCode.SUCCESS

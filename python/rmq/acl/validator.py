@@ -15,6 +15,8 @@ Per request code (RocketMQ's ``PlainAccessValidator.parse``; a group ``g`` is al
 * LOCK_BATCH_MQ / UNLOCK_BATCH_MQ (not checked by RocketMQ): the body's group and its queues' topics, SUB;
 * :data:`ADMIN_CODES`: an admin account, whatever the address (RocketMQ lets global white-list addresses
   do anything, and checks only five admin codes);
+* VIEW_MESSAGE_BY_ID (not checked by RocketMQ): a valid signature, then, once the message is read, its
+  topic, SUB (:meth:`AccessValidator.check_read`, called by the processor);
 * every other code: a valid signature of any account.
 
 Where RocketMQ lets the global white list skip every check, rmq does too except for admin codes. An
@@ -273,8 +275,12 @@ class AccessValidator:
             needed = required_resources(request)
         except (ValueError, TypeError, AttributeError) as e:
             return f"cannot read request code {code} to check its permissions: {_short(str(e), 120)}"
+        return self._check_perms(account, needed)
+
+    def _check_perms(self, account: Account, needed: list[Requirement]) -> str | None:
         if account.admin and not account.has_resource_perms:
             return None
+        ak = account.access_key
         for kind, name, perm in needed:
             if kind == "topic" and name == TRACE_TOPIC and perm == PUB:
                 continue  # RocketMQ lets every account write message traces
@@ -285,6 +291,17 @@ class AccessValidator:
                     f"accessKey={ak} has {perm_name(owned)}"
                 )
         return None
+
+    def check_read(self, remote_addr: str, request: RemotingCommand, topic: str) -> str | None:
+        """After :meth:`check` let ``request`` through: may its account read ``topic``? For requests whose
+        topic is known only once the message is read (VIEW_MESSAGE_BY_ID, which RocketMQ does not check)."""
+        rules = self.rules
+        if rules.globally_white(_host(remote_addr)):
+            return None
+        account = rules.accounts.get(request.ext_fields.get(ACCESS_KEY) or "")
+        if account is None:  # gone in a reload since the request was let through
+            return "No acl config for this accessKey any more"
+        return self._check_perms(account, _topic(topic, SUB))
 
     def _check_signature(self, account: Account, request: RemotingCommand) -> str | None:
         ext = request.ext_fields

@@ -145,6 +145,8 @@ class BrokerController:
                 version=RMQ_VERSION,
             )
             s.fast_send = self.remoting.net
+        if self.acl is not None:
+            s.read_check = self.acl.check_read
         s.counters.boot_ms = int(time.time() * 1000)
         s.delay_levels = parse_delay_levels(cfg.store.get("messageDelayLevel", DEFAULT_DELAY_LEVELS))
         self.services = s

@@ -14,6 +14,7 @@ from rmq.broker.long_polling import PullHoldService
 from rmq.broker.mq_lock import RebalanceLockManager
 from rmq.broker.subscription_group import SubscriptionGroupManager
 from rmq.broker.topic_config import TopicConfigManager
+from rmq.remoting.command import RemotingCommand
 from rmq.store import AsyncStore, MessageStore
 
 __all__ = ["BrokerServices", "Counters", "socket_addr"]
@@ -46,6 +47,9 @@ class BrokerServices:
     """Re-register with the name servers now (after a topic change)."""
     registrations_settled: Callable[[], Awaitable[None]] | None = None
     """Wait until the scheduled re-registrations have reached the name servers (None: nothing to wait)."""
+    read_check: Callable[[str, RemotingCommand, str], str | None] | None = None
+    """ACL (None: off): why the request's account may not read a topic known only once a message is read
+    (``(remote_addr, request, topic)``), or None when it may."""
     fast_send: Any = None
     """The network thread's SEND fast path (``rmq._store.NetServer``), or None: ``allow_topic`` lets a
     vetted topic's sends and batches bypass Python, ``forget_topic`` / ``forget_topics`` undo it (called
