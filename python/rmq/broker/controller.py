@@ -9,9 +9,10 @@ import logging
 import time
 from typing import Any
 
+from rmq.acl import AccessValidator, AclConfigError, RequestSigner
 from rmq.broker import journal
 from rmq.broker.clients import ConsumerManager, ProducerManager
-from rmq.broker.config import BrokerConfig
+from rmq.broker.config import BrokerConfig, ConfigError
 from rmq.broker.consumer_offset import ConsumerOffsetManager
 from rmq.broker.flush_responder import FlushResponder
 from rmq.broker.ha.master import HAMaster, HASettings
@@ -70,7 +71,15 @@ class BrokerController:
             if config.network_thread
             else RemotingServer(**server_options)
         )
-        self.client = RemotingClient()
+        inner = config.inner_credentials()
+        self.client = RemotingClient(rpc_hook=RequestSigner(*inner) if inner else None)
+        self.acl: AccessValidator | None = None
+        if config.acl_enable:
+            try:
+                self.acl = AccessValidator.from_file(config.acl_path)
+            except AclConfigError as e:
+                raise ConfigError(f"aclEnable=true but {e}") from None
+            self.remoting.dispatcher.guard = self.acl.guard
         self._tasks: list[PeriodicTask] = []
         self._registration: NameServerRegistration | None = None
         self.ha_master: HAMaster | None = None
@@ -166,7 +175,10 @@ class BrokerController:
         # The network thread's fast path answers plain sends without waiting for anything but the
         # flush: a SYNC_MASTER's sends wait for a slave and a slave refuses them, so both leave every
         # send to Python.
-        if isinstance(self.remoting, NativeRemotingServer) and cfg.broker_role == "ASYNC_MASTER":
+        if isinstance(self.remoting, NativeRemotingServer) and self.acl is not None:
+            # The network thread cannot check signatures yet: with ACL on, every send goes to Python.
+            log.info("aclEnable=true: the network thread's send fast path is off (every send is checked)")
+        elif isinstance(self.remoting, NativeRemotingServer) and cfg.broker_role == "ASYNC_MASTER":
             self.remoting.enable_fast_send(
                 store,
                 cluster_name=cfg.broker_cluster_name,
@@ -176,6 +188,8 @@ class BrokerController:
                 version=RMQ_VERSION,
             )
             s.fast_send = self.remoting.net
+        if self.acl is not None:
+            s.read_check = self.acl.check_read
         s.counters.boot_ms = int(time.time() * 1000)
         self._mark_day()
         s.delay_levels = parse_delay_levels(cfg.store.get("messageDelayLevel", DEFAULT_DELAY_LEVELS))
@@ -275,6 +289,8 @@ class BrokerController:
                     self.transactions.check,
                 ),
             ]
+        if self.acl is not None:
+            self._tasks.append(PeriodicTask("acl-file-reload", 1.0, self.acl.reload_if_changed))
         for t in self._tasks:
             t.start()
         if cfg.namesrv_list():

@@ -18,6 +18,7 @@ from rmq.broker.mq_lock import RebalanceLockManager
 from rmq.broker.stats import RateSampler, WindowCounter
 from rmq.broker.subscription_group import SubscriptionGroupManager
 from rmq.broker.topic_config import TopicConfigManager
+from rmq.remoting.command import RemotingCommand
 from rmq.store import AsyncStore, MessageStore
 
 __all__ = ["BrokerServices", "Counters", "socket_addr"]
@@ -85,6 +86,9 @@ class BrokerServices:
     """The HA service of a master (None on a slave)."""
     replica_responder: ReplicaResponder | None = None
     """SYNC_MASTER: holds send answers until a slave acknowledged their records (None otherwise)."""
+    read_check: Callable[[str, RemotingCommand, str], str | None] | None = None
+    """ACL (None: off): why the request's account may not read a topic known only once a message is read
+    (``(remote_addr, request, topic)``), or None when it may."""
     fast_send: Any = None
     """The network thread's SEND fast path (``rmq._store.NetServer``), or None: ``allow_topic`` lets a
     vetted topic's sends and batches bypass Python, ``forget_topic`` / ``forget_topics`` undo it (called
