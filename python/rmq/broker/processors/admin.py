@@ -298,7 +298,7 @@ class AdminProcessors:
             "sendThreadPoolQueueHeadWaitTimeMills": "0",
             "pullThreadPoolQueueSize": "0",
             "pullThreadPoolQueueHeadWaitTimeMills": "0",
-            "pageCacheLockTimeMills": "0",
+            "pageCacheLockTimeMills": str(store.put_lock_held_ms()),
             "commitLogDiskRatio": _disk_ratio(s.config.store_root),
             "commitLogMinOffset": str(store.commitlog_min_offset()),
             "commitLogMaxOffset": str(store.commitlog_max_offset()),
