@@ -85,6 +85,8 @@ _NAMES: dict[str, str] = {
     "metricsPromExporterHost": "metrics_prom_exporter_host",
     "metricsPromExporterPort": "metrics_prom_exporter_port",
     "metricsLabel": "metrics_label",
+    "dashboardPort": "dashboard_port",
+    "dashboardAdmin": "dashboard_admin",
 }
 
 BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
@@ -235,6 +237,12 @@ class BrokerConfig:
     """Port of ``/metrics`` (5.x's ``metricsPromExporterPort``; 0: any free port, logged)."""
     metrics_label: str = ""
     """Extra labels on every metric, ``key:value,key:value`` (5.x's ``metricsLabel``)."""
+    dashboard_port: int = -1
+    """Port of the web dashboard (rmq's own property; -1: no dashboard, the default; 0: any free port,
+    logged). It is served on ``bindAddress`` and reads the cluster through ``namesrvAddr``."""
+    dashboard_admin: bool = False
+    """Let the dashboard reset offsets and resend dead-letter messages (rmq's own property; false:
+    read-only)."""
     # Store properties by their RocketMQ names (validated by the store when it opens).
     store: dict[str, str] = field(default_factory=dict)
     on_update: list[Callable[[dict[str, Any]], None]] = field(
@@ -400,6 +408,8 @@ class BrokerConfig:
         if self.stats_log_interval < 0:
             raise ConfigError("statsLogInterval must not be negative")
         self._check_metrics()
+        if not -1 <= self.dashboard_port <= 65535:
+            raise ConfigError(f"dashboardPort: {self.dashboard_port} is not a TCP port (-1: no dashboard)")
         if self.default_topic_queue_nums < 1:
             raise ConfigError("defaultTopicQueueNums must be at least 1")
         try:
