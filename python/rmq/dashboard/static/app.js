@@ -174,7 +174,7 @@ async function pageGroups() {
 async function pageGroup(group) {
   const g = await api(`/api/group?group=${enc(group)}`);
   const rows = g.stats ? g.stats.offsets : [];
-  const topics = [...new Set(rows.map((r) => r.topic))];
+  const topics = [...new Set(rows.map((r) => r.topic))].sort((a, b) => a.startsWith("%") - b.startsWith("%") || a.localeCompare(b));
   const reset = overview.admin && topics.length
     ? `<div class="card"><h2 style="margin-top:0">Reset offset</h2><form id="reset-form">
         <label>Topic <select name="topic">${topics.map((t) => `<option>${esc(t)}</option>`).join("")}</select></label>
@@ -335,7 +335,7 @@ async function route() {
   if (refreshTimer) { clearInterval(refreshTimer); refreshTimer = null; }
   const hash = location.hash.replace(/^#\/?/, "") || "cluster";
   const [pathPart, queryPart] = hash.split("?");
-  const parts = pathPart.split("/").map(decodeURIComponent);
+  const parts = pathPart.split("/").map((p) => { try { return decodeURIComponent(p); } catch (e) { return p; } });
   const params = new URLSearchParams(queryPart || "");
   const page = { topic: "topics", group: "groups", message: "messages" }[parts[0]] || parts[0];
   document.querySelectorAll("header nav a").forEach((a) => a.classList.toggle("active", a.dataset.page === page));
