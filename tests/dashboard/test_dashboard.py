@@ -277,7 +277,13 @@ def test_message_search_by_time_key_and_id(world: World) -> None:
         status, m = world.get(f"/api/message?{query}")
         assert status == 200, m
         assert base64.b64decode(m["body"]) == JSON_BODY
-        assert (m["msgId"], m["tags"], m["keys"], m["queueId"]) == (first.msg_id, "tag0", "k0 all", 0)
+        assert (m["msgId"], m["tags"], m["keys"], m["queueId"], m["brokerName"]) == (
+            first.msg_id,
+            "tag0",
+            "k0 all",
+            0,
+            world.broker_name,
+        )
         assert m["properties"]["KEYS"] == "k0 all"
     assert world.get(f"/api/messages?topic={world.topic}&key=nokey")[0] == 404
     assert world.get(f"/api/messages?topic={world.topic}&begin=10&end=5")[0] == 400
@@ -530,3 +536,18 @@ def test_browser_resend_dead_letter(world: World, page: Any, screenshot: Callabl
     result = page.wait_for_selector('[data-testid="resend-result"]')
     assert result.inner_text().startswith(f"sent to {world.dead_topic} as ")
     screenshot("8-dead-letter")
+
+
+def test_dashboard_properties() -> None:
+    from rmq.broker.config import BrokerConfig, ConfigError
+
+    cfg = BrokerConfig()
+    assert (cfg.dashboard_port, cfg.dashboard_admin) == (-1, False)  # off and read-only by default
+    cfg.load([("-p", "dashboardPort", "8080"), ("-p", "dashboardAdmin", "true")])
+    assert (cfg.dashboard_port, cfg.dashboard_admin) == (8080, True)
+    assert cfg.properties()["dashboardPort"] == "8080"
+    with pytest.raises(ConfigError, match="dashboardAdmin: 'maybe' is not true or false"):
+        cfg.set("dashboardAdmin", "maybe")
+    cfg.set("dashboardPort", "70000")
+    with pytest.raises(ConfigError, match="dashboardPort: 70000 is not a TCP port"):
+        cfg.validate()

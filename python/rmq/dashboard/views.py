@@ -279,7 +279,18 @@ async def search_by_key(admin: Admin, topic: str, key: str, limit: int) -> dict[
 
 async def message(admin: Admin, topic: str | None, msg_id: str) -> dict[str, Any]:
     """One message by offset message id, or (with ``topic``) by client (unique) message id."""
-    return message_dict(await admin.view_message(msg_id, topic=topic or None))
+    out = message_dict(await admin.view_message(msg_id, topic=topic or None))
+    if not out["brokerName"]:  # VIEW_MESSAGE_BY_ID answers the record only: name the broker by its address
+        info = await admin.cluster_info()
+        out["brokerName"] = next(
+            (
+                name
+                for name, bd in sorted(info.broker_addr_table.items())
+                if out["storeHost"] in bd.broker_addrs.values()
+            ),
+            "",
+        )
+    return out
 
 
 # --- admin actions ----------------------------------------------------------------------------------------
