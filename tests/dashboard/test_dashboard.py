@@ -498,6 +498,16 @@ def test_browser_group_lag_matches_consumer_progress(
     assert [r[:6] for r in cells(page, "lag")] == expected
     assert page.inner_text('[data-testid="lag-total"]') == str(MORE)
     screenshot("5-group")
+    # Reset offset (an admin dashboard), from the page: the reset group (at 0, test_reset_offset) to the end.
+    open_page(page, world, f"group/{world.reset_group}", "group")
+    page.select_option("#reset-form select[name=topic]", world.topic)
+    page.fill("#reset-form input[name=time]", "2100-01-01T00:00:00")
+    page.click("#reset-form button[type=submit]")
+    page.wait_for_selector("#reset-result .ok")
+    assert page.inner_text("#reset-result").strip() == "reset 4 queues"
+    with Admin(namesrv_addr=world.ns) as admin:
+        rows = admin.consume_stats(world.reset_group, world.topic).rows()
+    assert [(o.consumer_offset, o.diff) for o in rows] == [(3, 0)] * 4
 
 
 def test_browser_search_finds_sent_messages(

@@ -5,6 +5,7 @@ No HTTP here: :mod:`rmq.dashboard.server` maps requests to these coroutines and 
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 import time
@@ -13,7 +14,7 @@ from typing import Any, Final
 from rmq.client.admin_ext import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, Admin
 from rmq.client.errors import ConsumerNotOnlineError, MQClientError
 from rmq.client.message import RESERVED_PROPERTIES, Message, MessageExt, MessageQueue
-from rmq.common.codes import MessageConst
+from rmq.common.codes import MASTER_ID, MessageConst
 from rmq.remoting import RemotingError
 
 __all__ = [
@@ -44,6 +45,8 @@ SYSTEM_TOPICS: Final = frozenset(
     }
 )
 SEARCH_BATCH: Final = 32
+GROUP_CONCURRENCY: Final = 16
+"""Groups whose members and lag the groups page asks for at once."""
 _SOFT_ERRORS = (MQClientError, RemotingError, OSError, TimeoutError)
 
 
@@ -158,7 +161,8 @@ async def topic_detail(admin: Admin, topic: str) -> dict[str, Any]:
     route = await admin.topic_route(topic)
     queues = [o.to_dict() for o in await admin.topic_stats(topic)]
     in_tps = 0.0
-    for _, addr in await admin._route_masters(topic):
+    masters = [bd.broker_addrs[MASTER_ID] for bd in route.broker_datas if MASTER_ID in bd.broker_addrs]
+    for addr in masters:
         try:
             in_tps += (await admin.view_broker_stats(addr, "TOPIC_PUT_NUMS", topic)).minute.tps
         except _SOFT_ERRORS:
@@ -205,20 +209,24 @@ async def groups(admin: Admin) -> dict[str, Any]:
             names |= set(await admin.subscription_groups(ref.addr))
         except _SOFT_ERRORS as exc:
             log.debug("dashboard: no groups of %s: %s", ref.addr, exc)
-    rows = []
-    for name in sorted(names):
-        row: dict[str, Any] = {"group": name, "members": 0, "diffTotal": None, "consumeTps": 0.0}
-        try:
-            row["members"] = len((await admin.consumer_connection(name)).connections)
-        except _SOFT_ERRORS:
-            pass
-        try:
-            stats = await admin.consume_stats(name)
-            row["diffTotal"] = stats.diff_total
-            row["consumeTps"] = stats.consume_tps
-        except _SOFT_ERRORS:
-            pass
-        rows.append(row)
+    gate = asyncio.Semaphore(GROUP_CONCURRENCY)
+
+    async def row(name: str) -> dict[str, Any]:
+        out: dict[str, Any] = {"group": name, "members": 0, "diffTotal": None, "consumeTps": 0.0}
+        async with gate:
+            try:
+                out["members"] = len((await admin.consumer_connection(name)).connections)
+            except _SOFT_ERRORS:
+                pass  # none online
+            try:
+                stats = await admin.consume_stats(name)
+                out["diffTotal"] = stats.diff_total
+                out["consumeTps"] = stats.consume_tps
+            except _SOFT_ERRORS:
+                pass  # nothing consumed yet
+        return out
+
+    rows = await asyncio.gather(*(row(name) for name in sorted(names)))
     return {"groups": rows}
 
 
