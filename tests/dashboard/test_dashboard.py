@@ -1,202 +1,26 @@
-"""The web dashboard (:mod:`rmq.dashboard`) against a real broker (``python -m rmq.broker`` serving it on
-``dashboardPort``): its JSON API checked against what rmq's own client sent, consumed and reads back, then
-every page in headless Chromium (Debian's ``chromium``, driven by Playwright), with a screenshot of each
-saved under ``target/dashboard-screenshots/`` (listed at the end of the pytest run).
-"""
+"""The dashboard's JSON API (:mod:`rmq.dashboard`) against a real broker serving it on ``dashboardPort``
+(``conftest.py``'s world), checked against what rmq's own client sent, consumed and reads back; the
+read-only mode, the HTTP edges, ``rmqadmin dashboard`` and the broker properties."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import http.client
-import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
-from urllib.parse import quote
 
 import pytest
 from click.testing import CliRunner
 from rmq.admin import cli
-from rmq.client import ClientConfig, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageQueue
-from rmq.client.sync import Admin, Producer, PushConsumer
-from rmq.common.route import TopicConfig
+from rmq.client.sync import Admin
 from rmq.dashboard import Dashboard
 
-from tests.brokerproc import BrokerProcess, start_broker
-
-QUEUES = 4
-FIRST = 8  # messages consumed by GROUP before it stops
-MORE = 4  # messages sent after: a lag of 1 per queue
-JSON_BODY = b'{"order": 1, "item": "book", "price": 12.5}'
-SCREENSHOTS = Path(
-    os.environ.get("RMQ_DASHBOARD_SCREENSHOTS")
-    or Path(__file__).resolve().parents[2] / "target" / "dashboard-screenshots"
-)
-
-
-def name(prefix: str) -> str:
-    return f"{prefix}_{os.getpid()}_{time.monotonic_ns()}"
-
-
-def eventually(check: Callable[[], Any], what: str, timeout: float = 30.0) -> Any:
-    """Retry ``check`` until it returns a true value: for the broker's asynchronous dispatch, index and
-    retry handling, which no client can await."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            value = check()
-        except Exception:  # not there yet (no route, no message)
-            value = None
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
-
-
-@dataclass
-class World:
-    broker: BrokerProcess
-    base: str
-    cluster: str
-    broker_name: str
-    topic: str
-    group: str
-    reset_group: str
-    dlq_topic: str
-    dead_topic: str
-    results: list[Any] = field(default_factory=list)
-
-    @property
-    def ns(self) -> str:
-        return self.broker.namesrv_addr
-
-    def get(self, path: str) -> tuple[int, Any]:
-        return http_json(self.base + path)
-
-    def post(self, path: str, body: Any) -> tuple[int, Any]:
-        return http_json(self.base + path, body)
-
-
-def http_json(url: str, body: Any = None) -> tuple[int, Any]:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=30) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
-
-
-def _consume(
-    ns: str, group: str, topic: str, want: int, status: ConsumeConcurrentlyStatus, **kw: Any
-) -> None:
-    """Run a push consumer of ``group`` until it has seen ``want`` messages, then shut it down (which
-    commits its offsets)."""
-    seen: set[str] = set()
-    done = threading.Event()
-
-    def listener(msgs: list[Any], context: Any) -> ConsumeConcurrentlyStatus:
-        seen.update(m.msg_id for m in msgs)
-        if len(seen) >= want:
-            done.set()
-        return status
-
-    consumer = PushConsumer(
-        group,
-        client_config=ClientConfig(namesrv_addr=ns, instance_name=name("dash")),
-        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-        **kw,
-    )
-    consumer.subscribe(topic, "*")
-    consumer.register_message_listener(listener)
-    consumer.start()
-    try:
-        assert done.wait(60), f"{group} consumed {len(seen)} of {want} messages"
-    finally:
-        consumer.shutdown()
-
-
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    broker = start_broker(
-        tmp_path_factory.mktemp("dashboard"),
-        "autoCreateSubscriptionGroup=true",
-        "dashboardPort=0",
-        "dashboardAdmin=true",
-    )
-    try:
-        ns = broker.namesrv_addr
-        topic, dead_topic, group = name("Orders"), name("Payments"), name("cg")
-        with Admin(namesrv_addr=ns) as admin:
-            (master,) = [m for m in admin.masters() if m.addr == broker.broker_addr]
-            admin.create_topic_in_cluster(master.cluster, TopicConfig(topic, QUEUES, QUEUES))
-            admin.create_topic_in_cluster(master.cluster, TopicConfig(dead_topic, 1, 1))
-        w = World(
-            broker,
-            f"http://127.0.0.1:{broker.ready['dashboard']}",
-            master.cluster,
-            master.broker_name,
-            topic,
-            group,
-            name("cgreset"),
-            "",
-            dead_topic,
-        )
-        with Producer(name("pg"), namesrv_addr=ns) as producer:
-
-            def send(i: int) -> Any:
-                body = JSON_BODY if i == 0 else f"order #{i}".encode()
-                msg = Message(topic, body, tags=f"tag{i % 2}", keys=[f"k{i}", "all"])
-                return producer.send(msg, mq=MessageQueue(topic, master.broker_name, i % QUEUES))
-
-            w.results = [send(i) for i in range(FIRST)]
-            for g in (group, w.reset_group):
-                _consume(ns, g, topic, FIRST, ConsumeConcurrentlyStatus.CONSUME_SUCCESS)
-            w.results += [send(i) for i in range(FIRST, FIRST + MORE)]
-            # A message its group fails once with maxReconsumeTimes=0: straight to %DLQ%<group>.
-            dead = Message(dead_topic, b"refund 42", tags="refund", keys=["dead-1"])
-            dead.put_user_property("origin", "dashboard-test")
-            producer.send(dead)
-        dead_group = name("cgdead")
-        _consume(
-            ns,
-            dead_group,
-            dead_topic,
-            1,
-            ConsumeConcurrentlyStatus.RECONSUME_LATER,
-            max_reconsume_times=0,
-        )
-        w.dlq_topic = "%DLQ%" + dead_group
-        with Admin(namesrv_addr=ns) as admin:
-            eventually(
-                lambda: sum(t.max_offset for t in admin.topic_stats(topic)) == FIRST + MORE,
-                "the consume queues",
-            )
-            eventually(lambda: admin.topic_stats(w.dlq_topic)[0].max_offset == 1, "the dead-letter message")
-        yield w
-    finally:
-        broker.stop()
-
-
-def dlq_message(w: World) -> dict[str, Any]:
-    status, found = w.get(f"/api/messages?topic={quote(w.dlq_topic, safe='')}&begin=0")
-    assert status == 200 and len(found["messages"]) >= 1, found
-    return found["messages"][0]
-
-
-# --- the JSON API ---------------------------------------------------------------------------------------
+from tests.dashboard.world import FIRST, JSON_BODY, MORE, World, dlq_message, eventually, http_json
 
 
 def test_cluster_page_data(world: World) -> None:
@@ -325,8 +149,6 @@ def test_resend_dead_letter(world: World) -> None:
 
 
 async def test_read_only_dashboard(world: World) -> None:
-    import asyncio
-
     dashboard = Dashboard(namesrv_addr=world.ns, sample_interval_s=0.2)
     await dashboard.start("127.0.0.1", 0)
     try:
@@ -387,165 +209,6 @@ def test_rmqadmin_dashboard_command(world: World) -> None:
             proc.kill()
             proc.wait()
     assert CliRunner().invoke(cli, ["dashboard", "--port", "99999", "-n", world.ns]).exit_code == 2
-
-
-# --- in a browser ---------------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Any]:
-    chromium = shutil.which("chromium")
-    if chromium is None:
-        pytest.fail("Debian's chromium is not installed (scripts/test installs it: apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=chromium, headless=True)
-        yield b
-        b.close()
-
-
-@pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    context = browser.new_context(viewport={"width": 1360, "height": 860})
-    pg = context.new_page()
-    errors: list[str] = []
-    pg.on("pageerror", lambda exc: errors.append(str(exc)))
-    yield pg
-    context.close()
-    assert errors == [], f"JavaScript errors: {errors}"
-
-
-def open_page(page: Any, w: World, route: str, loaded: str) -> None:
-    page.goto(f"{w.base}/#/{route}")
-    page.wait_for_selector(f'#app[data-loaded="{loaded}"]')
-
-
-@pytest.fixture
-def screenshot(page: Any, saved_screenshots: list[Path]) -> Callable[[str], None]:
-    """Saves a full-page screenshot as ``<name>.png`` (conftest.py lists them at the end of the run)."""
-
-    def save(name: str) -> None:
-        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-        path = SCREENSHOTS / f"{name}.png"
-        page.screenshot(path=str(path), full_page=True)
-        saved_screenshots.append(path)
-
-    return save
-
-
-def cells(page: Any, testid: str) -> list[list[str]]:
-    return page.eval_on_selector_all(
-        f'[data-testid="{testid}"] tbody tr',
-        "rows => rows.map(r => Array.from(r.cells).map(c => c.innerText.trim()))",
-    )
-
-
-def test_browser_cluster(world: World, page: Any, screenshot: Callable[[str], None]) -> None:
-    open_page(page, world, "cluster", "cluster")
-    rows = cells(page, "brokers")
-    assert [r[:5] for r in rows] == [
-        [world.cluster, world.broker_name, "0", "MASTER", world.broker.broker_addr]
-    ]
-    page.wait_for_selector('[data-testid="rate-chart"] path.put')
-    assert page.inner_text("#mode") == "admin"
-    screenshot("1-cluster")
-
-
-def test_browser_topics(world: World, page: Any, screenshot: Callable[[str], None]) -> None:
-    open_page(page, world, "topics", "topics")
-    names = [r[0] for r in cells(page, "topics")]
-    assert world.topic in names and world.dlq_topic in names and "TBW102" not in names
-    page.check('input[data-kind="system"]')
-    assert "TBW102" in [r[0] for r in cells(page, "topics")]
-    page.fill("#topic-filter", world.topic)
-    assert [r[0] for r in cells(page, "topics")] == [world.topic]
-    screenshot("2-topics")
-    page.click(f"text={world.topic}")
-    page.wait_for_selector('#app[data-loaded="topic"]')
-    assert page.inner_text('[data-testid="total-messages"]') == str(FIRST + MORE)
-    assert [r[1:4] for r in cells(page, "topic-queues")] == [[str(i), "0", "3"] for i in range(4)]
-    screenshot("3-topic")
-
-
-def test_browser_group_lag_matches_consumer_progress(
-    world: World, page: Any, screenshot: Callable[[str], None]
-) -> None:
-    # The rmqadmin console command itself (a subprocess: Playwright's loop runs in this thread).
-    progress = subprocess.run(
-        [sys.executable, "-m", "rmq.admin", "consumerProgress", "-n", world.ns, "-g", world.group, "--json"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert progress.returncode == 0, progress.stderr
-    expected = [
-        [
-            o["topic"],
-            o["brokerName"],
-            str(o["queueId"]),
-            str(o["brokerOffset"]),
-            str(o["consumerOffset"]),
-            str(o["diff"]),
-        ]
-        for o in json.loads(progress.stdout)["offsets"]
-    ]
-    open_page(page, world, "groups", "groups")
-    row = next(r for r in cells(page, "groups") if r[0] == world.group)
-    assert row[1:3] == ["0", str(MORE)]
-    screenshot("4-groups")
-    open_page(page, world, f"group/{world.group}", "group")
-    assert [r[:6] for r in cells(page, "lag")] == expected
-    assert page.inner_text('[data-testid="lag-total"]') == str(MORE)
-    screenshot("5-group")
-    # Reset offset (an admin dashboard), from the page: the reset group (at 0, test_reset_offset) to the end.
-    open_page(page, world, f"group/{world.reset_group}", "group")
-    page.select_option("#reset-form select[name=topic]", world.topic)
-    page.fill("#reset-form input[name=time]", "2100-01-01T00:00:00")
-    page.click("#reset-form button[type=submit]")
-    page.wait_for_selector("#reset-result .ok")
-    assert page.inner_text("#reset-result").strip() == "reset 4 queues"
-    with Admin(namesrv_addr=world.ns) as admin:
-        rows = admin.consume_stats(world.reset_group, world.topic).rows()
-    assert [(o.consumer_offset, o.diff) for o in rows] == [(3, 0)] * 4
-
-
-def test_browser_search_finds_sent_messages(
-    world: World, page: Any, screenshot: Callable[[str], None]
-) -> None:
-    open_page(page, world, f"messages?topic={world.topic}", "messages")
-    page.click("button[type=submit]")  # the last hour
-    page.wait_for_selector('[data-testid="result-count"]')
-    ids = [r[0] for r in cells(page, "results")]
-    assert sorted(ids) == sorted(r.msg_id for r in world.results)
-    page.select_option("select[name=by]", "key")
-    page.fill("input[name=key]", "k5")
-    page.click("button[type=submit]")
-    page.wait_for_function(
-        "n => document.querySelector('[data-testid=result-count]')?.innerText.startsWith(n)", arg="1 message"
-    )
-    assert [r[0] for r in cells(page, "results")] == [world.results[5].msg_id]
-    screenshot("6-messages")
-    page.select_option("select[name=by]", "id")
-    page.fill("input[name=id]", world.results[0].msg_id)  # the client id, looked up in the topic
-    page.click("button[type=submit]")
-    page.wait_for_selector('#app[data-loaded="message"]')
-    assert json.loads(page.inner_text('[data-testid="body"]')) == json.loads(JSON_BODY)
-    assert "k0 all" in page.inner_text('[data-testid="message-detail"]')
-    props = dict((r[0], r[1]) for r in cells(page, "properties"))
-    assert props["TAGS"] == "tag0"
-    screenshot("7-message")
-    page.click("button[data-mode=hex]")
-    assert page.inner_text('[data-testid="body"]').startswith("00000000  7b 22 6f 72")
-
-
-def test_browser_resend_dead_letter(world: World, page: Any, screenshot: Callable[[str], None]) -> None:
-    dead = dlq_message(world)
-    open_page(page, world, f"message/{quote(world.dlq_topic, safe='')}/{dead['offsetMsgId']}", "message")
-    page.click('[data-testid="resend"]')
-    result = page.wait_for_selector('[data-testid="resend-result"]')
-    assert result.inner_text().startswith(f"sent to {world.dead_topic} as ")
-    screenshot("8-dead-letter")
 
 
 def test_dashboard_properties() -> None:

@@ -117,7 +117,10 @@ async def read_request(reader: asyncio.StreamReader) -> Request | None:
 
 
 def _encode(response: Response, keep_alive: bool) -> bytes:
-    reason = HTTPStatus(response.status).phrase if response.status in HTTPStatus._value2member_map_ else ""
+    try:
+        reason = HTTPStatus(response.status).phrase
+    except ValueError:
+        reason = ""
     head = [
         f"HTTP/1.1 {response.status} {reason}",
         f"Content-Type: {response.content_type}",

@@ -167,7 +167,7 @@ class Dashboard:
     # --- requests ---------------------------------------------------------------------------------------
 
     async def handle(self, req: Request) -> Response:
-        static = self._static.get(req.path) if req.method in ("GET", "HEAD") else None
+        static = self._static.get(req.path) if req.method == "GET" else None
         if static is not None:
             return Response(200, static[0], static[1])
         route = self._routes.get((req.method, req.path))
@@ -210,6 +210,7 @@ class Dashboard:
 
     def _check_admin(self, what: str) -> None:
         if not self.admin_enabled:
+            log.warning("dashboard: refused %s: the dashboard is read-only", what)
             raise PermissionError(f"{what} needs an admin dashboard (dashboardAdmin=true / --admin)")
 
     async def _reset(self, req: Request) -> dict[str, Any]:
