@@ -86,9 +86,9 @@ def test_browser_topics(world: World, page: Any, screenshot: Callable[[str], Non
     assert world.topic in names and world.dlq_topic in names and "TBW102" not in names
     page.check('input[data-kind="system"]')
     assert "TBW102" in [r[0] for r in cells(page, "topics")]
+    screenshot("2-topics")
     page.fill("#topic-filter", world.topic)
     assert [r[0] for r in cells(page, "topics")] == [world.topic]
-    screenshot("2-topics")
     page.click(f"text={world.topic}")
     page.wait_for_selector('#app[data-loaded="topic"]')
     assert page.inner_text('[data-testid="total-messages"]') == str(FIRST + MORE)
@@ -146,7 +146,9 @@ def test_browser_search_finds_sent_messages(
     page.wait_for_selector('[data-testid="result-count"]')
     ids = [r[0] for r in cells(page, "results")]
     assert sorted(ids) == sorted(r.msg_id for r in world.results)
+    assert page.is_hidden("input[name=key]") and page.is_visible("input[name=begin]")
     page.select_option("select[name=by]", "key")
+    assert page.is_visible("input[name=key]") and page.is_hidden("input[name=begin]")
     page.fill("input[name=key]", "k5")
     page.click("button[type=submit]")
     page.wait_for_function(
