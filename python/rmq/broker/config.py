@@ -90,6 +90,8 @@ _NAMES: dict[str, str] = {
     "aclFilePath": "acl_file_path",
     "rocketmqHome": "rocketmq_home",
     "innerClientAuthenticationCredentials": "inner_client_authentication_credentials",
+    "dashboardPort": "dashboard_port",
+    "dashboardAdmin": "dashboard_admin",
 }
 
 BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
@@ -248,6 +250,12 @@ class BrokerConfig:
     inner_client_authentication_credentials: str = ""
     """``{"accessKey": "...", "secretKey": "..."}``: the account the broker signs its own requests to the
     name servers with (RocketMQ 5's property of the same name; RocketMQ 4.9 signs nothing)."""
+    dashboard_port: int = -1
+    """Port of the web dashboard (rmq's own property; -1: no dashboard, the default; 0: any free port,
+    logged). It is served on ``bindAddress`` and reads the cluster through ``namesrvAddr``."""
+    dashboard_admin: bool = False
+    """Let the dashboard reset offsets and resend dead-letter messages (rmq's own property; false:
+    read-only)."""
     # Store properties by their RocketMQ names (validated by the store when it opens).
     store: dict[str, str] = field(default_factory=dict)
     on_update: list[Callable[[dict[str, Any]], None]] = field(
@@ -442,6 +450,8 @@ class BrokerConfig:
         if self.acl_enable and not self.acl_path:
             raise ConfigError("aclEnable=true needs aclFilePath (or rocketmqHome / ROCKETMQ_HOME)")
         self.inner_credentials()
+        if not -1 <= self.dashboard_port <= 65535:
+            raise ConfigError(f"dashboardPort: {self.dashboard_port} is not a TCP port (-1: no dashboard)")
         if self.default_topic_queue_nums < 1:
             raise ConfigError("defaultTopicQueueNums must be at least 1")
         try:
