@@ -128,7 +128,6 @@ def test_real_conf_builds_with_paths_honoured_and_the_rest_listed(tmp_path: Path
     assert "mappedFileSizeCommitLog" not in store and "mappedFileSizeConsumeQueue" not in store
     listed = cfg.not_implemented
     for name in (
-        "rocketmqHome",
         "flushCommitLogTimed",
         "enableDLegerCommitLog",
         "sendMessageThreadPoolNums",
@@ -157,7 +156,7 @@ def test_a_broker_starts_on_a_real_conf_and_uses_the_moved_paths(tmp_path: Path)
         assert not (root / default).exists(), default
     warnings = [line for line in broker.log if "accepted without effect" in line]
     assert len(warnings) == 1, broker.log[-20:]
-    assert "rocketmqHome" in warnings[0] and "mapedFileSizeCommitLog" in warnings[0]
+    assert "mapedFileSizeCommitLog" in warnings[0]
 
 
 def test_every_bad_line_is_reported_at_once_with_its_line(tmp_path: Path) -> None:
@@ -193,7 +192,7 @@ def test_every_bad_line_is_reported_at_once_with_its_line(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize(
     ("line", "reason"),
-    [("aclEnable=true", "ACL"), ("enableDLegerCommitLog=true", "DLedger")],
+    [("enableDLegerCommitLog=true", "DLedger")],
 )
 def test_switches_for_missing_features_refuse_when_on(line: str, reason: str) -> None:
     with pytest.raises(ConfigError, match=reason):

@@ -36,6 +36,9 @@ Subcommands::
         passes until N messages arrived, then makes one more pass. Prints {"event": "msg", ...} lines, then
         {"event": "done", "received": n}.
 
+Every subcommand takes ``--access-key AK --secret-key SK``: ACL session credentials
+(``set_session_credentials``), which sign every request the client sends.
+
 All subcommands print {"event": "timeout"} and exit with status 3 when --timeout (default 120 s) passes
 while the native client is stuck.
 """
@@ -202,9 +205,15 @@ def send_async(producer: Producer, specs: list[dict[str, Any]]) -> list[dict[str
     return [r if r is not None else {"error": "no callback"} for r in results]
 
 
+def credentials(client: Any, args: argparse.Namespace) -> None:
+    if args.access_key:
+        client.set_session_credentials(args.access_key, args.secret_key, "")
+
+
 def start_producer(args: argparse.Namespace) -> Producer:
     producer = Producer(args.group, timeout=args.send_timeout_ms)
     producer.set_namesrv_addr(args.namesrv)
+    credentials(producer, args)
     producer.start()
     return producer
 
@@ -276,6 +285,7 @@ def cmd_consume_push(args: argparse.Namespace) -> None:
     model = MessageModel.BROADCASTING if args.model == "broadcasting" else MessageModel.CLUSTERING
     consumer = PushConsumer(args.group, orderly=args.orderly, message_model=model)
     consumer.set_namesrv_addr(args.namesrv)
+    credentials(consumer, args)
     done = threading.Event()
     received = 0
     count_lock = threading.Lock()
@@ -318,6 +328,7 @@ def cmd_consume_push(args: argparse.Namespace) -> None:
 def cmd_pull(args: argparse.Namespace) -> None:
     consumer = PullConsumer(args.group)
     consumer.set_namesrv_addr(args.namesrv)
+    credentials(consumer, args)
     consumer.start()
     deadline = time.monotonic() + args.timeout
     received = 0
@@ -346,6 +357,8 @@ def main() -> None:
         p.add_argument("--namesrv", required=True)
         p.add_argument("--group", required=True)
         p.add_argument("--timeout", type=float, default=120.0, help="seconds before the process gives up")
+        p.add_argument("--access-key", default="", help="ACL session credentials (with --secret-key)")
+        p.add_argument("--secret-key", default="")
 
     p = sub.add_parser("producer")
     common(p)

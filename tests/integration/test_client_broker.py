@@ -31,7 +31,7 @@ from rmq.client.instance import get_instance
 from rmq.common.codes import MessageConst
 
 from tests.brokerproc import BrokerProcess, start_broker
-from tests.fastsend import assert_taken, delta, fast_send_stats
+from tests.fastsend import FastSendProbe
 
 
 @pytest.fixture(scope="module")
@@ -127,7 +127,7 @@ async def test_send_sync_then_consume_every_field(broker: BrokerProcess, produce
     topic = unique("T")
     big = os.urandom(1000) * 10  # 10 kB: compressed on the wire
     sent = []
-    before = await asyncio.to_thread(fast_send_stats, broker.broker_addr)
+    probe = await asyncio.to_thread(FastSendProbe, broker)
     for i in range(8):
         msg = Message(
             topic, big if i == 3 else f"m{i}".encode(), tags="TagA", keys=[f"k{i}", "common"], flag=i
@@ -135,7 +135,7 @@ async def test_send_sync_then_consume_every_field(broker: BrokerProcess, produce
         msg.put_user_property("idx", str(i))
         sent.append(await producer.send(msg))
     # The broker's network thread answered all but the first (which created the topic).
-    assert_taken(delta(before, await asyncio.to_thread(fast_send_stats, broker.broker_addr)), 8, 7, True)
+    await asyncio.to_thread(probe.assert_taken, 8, 7, True)
     assert all(r.send_status is SendStatus.SEND_OK for r in sent)
     assert len({r.msg_id for r in sent}) == 8 and all(len(r.msg_id) == 32 for r in sent)
     assert all(len(r.offset_msg_id) == 32 for r in sent)
@@ -165,7 +165,7 @@ async def test_send_sync_then_consume_every_field(broker: BrokerProcess, produce
 async def test_send_async_pipelined_and_oneway(broker: BrokerProcess, producer: Producer) -> None:
     topic = unique("T")
     await producer.send(Message(topic, b"warm-up"))  # the route exists from here on
-    before = await asyncio.to_thread(fast_send_stats, broker.broker_addr)
+    probe = await asyncio.to_thread(FastSendProbe, broker)
     called: list[Any] = []
     futures = [producer.send_async(Message(topic, b"%d" % i), callback=called.append) for i in range(500)]
     results = await asyncio.gather(*futures)
@@ -184,7 +184,7 @@ async def test_send_async_pipelined_and_oneway(broker: BrokerProcess, producer: 
     finally:
         await consumer.shutdown()
     assert sum(m.body.startswith(b"oneway") for m in got) == 20
-    assert_taken(delta(before, await asyncio.to_thread(fast_send_stats, broker.broker_addr)), 520, 520)
+    await asyncio.to_thread(probe.assert_taken, 520, 520)
 
 
 async def test_batch_send(broker: BrokerProcess, producer: Producer) -> None:
@@ -211,10 +211,10 @@ async def test_batch_send(broker: BrokerProcess, producer: Producer) -> None:
 async def test_batches_after_the_first_take_the_fast_path(broker: BrokerProcess, producer: Producer) -> None:
     topic = unique("T")
     batches = [[Message(topic, b"b%d-%d" % (j, i), keys=f"key{i}") for i in range(10)] for j in range(4)]
-    before = await asyncio.to_thread(fast_send_stats, broker.broker_addr)
+    probe = await asyncio.to_thread(FastSendProbe, broker)
     results = [await producer.send(msgs) for msgs in batches]
     # The first batch created the topic through Python; the network thread stored the others.
-    assert_taken(delta(before, await asyncio.to_thread(fast_send_stats, broker.broker_addr)), 4, 30, True)
+    await asyncio.to_thread(probe.assert_taken, 4, 30, True)
     collector = Collector()
     consumer = await push_consumer(broker, unique("cg"), topic, collector)
     try:

@@ -59,14 +59,24 @@ async def serve(cfg: BrokerConfig, namesrv_port: int | None, namesrv_metrics_por
     from rmq.namesrv.server import NameServer
 
     ns: NameServer | None = None
-    if not cfg.namesrv_list():
-        ns = NameServer()
+    embedded = not cfg.namesrv_list()
+    broker = BrokerController(cfg)
+    if embedded and broker.acl is not None:
+        creds = cfg.inner_credentials()
+        account = broker.acl.rules.accounts.get(creds[0]) if creds else None
+        if account is None or not account.admin:
+            raise ConfigError(
+                "aclEnable=true with the embedded name server: set innerClientAuthenticationCredentials to "
+                f"an admin account of {cfg.acl_path} (the broker registers with the name server as it)"
+            )
+    if embedded:
+        # With ACL on, the embedded name server checks the broker's rules (the broker reloads them).
+        ns = NameServer(acl=broker.acl, acl_reload=False)
         await ns.start(cfg.bind_address, 9876 if namesrv_port is None else namesrv_port)
         cfg.namesrv_addr = f"127.0.0.1:{ns.port}"
         log.info("embedded name server listening on %s:%d", cfg.bind_address, ns.port)
         if namesrv_metrics_port is not None:
             ns.serve_metrics(cfg.bind_address, namesrv_metrics_port)
-    broker = BrokerController(cfg)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -76,6 +86,8 @@ async def serve(cfg: BrokerConfig, namesrv_port: int | None, namesrv_metrics_por
         metrics = f" metrics={broker.metrics_port}" if broker.metrics_port else ""
         if ns is not None and ns.metrics_port:
             metrics += f" namesrv_metrics={ns.metrics_port}"
+        if broker.dashboard is not None:
+            metrics += f" dashboard={broker.dashboard.port}"
         print(f"RMQ-READY namesrv={cfg.namesrv_list()[0]} broker={cfg.broker_addr}{metrics}", flush=True)
         log.info("ready (event loop: %s); SIGINT or SIGTERM stops", loop_name())
         await stop.wait()
@@ -139,7 +151,7 @@ def main(
     install_best_loop()
     try:
         asyncio.run(serve(cfg, namesrv_port, namesrv_metrics_port))
-    except OSError as e:
+    except (OSError, ConfigError) as e:
         log.error("cannot start: %s", e)
         sys.exit(1)
     except Exception as e:  # a store or config error at start: say what, not a traceback

@@ -8,6 +8,7 @@ syntax) and `-p KEY=VALUE` overrides; an unknown name or a bad value is a `Confi
 from __future__ import annotations
 
 import difflib
+import json
 import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
@@ -88,6 +89,12 @@ _NAMES: dict[str, str] = {
     "metricsPromExporterHost": "metrics_prom_exporter_host",
     "metricsPromExporterPort": "metrics_prom_exporter_port",
     "metricsLabel": "metrics_label",
+    "aclEnable": "acl_enable",
+    "aclFilePath": "acl_file_path",
+    "rocketmqHome": "rocketmq_home",
+    "innerClientAuthenticationCredentials": "inner_client_authentication_credentials",
+    "dashboardPort": "dashboard_port",
+    "dashboardAdmin": "dashboard_admin",
 }
 
 BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
@@ -108,7 +115,6 @@ IGNORED: frozenset[str] = frozenset(
         "sendThreadPoolQueueCapacity",
         "pullThreadPoolQueueCapacity",
         "transferMsgByHeap",
-        "aclEnable",
         "serverWorkerThreads",
         "serverSelectorThreads",
         "clientWorkerThreads",
@@ -122,7 +128,6 @@ IGNORED: frozenset[str] = frozenset(
 # Java switches for features rmq does not have, where running without the feature would not be what
 # the file asks for: on, they stop the start with the reason; off, they are accepted like the rest.
 REFUSED_WHEN_ON: dict[str, str] = {
-    "aclEnable": "rmq does not implement ACL yet; refusing to run open to anyone who can reach the port",
     "enableDLegerCommitLog": "rmq does not implement DLedger; use brokerRole and brokerId",
 }
 
@@ -251,6 +256,22 @@ class BrokerConfig:
     """Port of ``/metrics`` (5.x's ``metricsPromExporterPort``; 0: any free port, logged)."""
     metrics_label: str = ""
     """Extra labels on every metric, ``key:value,key:value`` (5.x's ``metricsLabel``)."""
+    acl_enable: bool = False
+    """RocketMQ ACL 1.0: every request is checked against :attr:`acl_path` (the broker does not start
+    when that file is missing or invalid)."""
+    acl_file_path: str = ""
+    """The ACL rules file (rmq's own property; empty: ``<rocketmqHome>/conf/plain_acl.yml``, as RocketMQ)."""
+    rocketmq_home: str = field(default_factory=lambda: os.environ.get("ROCKETMQ_HOME", ""))
+    """RocketMQ's home directory (default: the ``ROCKETMQ_HOME`` environment variable)."""
+    inner_client_authentication_credentials: str = ""
+    """``{"accessKey": "...", "secretKey": "..."}``: the account the broker signs its own requests to the
+    name servers with (RocketMQ 5's property of the same name; RocketMQ 4.9 signs nothing)."""
+    dashboard_port: int = -1
+    """Port of the web dashboard (rmq's own property; -1: no dashboard, the default; 0: any free port,
+    logged). It is served on ``bindAddress`` and reads the cluster through ``namesrvAddr``."""
+    dashboard_admin: bool = False
+    """Let the dashboard reset offsets and resend dead-letter messages (rmq's own property; false:
+    read-only)."""
     # Store properties by their RocketMQ names (validated by the store when it opens).
     store: dict[str, str] = field(default_factory=dict)
     on_update: list[Callable[[dict[str, Any]], None]] = field(
@@ -328,6 +349,32 @@ class BrokerConfig:
             listener(props)
 
     # --- derived -----------------------------------------------------------------------------------
+    @property
+    def acl_path(self) -> str:
+        """Where the ACL rules are read from (``""``: nowhere known)."""
+        if self.acl_file_path:
+            return os.path.expanduser(self.acl_file_path)
+        if self.rocketmq_home:
+            return os.path.join(os.path.expanduser(self.rocketmq_home), "conf", "plain_acl.yml")
+        return ""
+
+    def inner_credentials(self) -> tuple[str, str] | None:
+        """The broker's own account from :attr:`inner_client_authentication_credentials`, or None."""
+        text = self.inner_client_authentication_credentials.strip()
+        if not text:
+            return None
+        try:
+            data = json.loads(text)
+        except ValueError:
+            raise ConfigError(
+                'innerClientAuthenticationCredentials: not JSON like {"accessKey": "...", "secretKey": "..."}'
+            ) from None
+        ak = data.get("accessKey") if isinstance(data, dict) else None
+        sk = data.get("secretKey") if isinstance(data, dict) else None
+        if not isinstance(ak, str) or not isinstance(sk, str) or not ak or not sk:
+            raise ConfigError("innerClientAuthenticationCredentials: needs an accessKey and a secretKey")
+        return ak, sk
+
     @property
     def broker_addr(self) -> str:
         return f"{self.broker_ip1}:{self.listen_port}"
@@ -418,6 +465,11 @@ class BrokerConfig:
         self._check_metrics()
         if not 0 <= self.access_message_in_memory_max_ratio <= 100:
             raise ConfigError("accessMessageInMemoryMaxRatio must be a percentage, 0..100")
+        if self.acl_enable and not self.acl_path:
+            raise ConfigError("aclEnable=true needs aclFilePath (or rocketmqHome / ROCKETMQ_HOME)")
+        self.inner_credentials()
+        if not -1 <= self.dashboard_port <= 65535:
+            raise ConfigError(f"dashboardPort: {self.dashboard_port} is not a TCP port (-1: no dashboard)")
         if self.default_topic_queue_nums < 1:
             raise ConfigError("defaultTopicQueueNums must be at least 1")
         try:
@@ -433,6 +485,8 @@ class BrokerConfig:
             if f.name == "store" or not f.init:
                 continue
             v = getattr(self, f.name)
+            if f.name == "inner_client_authentication_credentials" and v:
+                v = "******"  # a secret: never answered to GET_BROKER_CONFIG
             out[by_attr[f.name]] = (
                 ("true" if v else "false") if isinstance(v, bool) else ("" if v is None else str(v))
             )

@@ -7,11 +7,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from rmq.acl import AccessValidator, AclConfigError, RequestSigner
 from rmq.broker import journal
 from rmq.broker.clients import ConsumerManager, ProducerManager
-from rmq.broker.config import BrokerConfig
+from rmq.broker.config import BrokerConfig, ConfigError
 from rmq.broker.consumer_offset import ConsumerOffsetManager
 from rmq.broker.flush_responder import FlushResponder
 from rmq.broker.ha.master import HAMaster, HASettings
@@ -49,6 +50,9 @@ from rmq.remoting.native import NativeRemotingServer
 from rmq.remoting.server import RemotingServer
 from rmq.store import AsyncStore, DiskFullError, MessageStore, SlaveStoreError, StoreShutDownError
 
+if TYPE_CHECKING:
+    from rmq.dashboard import Dashboard
+
 __all__ = ["BrokerController"]
 
 log = logging.getLogger(__name__)
@@ -70,12 +74,21 @@ class BrokerController:
             if config.network_thread
             else RemotingServer(**server_options)
         )
-        self.client = RemotingClient()
+        inner = config.inner_credentials()
+        self.client = RemotingClient(rpc_hook=RequestSigner(*inner) if inner else None)
+        self.acl: AccessValidator | None = None
+        if config.acl_enable:
+            try:
+                self.acl = AccessValidator.from_file(config.acl_path)
+            except AclConfigError as e:
+                raise ConfigError(f"aclEnable=true but {e}") from None
+            self.remoting.dispatcher.guard = self.acl.guard
         self._tasks: list[PeriodicTask] = []
         self._registration: NameServerRegistration | None = None
         self.ha_master: HAMaster | None = None
         self.ha_client: HAClient | None = None
         self._metrics: MetricsExporter | None = None
+        self.dashboard: Dashboard | None = None
 
     @property
     def metrics_port(self) -> int:
@@ -166,7 +179,10 @@ class BrokerController:
         # The network thread's fast path answers plain sends without waiting for anything but the
         # flush: a SYNC_MASTER's sends wait for a slave and a slave refuses them, so both leave every
         # send to Python.
-        if isinstance(self.remoting, NativeRemotingServer) and cfg.broker_role == "ASYNC_MASTER":
+        if isinstance(self.remoting, NativeRemotingServer) and self.acl is not None:
+            # The network thread cannot check signatures yet: with ACL on, every send goes to Python.
+            log.info("aclEnable=true: the network thread's send fast path is off (every send is checked)")
+        elif isinstance(self.remoting, NativeRemotingServer) and cfg.broker_role == "ASYNC_MASTER":
             self.remoting.enable_fast_send(
                 store,
                 cluster_name=cfg.broker_cluster_name,
@@ -176,6 +192,8 @@ class BrokerController:
                 version=RMQ_VERSION,
             )
             s.fast_send = self.remoting.net
+        if self.acl is not None:
+            s.read_check = self.acl.check_read
         s.counters.boot_ms = int(time.time() * 1000)
         self._mark_day()
         s.delay_levels = parse_delay_levels(cfg.store.get("messageDelayLevel", DEFAULT_DELAY_LEVELS))
@@ -276,12 +294,16 @@ class BrokerController:
                     self.transactions.check,
                 ),
             ]
+        if self.acl is not None:
+            self._tasks.append(PeriodicTask("acl-file-reload", 1.0, self.acl.reload_if_changed))
         for t in self._tasks:
             t.start()
         if cfg.namesrv_list():
             n = await self._registration.register_all()
             if n == 0:
                 log.warning("no name server accepted the registration yet; retrying periodically")
+        if cfg.dashboard_port >= 0:
+            await self._start_dashboard(host or cfg.bind_address)
         log.info(
             "broker %s (cluster %s) serving on %s, store %s, %s, %s (brokerId %d)",
             cfg.broker_name,
@@ -310,6 +332,19 @@ class BrokerController:
         collector = BrokerCollector(s, self.remoting.dispatcher, parse_metrics_label(cfg.metrics_label))
         self._metrics = MetricsExporter(collector.collect, "broker")
         self._metrics.start(cfg.metrics_prom_exporter_host or cfg.broker_ip1, cfg.metrics_prom_exporter_port)
+
+    async def _start_dashboard(self, host: str) -> None:
+        """Serve the web dashboard (``dashboardPort``); it reads the cluster through the name servers."""
+        cfg = self.config
+        if not cfg.namesrv_list():
+            log.warning(
+                "dashboardPort=%d: no dashboard, the broker has no namesrvAddr to read", cfg.dashboard_port
+            )
+            return
+        from rmq.dashboard import Dashboard
+
+        self.dashboard = Dashboard(namesrv_addr=cfg.namesrv_addr or "", admin_enabled=cfg.dashboard_admin)
+        await self.dashboard.start(host, cfg.dashboard_port)
 
     def _send_rules_changed(self, topic: str | None) -> None:
         """The one hook for every change to who may send to a topic, how and where: a topic created,
@@ -352,6 +387,9 @@ class BrokerController:
 
     async def shutdown(self) -> None:
         """Stop serving, persist configs, unregister, flush and close the store cleanly."""
+        if self.dashboard is not None:
+            dashboard, self.dashboard = self.dashboard, None
+            await dashboard.stop()
         if self._metrics is not None:
             exporter, self._metrics = self._metrics, None
             await asyncio.get_running_loop().run_in_executor(None, exporter.stop)

@@ -19,6 +19,7 @@ from rmq.broker.schedule import ScheduleService
 from rmq.broker.stats import RateSampler, WindowCounter
 from rmq.broker.subscription_group import SubscriptionGroupManager
 from rmq.broker.topic_config import TopicConfigManager
+from rmq.remoting.command import RemotingCommand
 from rmq.store import AsyncStore, MessageStore
 
 __all__ = ["BrokerServices", "Counters", "socket_addr"]
@@ -88,6 +89,9 @@ class BrokerServices:
     """SYNC_MASTER: holds send answers until a slave acknowledged their records (None otherwise)."""
     schedule: ScheduleService | None = None
     """The delay levels' service (its offsets answer GET_ALL_DELAY_OFFSET)."""
+    read_check: Callable[[str, RemotingCommand, str], str | None] | None = None
+    """ACL (None: off): why the request's account may not read a topic known only once a message is read
+    (``(remote_addr, request, topic)``), or None when it may."""
     fast_send: Any = None
     """The network thread's SEND fast path (``rmq._store.NetServer``), or None: ``allow_topic`` lets a
     vetted topic's sends and batches bypass Python, ``forget_topic`` / ``forget_topics`` undo it (called

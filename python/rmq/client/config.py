@@ -2,6 +2,9 @@
 
 Defaults are the Java client's (``CL/ClientConfig.java``). The name-server list comes from the argument, else
 the environment variable ``NAMESRV_ADDR`` (Java also reads it), as ``host:port;host:port``.
+
+With ``access_key`` and ``secret_key`` set, every request the clients send is signed as the Java client's
+``AclClientRPCHook`` signs it (RocketMQ ACL 1.0), name servers included.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, replace
 
+from rmq.acl.signing import RequestSigner
 from rmq.client.errors import MQClientError
 from rmq.client.uniq_id import local_ip
 from rmq.common.codes import LanguageCode
@@ -37,6 +41,22 @@ class ClientConfig:
     mq_client_api_timeout_ms: int = 3_000
     language: int = LanguageCode.PYTHON
     """Sent in every request header. ``PYTHON`` is known to every 4.x broker."""
+    access_key: str | None = None
+    """ACL account: with ``secret_key``, every request is signed (``AccessKey`` and ``Signature`` fields)."""
+    secret_key: str | None = field(default=None, repr=False)
+    security_token: str | None = field(default=None, repr=False)
+    """Sent (and signed) as ``SecurityToken`` when set."""
+
+    def signer(self) -> RequestSigner | None:
+        """The request signer for the credentials, or None without them."""
+        if not self.access_key and not self.secret_key:
+            return None
+        if not self.access_key or not self.secret_key:
+            raise MQClientError("ACL credentials need both access_key and secret_key", 10004)
+        return RequestSigner(self.access_key, self.secret_key, self.security_token)
+
+    def credentials_id(self) -> tuple[str | None, str | None, str | None]:
+        return (self.access_key, self.secret_key, self.security_token)
 
     def client_id(self) -> str:
         """``clientIP@instanceName[@unitName]``; instance name ``DEFAULT`` becomes the process id."""

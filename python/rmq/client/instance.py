@@ -83,6 +83,13 @@ def get_instance(config: ClientConfig) -> ClientInstance:
     by_id = _instances.setdefault(loop, {})
     cid = config.client_id()
     instance = by_id.get(cid)
+    if instance is not None and not instance.is_shut_down:
+        if instance.config.credentials_id() != config.credentials_id():
+            raise MQClientError(
+                f"client id {cid} already runs with other ACL credentials; give this client its own "
+                "instance_name",
+                10004,
+            )
     if instance is None or instance.is_shut_down:
         instance = ClientInstance(config, cid)
         by_id[cid] = instance
@@ -100,7 +107,9 @@ class ClientInstance:
     def __init__(self, config: ClientConfig, client_id: str | None = None) -> None:
         self.config = config
         self.client_id = client_id or config.client_id()
-        self.remoting = RemotingClient(connect_timeout_ms=config.mq_client_api_timeout_ms)
+        self.remoting = RemotingClient(
+            connect_timeout_ms=config.mq_client_api_timeout_ms, rpc_hook=config.signer()
+        )
         self.api = MQClientAPI(self.remoting, config.namesrv_list(), config.language)
         self.timeout_ms = config.mq_client_api_timeout_ms
         self.route_table: dict[str, TopicRouteData] = {}

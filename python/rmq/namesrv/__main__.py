@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 import rmq
+from rmq.acl import AccessValidator, AclConfigError
 from rmq.common.logsetup import LEVELS
 from rmq.common.logsetup import configure as configure_logging
 from rmq.namesrv.kv_config import default_kv_config_path
@@ -20,9 +21,14 @@ log = logging.getLogger("rmq.namesrv")
 
 
 async def serve(
-    host: str, port: int, kv_config: Path, metrics_port: int | None, metrics_host: str | None
+    host: str,
+    port: int,
+    kv_config: Path,
+    metrics_port: int | None = None,
+    metrics_host: str | None = None,
+    acl: AccessValidator | None = None,
 ) -> None:
-    ns = NameServer(kv_config_path=kv_config)
+    ns = NameServer(kv_config_path=kv_config, acl=acl)
     await ns.start(host, port)
     if metrics_port is not None:
         ns.serve_metrics(metrics_host or host, metrics_port)
@@ -73,6 +79,12 @@ async def serve(
     "the broker's port is 5557].",
 )
 @click.option("--metrics-host", default=None, help="Address of the metrics port [default: --host].")
+@click.option(
+    "--acl-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Turn ACL on with this plain_acl.yml: requests must be signed, writes need an admin account.",
+)
 @click.version_option(rmq.__version__, "-V", "--version", prog_name="rmq-namesrv")
 def main(
     port: int,
@@ -82,11 +94,20 @@ def main(
     log_dir: str | None,
     metrics_port: int | None,
     metrics_host: str | None,
+    acl_file: Path | None,
 ) -> None:
     """Run a RocketMQ 4.x compatible name server."""
+    acl = None
+    if acl_file is not None:
+        try:
+            acl = AccessValidator.from_file(acl_file)
+        except AclConfigError as e:
+            raise click.UsageError(f"--acl-file: {e}") from None
     path = configure_logging("namesrv", log_level, log_dir)
     log.info("rmq %s name server starting; log file %s", rmq.__version__, path or "(none: stderr only)")
-    run(serve(host, port, kv_config or default_kv_config_path(), metrics_port, metrics_host))
+    if acl is not None:
+        log.info("ACL on: rules from %s (%d accounts)", acl_file, len(acl.rules.accounts))
+    run(serve(host, port, kv_config or default_kv_config_path(), metrics_port, metrics_host, acl))
 
 
 if __name__ == "__main__":

@@ -10,6 +10,11 @@ Embedded (a broker process can run one in-process)::
 Every ``scan_interval_s`` (10 s) brokers silent for ``broker_expiry_ms`` (120 s) are dropped and their
 connections closed; a broker's routes also go as soon as the connection it registered over closes.
 
+With ``acl=`` (an :class:`rmq.acl.AccessValidator`), every request needs a valid signature of an account
+of that file (or a globally white-listed address), and the writes -- REGISTER_BROKER, UNREGISTER_BROKER,
+PUT_KV_CONFIG, DELETE_KV_CONFIG, DELETE_TOPIC_IN_NAMESRV, WIPE/ADD_WRITE_PERM_OF_BROKER,
+UPDATE_NAMESRV_CONFIG -- an admin account; the file is reloaded on change (``acl_reload``).
+
 Unknown request codes are answered with REQUEST_CODE_NOT_SUPPORTED (3). A 4.9.8 name server answers nothing,
 which leaves the caller waiting for its timeout; an immediate error is friendlier and no client relies on
 the silence.
@@ -22,6 +27,7 @@ import logging
 import os
 from collections.abc import Callable
 
+from rmq.acl import AccessValidator
 from rmq.common.metrics import MetricsExporter
 from rmq.common.service import PeriodicTask
 from rmq.namesrv.kv_config import KVConfigManager
@@ -48,6 +54,8 @@ class NameServer:
         scan_interval_s: float = 10.0,
         idle_timeout_s: float | None = 120.0,
         clock: Callable[[], int] = now_ms,
+        acl: AccessValidator | None = None,
+        acl_reload: bool = True,
     ) -> None:
         self.routes = RouteInfoManager(clock=clock, broker_expiry_ms=broker_expiry_ms)
         self.kv = KVConfigManager(kv_config_path)
@@ -60,6 +68,12 @@ class NameServer:
         self._scan = PeriodicTask(
             "namesrv-scan-not-active-broker", scan_interval_s, self.scan_not_active_brokers
         )
+        self.acl = acl
+        self._acl_reload: PeriodicTask | None = None
+        if acl is not None:
+            self.remoting.dispatcher.guard = acl.guard
+            if acl_reload:
+                self._acl_reload = PeriodicTask("namesrv-acl-file-reload", 1.0, acl.reload_if_changed)
 
     @property
     def port(self) -> int:
@@ -77,6 +91,8 @@ class NameServer:
         self.kv.load()
         await self.remoting.start(host, port)
         self._scan.start()
+        if self._acl_reload is not None:
+            self._acl_reload.start()
 
     @property
     def metrics_port(self) -> int:
@@ -97,6 +113,8 @@ class NameServer:
             exporter, self._metrics = self._metrics, None
             await asyncio.get_running_loop().run_in_executor(None, exporter.stop)
         await self._scan.stop()
+        if self._acl_reload is not None:
+            await self._acl_reload.stop()
         await self.remoting.stop()
 
     def scan_not_active_brokers(self) -> int:

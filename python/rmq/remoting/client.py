@@ -8,6 +8,9 @@
                                                                    {"topic": "T"}), timeout_ms=3000)
     await client.close()
 
+``RemotingClient(rpc_hook=f)`` calls ``f(request)`` on every request it sends, just before sending (how
+ACL credentials sign requests: :class:`rmq.acl.RequestSigner`).
+
 A connection that closes is dropped from the pool; the next call to that address reconnects. Errors are
 :class:`RemotingConnectError` (cannot connect), :class:`RemotingTimeoutError` (no answer in time) and
 :class:`RemotingSendRequestError` (the connection failed while the request was outstanding).
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from rmq.remoting.channel import Channel, OpaqueSource
 from rmq.remoting.codec import DEFAULT_MAX_FRAME_LENGTH
@@ -47,7 +51,9 @@ class RemotingClient:
         connect_timeout_ms: int = 3000,
         max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
+        rpc_hook: Callable[[RemotingCommand], object] | None = None,
     ) -> None:
+        self.rpc_hook = rpc_hook
         self.connect_timeout_ms = connect_timeout_ms
         self.max_frame_length = max_frame_length
         self.dispatcher = Dispatcher(max_in_flight=max_in_flight, answer_unsupported=True)
@@ -128,11 +134,15 @@ class RemotingClient:
         channel = self._channels.get(addr)
         if channel is None or channel.is_closed:
             channel = await self.get_channel(addr)
+        if self.rpc_hook is not None:
+            self.rpc_hook(request)
         return await channel.send_request(request, timeout_ms)
 
     async def invoke_oneway(self, addr: str, request: RemotingCommand) -> None:
         """Send ``request`` with the oneway flag; returns once it is handed to the transport."""
         channel = await self.get_channel(addr)
+        if self.rpc_hook is not None:
+            self.rpc_hook(request)
         channel.send_oneway(request)
 
     def close_channel(self, addr: str) -> None:

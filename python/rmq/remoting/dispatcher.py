@@ -18,6 +18,10 @@ With :attr:`Dispatcher.latency` set (an :class:`~rmq.remoting.latency.RpcLatency
 dispatcher sends is timed from the request's dispatch, per request and response code; a request a processor
 parks (returns ``None``) is timed by whoever answers it later, if anyone.
 
+A :attr:`Dispatcher.guard` (a server's access check, e.g. :class:`rmq.acl.AccessValidator`) runs before
+the processor; when it returns a response, that is the answer (not sent for oneway requests) and the processor
+never runs.
+
 Processors come in three shapes (see :mod:`rmq.remoting.context`); the dispatcher looks at what a call
 returns, so only awaitable results (``async def`` processors, or a plain processor's slow path) cost a task.
 """
@@ -28,7 +32,7 @@ import asyncio
 import inspect
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from rmq.common.codes import FLAG_ONEWAY, ResponseCode
@@ -73,6 +77,8 @@ class Dispatcher:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.latency: RpcLatency | None = None
         """Where answered requests are timed (None: not timed)."""
+        self.guard: Callable[[RequestContext, RemotingCommand], RemotingCommand | None] | None = None
+        """Runs before every processor; a response it returns refuses the request (None: no check)."""
 
     def register(self, code: int, processor: Processor) -> None:
         self._table[int(code)] = processor
@@ -80,6 +86,11 @@ class Dispatcher:
     def register_default(self, processor: Processor | None) -> None:
         """Processor for codes nobody registered (``None`` restores the built-in rule)."""
         self._default = processor
+
+    @property
+    def codes(self) -> frozenset[int]:
+        """The request codes with a registered processor."""
+        return frozenset(self._table)
 
     def processor_for(self, code: int) -> Processor | None:
         return self._table.get(code) or self._default
@@ -96,6 +107,12 @@ class Dispatcher:
             if not oneway:
                 ctx.send_response(create_response(request, _SYSTEM_BUSY, BUSY_REMARK))
             return
+        if self.guard is not None:
+            refusal = self.guard(ctx, request)
+            if refusal is not None:
+                if not oneway:
+                    ctx.send_response(refusal)
+                return
         entry = self._table.get(request.code) or self._default
         if entry is None:
             if self.answer_unsupported and not oneway:

@@ -4,10 +4,12 @@ filesystem path or runs anything."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import os
 import time
+from collections.abc import Awaitable
 
 from rmq.broker import journal
 from rmq.broker.config import ConfigError, parse_properties_text, property_kind
@@ -92,7 +94,9 @@ class AdminProcessors:
         return refuse
 
     # --- topics -----------------------------------------------------------------------------------
-    def update_and_create_topic(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    def update_and_create_topic(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
         f = request.ext_fields
         topic = header_str(f, "topic")
         bad = check_topic(topic)
@@ -120,9 +124,11 @@ class AdminProcessors:
             header_bool(f, "order", False),
         )
         self.s.topics.update(tc)
-        return create_response(request)
+        return self._after_registration(create_response(request), f"topic {topic} created")
 
-    def delete_topic(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    def delete_topic(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
         topic = header_str(request.ext_fields, "topic")
         if topic in codes.SYSTEM_TOPICS:
             return create_response(request, ResponseCode.SYSTEM_ERROR, f"{topic} is a system topic")
@@ -130,7 +136,32 @@ class AdminProcessors:
         self.s.offsets.remove_topic(topic)
         self.s.group_gets.forget(topic=topic)
         self.s.store.delete_topic(topic)
-        return create_response(request)
+        return self._after_registration(create_response(request), f"topic {topic} deleted")
+
+    # How long a topic change's answer waits for the name servers to have it (RocketMQ registers
+    # synchronously before answering, so a route or topic list read right after the answer has it).
+    REGISTRATION_WAIT_S = 3.0
+
+    def _after_registration(
+        self, response: RemotingCommand, what: str
+    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+        settled = self.s.registrations_settled
+        if settled is None:
+            return response
+
+        async def answer() -> RemotingCommand:
+            try:
+                await asyncio.wait_for(settled(), self.REGISTRATION_WAIT_S)
+            except asyncio.TimeoutError:
+                log.warning(
+                    "%s: answered before the name servers acknowledged it (waited %.1f s; the "
+                    "registration goes on)",
+                    what,
+                    self.REGISTRATION_WAIT_S,
+                )
+            return response
+
+        return answer()
 
     def get_all_topic_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         return create_response(request, body=self.s.topics.wrapper().to_json())
@@ -274,7 +305,7 @@ class AdminProcessors:
             "sendThreadPoolQueueHeadWaitTimeMills": "0",
             "pullThreadPoolQueueSize": "0",
             "pullThreadPoolQueueHeadWaitTimeMills": "0",
-            "pageCacheLockTimeMills": "0",
+            "pageCacheLockTimeMills": str(store.put_lock_held_ms()),
             "commitLogDiskRatio": _disk_ratio(s.config.store_root),
             "commitLogMinOffset": str(store.commitlog_min_offset()),
             "commitLogMaxOffset": str(store.commitlog_max_offset()),

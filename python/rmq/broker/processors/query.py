@@ -8,6 +8,7 @@ from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand, create_response
 from rmq.remoting.context import Processor, RequestContext
 from rmq.remoting.headers import header_int, header_long, header_str
+from rmq.store import decode_records
 
 __all__ = ["QueryProcessors"]
 
@@ -49,4 +50,10 @@ class QueryProcessors:
             return create_response(
                 request, ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}"
             )
+        if self.s.read_check is not None:
+            records = decode_records(record)
+            topic = records[0][0] if records else ""
+            refusal = self.s.read_check(ctx.remote_addr, request, topic)
+            if refusal is not None:
+                return create_response(request, ResponseCode.NO_PERMISSION, refusal)
         return create_response(request, body=record)
