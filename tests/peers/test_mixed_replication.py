@@ -40,6 +40,19 @@ async def commitlog_end(client: RemotingClient, addr: str) -> int:
     return int(json.loads(bytes(resp.body))["table"]["commitLogMaxOffset"])
 
 
+async def queue_dispatched(client: RemotingClient, addr: str, timeout: float = 30.0) -> None:
+    """Poll until queue 0 of TOPIC holds its share of the messages (a slave's dispatch runs behind its
+    CommitLog)."""
+    q = {"topic": TOPIC, "queueId": "0"}
+    deadline = time.monotonic() + timeout
+    while True:
+        resp = await client.invoke(addr, create_request(RequestCode.GET_MAX_OFFSET, q), 5000)
+        if resp.code == ResponseCode.SUCCESS and resp.ext_fields["offset"] == str(MESSAGES // QUEUES):
+            return
+        assert time.monotonic() < deadline, f"queue 0 at {addr} ends at {resp.ext_fields}"
+        await asyncio.sleep(0.05)
+
+
 async def caught_up(client: RemotingClient, master: str, slave: str, timeout: float = 60.0) -> int:
     """Poll the slave's CommitLog end until it is the master's (a cross-process condition)."""
     target = await commitlog_end(client, master)
@@ -66,9 +79,7 @@ async def test_an_apache_slave_replicates_an_rmq_master(tmp_path: Path) -> None:
         assert end > MESSAGES * 1000
         assert log_bytes(home / "store", 0, end) == log_bytes(tmp_path / "m", 0, end)
         # ...and the Apache slave serves what it replicated (its ConsumeQueues were built from it).
-        q = {"topic": TOPIC, "queueId": "0"}
-        resp = await client.invoke(slave_addr, create_request(RequestCode.GET_MAX_OFFSET, q), 5000)
-        assert resp.ext_fields["offset"] == str(MESSAGES // QUEUES)
+        await queue_dispatched(client, slave_addr)
     finally:
         await client.close()
         if slave is not None:
@@ -120,6 +131,7 @@ async def test_an_rmq_slave_replicates_an_apache_master_and_copies_its_configs(t
             int(k): v for k, v in apache_delay["offsetTable"].items()
         }
         # The rmq slave serves the replicated messages (its dispatch built the ConsumeQueues).
+        await queue_dispatched(client, slave.broker_addr)
         pulled = await pull_queue(client, slave.broker_addr, 0)
         assert len(pulled) == MESSAGES // QUEUES
     finally:
