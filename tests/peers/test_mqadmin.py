@@ -296,8 +296,9 @@ def test_broker_status(admin: Admin) -> None:
 
 
 def test_get_broker_config(admin: Admin) -> None:
-    """getBrokerConfig: every key rmq has (but ten of its own) Apache has too, with the same value, except
-    the address and path ones. rmq lists only what it implements (Apache lists ~170 keys)."""
+    """getBrokerConfig: every key rmq has (but its own, 5.x's and an unset one) Apache has too, with the
+    same value, except the address and path ones. rmq lists only what it implements (Apache lists ~170
+    keys)."""
     out = admin.ok("getBrokerConfig", "-c", "DefaultCluster")
     conf = {
         b: dict(
@@ -317,10 +318,22 @@ def test_get_broker_config(admin: Admin) -> None:
         "networkThread",
         "serverMaxInFlight",
         "timerMaxDelaySec",
+        "dashboardPort",
+        "dashboardAdmin",
+        "aclFilePath",
+        # RocketMQ 5.x's names (the broker's own credentials, the Prometheus exporter)
+        "innerClientAuthenticationCredentials",
+        "metricsExporterType",
+        "metricsLabel",
+        "metricsPromExporterHost",
+        "metricsPromExporterPort",
+        # a 4.9 property Apache leaves out while unset (null); rmq lists it empty
+        "haMasterAddress",
     }
     assert set(conf["rmq"]) - set(conf["apache"]) == rmq_only
     differ = {k for k in set(conf["rmq"]) - rmq_only if conf["rmq"][k] != conf["apache"][k]}
-    assert differ == {"listenPort", "storePathRootDir"}  # namesrvAddr is normalized
+    # Ports and paths are each broker's own (namesrvAddr is normalized).
+    assert differ == {"listenPort", "haListenPort", "storePathRootDir", "rocketmqHome"}
 
 
 def test_topic_list(admin: Admin) -> None:
