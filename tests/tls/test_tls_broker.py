@@ -89,8 +89,9 @@ async def test_enforcing_refuses_plaintext_and_serves_tls(enforcing: TlsCluster,
         await send_some(c.client_config("plain-p", tls=False), [b"never"])
     assert c.written() == before
 
-    await send_some(c.client_config("tls-p", tls=True), [b"t0", b"t1", b"t2"])
-    assert sorted(await consume(c.client_config("tls-c", tls=True), 3)) == [b"t0", b"t1", b"t2"]
+    big = bytes(range(256)) * 4096  # 1 MiB: many TLS records each way
+    await send_some(c.client_config("tls-p", tls=True), [b"t0", b"t1", big])
+    assert sorted(await consume(c.client_config("tls-c", tls=True), 3)) == sorted([b"t0", b"t1", big])
 
 
 async def test_permissive_serves_plaintext_and_tls(permissive: TlsCluster) -> None:

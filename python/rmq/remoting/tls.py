@@ -255,9 +255,14 @@ class TlsGate(asyncio.Protocol):
         sslobj = self.sslobj
         if sslobj is None or self.raw.is_closing():
             return
-        for part in parts:
-            if part:
-                sslobj.write(part)
+        try:
+            for part in parts:
+                if part:
+                    sslobj.write(part)
+        except ssl.SSLError as e:  # the session is gone (the peer's alert): this connection only
+            log.warning("closing TLS connection to %s: cannot write: %s", self._peer, e.reason or e)
+            self.raw.abort()
+            return
         self._flush()
 
     def close_tls(self) -> None:
