@@ -13,6 +13,7 @@ import logging
 from collections.abc import AsyncIterator
 
 import pytest
+from rmq.acl import AccessValidator
 from rmq.broker.config import BrokerConfig, ConfigError
 from rmq.broker.controller import BrokerController
 from rmq.client import ClientConfig, LitePullConsumer, Message, MQClientError, Producer
@@ -24,6 +25,8 @@ from rmq.remoting.native import NativeRemotingServer
 from rmq.remoting.server import RemotingServer
 from rmq.remoting.tls import TlsClientSettings, TlsServerSettings
 
+from tests.acl.aclenv import ADMIN, APP, DENIED_TOPIC, INNER, signed, topic_request, write_rules
+from tests.acl.aclenv import TOPIC as ACL_TOPIC
 from tests.tls.tlsenv import TlsCluster, make_pki, server_props, start_cluster, stop_cluster
 
 TOPIC = "TlsTopic"
@@ -132,6 +135,28 @@ async def test_need_client_auth_require(tmp_path, network_thread: bool) -> None:
 
         await send_some(c.client_config("cert-p", tls=True, cert=True), [b"c0"])
         assert await consume(c.client_config("cert-c", tls=True, cert=True), 1) == [b"c0"]
+    finally:
+        await stop_cluster(c)
+
+
+async def test_acl_credentials_over_tls(tmp_path) -> None:
+    rules = write_rules(tmp_path / "plain_acl.yml")
+    extra = {"aclEnable": "true", "aclFilePath": str(rules), "innerClientAuthenticationCredentials": INNER}
+    c = await start_cluster(tmp_path, "enforcing", extra=extra, acl=AccessValidator.from_file(rules))
+    try:
+        create = signed(topic_request(ACL_TOPIC), ADMIN)
+        async with RemotingClient(tls=TlsClientSettings(enable=True)) as client:
+            assert (await client.invoke(c.addr, create, 5000)).code == ResponseCode.SUCCESS
+        creds = {"access_key": APP[0], "secret_key": APP[1]}
+        producer = Producer("TlsAclProducer", client_config=c.client_config("acl-p", tls=True, **creds))
+        await producer.start()
+        try:
+            assert (await producer.send(Message(ACL_TOPIC, b"signed"))).send_status.name == "SEND_OK"
+            with pytest.raises(MQClientError):
+                await producer.send(Message(DENIED_TOPIC, b"denied"))
+        finally:
+            await producer.shutdown()
+        assert c.ctl.acl is not None and c.ctl.acl.denied >= 1
     finally:
         await stop_cluster(c)
 

@@ -12,10 +12,12 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
+from rmq.acl import AccessValidator
 from rmq.broker.config import BrokerConfig
 from rmq.broker.controller import BrokerController
 from rmq.client import ClientConfig
 from rmq.namesrv.server import NameServer
+from rmq.remoting.tls import TlsServerSettings
 
 
 @dataclass
@@ -142,13 +144,21 @@ class TlsCluster:
 
 
 async def start_cluster(
-    tmp_path: Path, mode: str, need_client_auth: str = "none", network_thread: bool = True
+    tmp_path: Path,
+    mode: str,
+    need_client_auth: str = "none",
+    network_thread: bool = True,
+    extra: dict[str, str] | None = None,
+    acl: AccessValidator | None = None,
 ) -> TlsCluster:
+    """Name server and broker with TLS ``mode``; ``extra``: more broker properties; ``acl``: the name
+    server's rules (give the broker the same file with ``aclEnable`` in ``extra``)."""
     pki = make_pki(tmp_path / "pki")
     props = server_props(pki, mode, need_client_auth)
+    props.update(extra or {})
     cfg = BrokerConfig()
     cfg.update({"storePathRootDir": str(tmp_path / "store"), "listenPort": "0", "brokerIP1": "127.0.0.1"})
-    ns = NameServer(tls=cfg_tls(props))
+    ns = NameServer(tls=cfg_tls(props), acl=acl)
     await ns.start("127.0.0.1", 0)
     props["namesrvAddr"] = f"127.0.0.1:{ns.port}"
     cfg.update(props)
@@ -158,9 +168,9 @@ async def start_cluster(
     return TlsCluster(ctl, ns, pki)
 
 
-def cfg_tls(props: dict[str, str]):  # the name server takes the broker's server settings
+def cfg_tls(props: dict[str, str]) -> TlsServerSettings:  # the name server takes the broker's
     cfg = BrokerConfig()
-    cfg.update(props)
+    cfg.update({k: v for k, v in props.items() if k.startswith("tls.")})
     return cfg.tls_server()
 
 
