@@ -4,6 +4,7 @@ certificates made at test time.
 enforcing: plaintext connections are refused (logged, counted), rmq's client with ``tls=True`` sends and
 consumes; permissive: plaintext and TLS clients both work; disabled: plaintext only;
 ``need.client.auth=require``: a client without a certificate (or with one of an unknown CA) is refused.
+Each runs on the network thread (rustls, the send fast path answering TLS sends) and on the asyncio server.
 """
 
 from __future__ import annotations
@@ -32,18 +33,27 @@ from tests.tls.tlsenv import TlsCluster, make_pki, server_props, start_cluster, 
 TOPIC = "TlsTopic"
 
 
-@pytest.fixture
-async def enforcing(tmp_path) -> AsyncIterator[TlsCluster]:
-    c = await start_cluster(tmp_path, "enforcing")
+THREADS = pytest.mark.parametrize("network_thread", [True, False], ids=["network-thread", "asyncio"])
+
+
+@pytest.fixture(params=[True, False], ids=["network-thread", "asyncio"])
+async def enforcing(request, tmp_path) -> AsyncIterator[TlsCluster]:
+    c = await start_cluster(tmp_path, "enforcing", network_thread=request.param)
     yield c
     await stop_cluster(c)
 
 
-@pytest.fixture
-async def permissive(tmp_path) -> AsyncIterator[TlsCluster]:
-    c = await start_cluster(tmp_path, "permissive")
+@pytest.fixture(params=[True, False], ids=["network-thread", "asyncio"])
+async def permissive(request, tmp_path) -> AsyncIterator[TlsCluster]:
+    c = await start_cluster(tmp_path, "permissive", network_thread=request.param)
     yield c
     await stop_cluster(c)
+
+
+def fast_sends(c: TlsCluster) -> int:
+    """Sends the network thread's fast path answered (0 on the asyncio server)."""
+    net = c.ctl.remoting.net if isinstance(c.ctl.remoting, NativeRemotingServer) else None
+    return net.fast_send_stats()[0] if net is not None else 0
 
 
 async def send_some(cfg: ClientConfig, bodies: list[bytes]) -> None:
@@ -78,8 +88,7 @@ async def plain_call(addr: str, code: int = RequestCode.GET_BROKER_RUNTIME_INFO)
 
 async def test_enforcing_refuses_plaintext_and_serves_tls(enforcing: TlsCluster, caplog) -> None:
     c = enforcing
-    # The network thread has no TLS yet: the asyncio server serves the port.
-    assert not isinstance(c.ctl.remoting, NativeRemotingServer)
+    assert isinstance(c.ctl.remoting, NativeRemotingServer) == c.ctl.config.network_thread
     with caplog.at_level(logging.WARNING, logger="rmq.remoting.tls"):
         for addr in (c.addr, c.namesrv):
             with pytest.raises(RemotingError):
@@ -95,6 +104,8 @@ async def test_enforcing_refuses_plaintext_and_serves_tls(enforcing: TlsCluster,
     big = bytes(range(256)) * 4096  # 1 MiB: many TLS records each way
     await send_some(c.client_config("tls-p", tls=True), [b"t0", b"t1", big])
     assert sorted(await consume(c.client_config("tls-c", tls=True), 3)) == sorted([b"t0", b"t1", big])
+    if c.ctl.config.network_thread:  # the fast path answers TLS sends too (not the topic's first)
+        assert fast_sends(c) >= 2
 
 
 async def test_permissive_serves_plaintext_and_tls(permissive: TlsCluster) -> None:
@@ -104,6 +115,8 @@ async def test_permissive_serves_plaintext_and_tls(permissive: TlsCluster) -> No
     got = await consume(c.client_config("plain-c", tls=False), 4)
     assert sorted(got) == [b"p0", b"p1", b"t0", b"t1"]
     assert c.ctl.remoting.tls_refused == 0
+    if c.ctl.config.network_thread:
+        assert fast_sends(c) >= 2
 
 
 async def test_disabled_serves_plaintext_only(tmp_path) -> None:
@@ -118,7 +131,7 @@ async def test_disabled_serves_plaintext_only(tmp_path) -> None:
         await stop_cluster(c)
 
 
-@pytest.mark.parametrize("network_thread", [True, False], ids=["networkThread=true", "asyncio"])
+@THREADS
 async def test_need_client_auth_require(tmp_path, network_thread: bool) -> None:
     c = await start_cluster(tmp_path, "enforcing", "require", network_thread=network_thread)
     try:

@@ -74,16 +74,17 @@ class BrokerController:
             except TlsConfigError as e:
                 raise ConfigError(str(e)) from None
             server_options["tls"] = tls
-        if config.network_thread and tls.enabled:
-            # The network thread has no TLS: the asyncio server serves the port (no send fast path).
+        native = config.network_thread
+        if native and tls.key_password:
+            # The network thread (rustls) takes no encrypted key: the asyncio server serves the port.
             log.info(
-                "tls.server.mode=%s: the broker port is served by the asyncio server, not the network "
-                "thread (its send fast path is off)",
-                tls.mode,
+                "tls.server.keyPassword is set: the broker port is served by the asyncio server, not the "
+                "network thread (its send fast path is off)"
             )
+            native = False
         self.remoting: RemotingServer = (
             NativeRemotingServer(flush_timeout_ms=config.sync_flush_timeout_ms, **server_options)
-            if config.network_thread and not tls.enabled
+            if native
             else RemotingServer(**server_options)
         )
         inner = config.inner_credentials()
