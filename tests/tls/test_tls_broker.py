@@ -14,6 +14,7 @@ import logging
 from collections.abc import AsyncIterator
 
 import pytest
+from cryptography.hazmat.primitives import serialization
 from rmq.acl import AccessValidator
 from rmq.broker.config import BrokerConfig, ConfigError
 from rmq.broker.controller import BrokerController
@@ -170,6 +171,28 @@ async def test_acl_credentials_over_tls(tmp_path) -> None:
         finally:
             await producer.shutdown()
         assert c.ctl.acl is not None and c.ctl.acl.denied >= 1
+    finally:
+        await stop_cluster(c)
+
+
+async def test_encrypted_key_is_served_by_the_asyncio_server(tmp_path) -> None:
+    pki = make_pki(tmp_path / "keys")
+    key = serialization.load_pem_private_key(pki.server_key.read_bytes(), None)
+    locked = tmp_path / "locked.key"
+    locked.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.BestAvailableEncryption(b"key-pass"),
+        )
+    )
+    extra = {"tls.server.keyPath": str(locked), "tls.server.keyPassword": "key-pass"}
+    c = await start_cluster(tmp_path, "enforcing", extra=extra, pki=pki)
+    try:
+        # rustls takes no encrypted key: the asyncio server (Python's ssl) serves the port.
+        assert not isinstance(c.ctl.remoting, NativeRemotingServer)
+        await send_some(c.client_config("locked-p", tls=True), [b"k0"])
+        assert c.ctl.config.properties()["tls.server.keyPassword"] == "******"
     finally:
         await stop_cluster(c)
 

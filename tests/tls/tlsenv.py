@@ -150,10 +150,11 @@ async def start_cluster(
     network_thread: bool = True,
     extra: dict[str, str] | None = None,
     acl: AccessValidator | None = None,
+    pki: Pki | None = None,
 ) -> TlsCluster:
     """Name server and broker with TLS ``mode``; ``extra``: more broker properties; ``acl``: the name
     server's rules (give the broker the same file with ``aclEnable`` in ``extra``)."""
-    pki = make_pki(tmp_path / "pki")
+    pki = pki or make_pki(tmp_path / "pki")
     props = server_props(pki, mode, need_client_auth)
     props.update(extra or {})
     cfg = BrokerConfig()

@@ -154,3 +154,31 @@ pub fn pending(conn: &mut ServerConnection, cipher: &mut Vec<u8>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_files_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let cert = dir.path().join("nope.pem");
+        let cert = cert.to_str().unwrap();
+        let err =
+            TlsServer::load(TlsMode::Enforcing, cert, cert, "", ClientAuth::None).unwrap_err();
+        assert!(
+            err.contains("tls.server.certPath") && err.contains("nope.pem"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_file_without_pem_blocks_is_no_certificate() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("empty.pem");
+        std::fs::write(&path, "not a certificate\n").unwrap();
+        let p = path.to_str().unwrap();
+        let err = TlsServer::load(TlsMode::Permissive, p, p, "", ClientAuth::None).unwrap_err();
+        assert!(err.contains("tls.server.keyPath"), "{err}");
+    }
+}
