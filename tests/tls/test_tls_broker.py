@@ -197,6 +197,24 @@ async def test_encrypted_key_is_served_by_the_asyncio_server(tmp_path) -> None:
         await stop_cluster(c)
 
 
+async def test_garbage_after_a_handshake_byte_is_refused(enforcing: TlsCluster) -> None:
+    c = enforcing
+    for junk in (b"\x16" + bytes(range(255)) * 8, b"\x16\x03\x01\xff\xff" + b"\x00" * 100):
+        reader, writer = await asyncio.open_connection("127.0.0.1", c.ctl.port)
+        writer.write(junk)
+        await writer.drain()
+        await reader.read()  # the server closes (after its alert, if any)
+        writer.close()
+    assert c.ctl.remoting.tls_refused == 2
+    assert await tls_ping(c.addr) == ResponseCode.SUCCESS  # the server serves on
+
+
+async def tls_ping(addr: str) -> int:
+    async with RemotingClient(tls=TlsClientSettings(enable=True)) as client:
+        r = await client.invoke(addr, create_request(RequestCode.GET_BROKER_RUNTIME_INFO, {}), 3000)
+        return r.code
+
+
 async def test_client_checks_the_server_certificate(enforcing: TlsCluster) -> None:
     c = enforcing
     settings = TlsClientSettings(enable=True, verify_server=True, trust_cert_path=str(c.pki.rogue_ca))
