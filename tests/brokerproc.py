@@ -25,7 +25,7 @@ class BrokerProcess:
     args: list[str]
     log: list[str] = field(default_factory=list)
     ready: dict[str, str] = field(default_factory=dict)
-    """The broker's RMQ-READY line (``namesrv``, ``broker``, and ``metrics`` when it serves them)."""
+    """The broker's RMQ-READY line (``namesrv``, ``broker``; ``metrics``, ``dashboard`` if it serves them)."""
 
     @property
     def broker_port(self) -> int:

@@ -128,7 +128,6 @@ def test_real_conf_builds_with_paths_honoured_and_the_rest_listed(tmp_path: Path
     assert "mappedFileSizeCommitLog" not in store and "mappedFileSizeConsumeQueue" not in store
     listed = cfg.not_implemented
     for name in (
-        "accessMessageInMemoryMaxRatio",
         "flushCommitLogTimed",
         "enableDLegerCommitLog",
         "sendMessageThreadPoolNums",

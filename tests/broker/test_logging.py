@@ -51,6 +51,7 @@ def test_the_log_file_tells_the_story(tmp_path: Path) -> None:
             while time.monotonic() < deadline:
                 stats = [line for line in path.read_text().splitlines() if "stats: put" in line]
                 if any("(totals 20 /" in line for line in stats):
+                    assert "page cache busy " in stats[-1], stats[-1]
                     break
                 time.sleep(0.1)
             else:

@@ -141,7 +141,7 @@ async def test_everything_sent_to_the_master_is_on_the_slave_byte_for_byte(tmp_p
     master = await asyncio.to_thread(start_broker, tmp_path / "m", *small)
     client = RemotingClient()
     # The topic exists before the slave starts: a slave copies its master's topics when it learns of
-    # the master, then every 60 s (as RocketMQ's slave).
+    # the master, then every 10 s (as RocketMQ 4.9's slave).
     create = {"topic": TOPIC, "readQueueNums": str(QUEUES), "writeQueueNums": str(QUEUES), "perm": "6"}
     r = await client.invoke(
         master.broker_addr, create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, create), 5000

@@ -5,10 +5,10 @@ The exit codes are listed in :mod:`rmq.admin.base`. Command modules: :mod:`~rmq.
 :mod:`~rmq.admin.group`, :mod:`~rmq.admin.broker`, :mod:`~rmq.admin.message`.
 """
 
-from rmq.admin import broker, group, message, topic
+from rmq.admin import broker, dashboard, group, message, topic
 from rmq.admin.base import Exit, cli
 
-__all__ = ["Exit", "broker", "cli", "group", "main", "message", "topic"]
+__all__ = ["Exit", "broker", "cli", "dashboard", "group", "main", "message", "topic"]
 
 
 def main() -> None:

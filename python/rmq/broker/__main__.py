@@ -86,6 +86,8 @@ async def serve(cfg: BrokerConfig, namesrv_port: int | None, namesrv_metrics_por
         metrics = f" metrics={broker.metrics_port}" if broker.metrics_port else ""
         if ns is not None and ns.metrics_port:
             metrics += f" namesrv_metrics={ns.metrics_port}"
+        if broker.dashboard is not None:
+            metrics += f" dashboard={broker.dashboard.port}"
         print(f"RMQ-READY namesrv={cfg.namesrv_list()[0]} broker={cfg.broker_addr}{metrics}", flush=True)
         log.info("ready (event loop: %s); SIGINT or SIGTERM stops", loop_name())
         await stop.wait()

@@ -83,6 +83,9 @@ _NAMES: dict[str, str] = {
     "haMasterAddress": "ha_master_address",
     "haSlaveFallbehindMax": "ha_slave_fallbehind_max",
     "slaveTimeout": "slave_timeout",
+    "slaveReadEnable": "slave_read_enable",
+    "accessMessageInMemoryMaxRatio": "access_message_in_memory_max_ratio",
+    "offsetCheckInSlave": "offset_check_in_slave",
     "metricsExporterType": "metrics_exporter_type",
     "metricsPromExporterHost": "metrics_prom_exporter_host",
     "metricsPromExporterPort": "metrics_prom_exporter_port",
@@ -91,6 +94,8 @@ _NAMES: dict[str, str] = {
     "aclFilePath": "acl_file_path",
     "rocketmqHome": "rocketmq_home",
     "innerClientAuthenticationCredentials": "inner_client_authentication_credentials",
+    "dashboardPort": "dashboard_port",
+    "dashboardAdmin": "dashboard_admin",
     "tls.server.mode": "tls_server_mode",
     "tls.server.certPath": "tls_server_cert_path",
     "tls.server.keyPath": "tls_server_key_path",
@@ -128,7 +133,6 @@ IGNORED: frozenset[str] = frozenset(
         "waitTimeMillsInSendQueue",
         "sendThreadPoolQueueCapacity",
         "pullThreadPoolQueueCapacity",
-        "slaveReadEnable",
         "transferMsgByHeap",
         "serverWorkerThreads",
         "serverSelectorThreads",
@@ -162,6 +166,9 @@ RUNTIME_UPDATABLE: frozenset[str] = frozenset(
         "transactionTimeOut",
         "transactionCheckInterval",
         "transactionCheckMax",
+        "slaveReadEnable",
+        "accessMessageInMemoryMaxRatio",
+        "offsetCheckInSlave",
     }
 )
 
@@ -232,6 +239,17 @@ class BrokerConfig:
     slave_timeout: int = 3000
     """How long a SYNC_MASTER send waits for a slave's ack before FLUSH_SLAVE_TIMEOUT (RocketMQ 4.9's
     `slaveTimeout`; releases before 4.9 waited `syncFlushTimeout`)."""
+    slave_read_enable: bool = False
+    """Pull answers suggest the slave (the group's ``whichBrokerWhenConsumeSlowly``) when the data pulled is
+    no longer in memory, else the group's ``brokerId``; off, they suggest the master."""
+    access_message_in_memory_max_ratio: int = 40
+    """The share of physical memory (percent) the CommitLog's newest bytes are taken to stay cached in: a
+    pull reading further back than that from the CommitLog's end is "not in memory" (RocketMQ's
+    MessageStoreConfig property, read by rmq's pull processor)."""
+    offset_check_in_slave: bool = False
+    """A slave corrects a consumer's bad pull offset (PULL_OFFSET_MOVED) only when on; off, it answers
+    PULL_RETRY_IMMEDIATELY suggesting the group's ``brokerId`` (a slave behind its master must not move
+    offsets back)."""
     server_max_in_flight: int = 10_000
     timer_max_delay_sec: int = 3 * 86_400
     """Longest delay a timer message may ask for (RocketMQ 5.x's `timerMaxDelaySec`)."""
@@ -267,6 +285,12 @@ class BrokerConfig:
     inner_client_authentication_credentials: str = ""
     """``{"accessKey": "...", "secretKey": "..."}``: the account the broker signs its own requests to the
     name servers with (RocketMQ 5's property of the same name; RocketMQ 4.9 signs nothing)."""
+    dashboard_port: int = -1
+    """Port of the web dashboard (rmq's own property; -1: no dashboard, the default; 0: any free port,
+    logged). It is served on ``bindAddress`` and reads the cluster through ``namesrvAddr``."""
+    dashboard_admin: bool = False
+    """Let the dashboard reset offsets and resend dead-letter messages (rmq's own property; false:
+    read-only)."""
     tls_server_mode: str = "disabled"
     """RocketMQ's ``tls.server.mode`` for the broker port (and an embedded name server): ``disabled``,
     ``permissive`` (TLS and plaintext clients both served) or ``enforcing`` (TLS only). RocketMQ 4.9's
@@ -520,9 +544,13 @@ class BrokerConfig:
         if self.stats_log_interval < 0:
             raise ConfigError("statsLogInterval must not be negative")
         self._check_metrics()
+        if not 0 <= self.access_message_in_memory_max_ratio <= 100:
+            raise ConfigError("accessMessageInMemoryMaxRatio must be a percentage, 0..100")
         if self.acl_enable and not self.acl_path:
             raise ConfigError("aclEnable=true needs aclFilePath (or rocketmqHome / ROCKETMQ_HOME)")
         self.inner_credentials()
+        if not -1 <= self.dashboard_port <= 65535:
+            raise ConfigError(f"dashboardPort: {self.dashboard_port} is not a TCP port (-1: no dashboard)")
         try:
             self.tls_server().validate()
         except TlsConfigError as e:

@@ -45,6 +45,15 @@ class ConsumerOffsetManager:
         queues[queue_id] = offset
         self._dirty = True
 
+    def take_all(self, table: dict[str, Any]) -> int:
+        """Take a master's offsets (a slave's copy, RocketMQ's ``putAll``): each ``topic@group`` the
+        master has replaces ours, the others stay. ``table`` is GET_ALL_CONSUMER_OFFSET's
+        ``offsetTable``; returns how many ``topic@group`` entries were taken."""
+        for key, queues in table.items():
+            self.table[str(key)] = {int(q): int(o) for q, o in (queues or {}).items()}
+        self._dirty = True
+        return len(table)
+
     def query(self, group: str, topic: str, queue_id: int) -> int:
         """The committed offset, or -1 if none."""
         queues = self.table.get(topic + SEPARATOR + group)

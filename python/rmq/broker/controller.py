@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rmq.acl import AccessValidator, AclConfigError, RequestSigner
 from rmq.broker import journal
@@ -50,6 +50,9 @@ from rmq.remoting.native import NativeRemotingServer
 from rmq.remoting.server import RemotingServer
 from rmq.remoting.tls import TlsConfigError
 from rmq.store import AsyncStore, DiskFullError, MessageStore, SlaveStoreError, StoreShutDownError
+
+if TYPE_CHECKING:
+    from rmq.dashboard import Dashboard
 
 __all__ = ["BrokerController"]
 
@@ -103,6 +106,7 @@ class BrokerController:
         self.ha_master: HAMaster | None = None
         self.ha_client: HAClient | None = None
         self._metrics: MetricsExporter | None = None
+        self.dashboard: Dashboard | None = None
 
     @property
     def metrics_port(self) -> int:
@@ -214,6 +218,7 @@ class BrokerController:
         self.services = s
         self.schedule = ScheduleService(store, cfg.config_dir, s.delay_levels)
         self.schedule.load()
+        s.schedule = self.schedule
         self.transactions = TransactionCheckService(s)
         self.timer = TimerService(store, cfg.config_dir)
         self.timer.load()
@@ -224,7 +229,7 @@ class BrokerController:
         slave_sync: PeriodicTask | None = None
         if self.ha_client is not None:
             ha_client = self.ha_client
-            sync = SlaveSynchronize(self.client, topics)
+            sync = SlaveSynchronize(self.client, topics, groups, offsets, self.schedule)
             slave_sync = PeriodicTask("slave-synchronize", SYNC_INTERVAL_S, sync.sync_all, initial_delay_s=0)
 
             def learned(fields: dict[str, str]) -> None:
@@ -315,6 +320,8 @@ class BrokerController:
             n = await self._registration.register_all()
             if n == 0:
                 log.warning("no name server accepted the registration yet; retrying periodically")
+        if cfg.dashboard_port >= 0:
+            await self._start_dashboard(host or cfg.bind_address)
         log.info(
             "broker %s (cluster %s) serving on %s, store %s, %s, %s (brokerId %d)",
             cfg.broker_name,
@@ -343,6 +350,19 @@ class BrokerController:
         collector = BrokerCollector(s, self.remoting.dispatcher, parse_metrics_label(cfg.metrics_label))
         self._metrics = MetricsExporter(collector.collect, "broker")
         self._metrics.start(cfg.metrics_prom_exporter_host or cfg.broker_ip1, cfg.metrics_prom_exporter_port)
+
+    async def _start_dashboard(self, host: str) -> None:
+        """Serve the web dashboard (``dashboardPort``); it reads the cluster through the name servers."""
+        cfg = self.config
+        if not cfg.namesrv_list():
+            log.warning(
+                "dashboardPort=%d: no dashboard, the broker has no namesrvAddr to read", cfg.dashboard_port
+            )
+            return
+        from rmq.dashboard import Dashboard
+
+        self.dashboard = Dashboard(namesrv_addr=cfg.namesrv_addr or "", admin_enabled=cfg.dashboard_admin)
+        await self.dashboard.start(host, cfg.dashboard_port)
 
     def _send_rules_changed(self, topic: str | None) -> None:
         """The one hook for every change to who may send to a topic, how and where: a topic created,
@@ -385,6 +405,9 @@ class BrokerController:
 
     async def shutdown(self) -> None:
         """Stop serving, persist configs, unregister, flush and close the store cleanly."""
+        if self.dashboard is not None:
+            dashboard, self.dashboard = self.dashboard, None
+            await dashboard.stop()
         if self._metrics is not None:
             exporter, self._metrics = self._metrics, None
             await asyncio.get_running_loop().run_in_executor(None, exporter.stop)

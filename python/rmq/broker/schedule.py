@@ -66,7 +66,17 @@ class ScheduleService:
             self.offsets = {int(k): int(v) for k, v in (data.get("offsetTable") or {}).items()}
 
     def persist(self) -> None:
-        persist_json(self.path, {"offsetTable": {str(k): v for k, v in sorted(self.offsets.items())}})
+        persist_json(self.path, self.to_dict())
+
+    def to_dict(self) -> dict[str, dict[str, int]]:
+        """``delayOffset.json``'s content, which GET_ALL_DELAY_OFFSET answers (level -> queue offset)."""
+        return {"offsetTable": {str(k): v for k, v in sorted(self.offsets.items())}}
+
+    def take_all(self, table: dict[str, int]) -> None:
+        """Take a master's delay offsets (a slave's copy) and persist them, so a slave promoted by hand
+        resumes its master's deliveries."""
+        self.offsets = {int(k): int(v) for k, v in table.items()}
+        self.persist()
 
     def tick(self) -> None:
         now = int(time.time() * 1000)

@@ -15,6 +15,7 @@ from rmq.broker.ha.responder import ReplicaResponder
 from rmq.broker.long_polling import PullHoldService
 from rmq.broker.metrics import BrokerMetrics
 from rmq.broker.mq_lock import RebalanceLockManager
+from rmq.broker.schedule import ScheduleService
 from rmq.broker.stats import RateSampler, WindowCounter
 from rmq.broker.subscription_group import SubscriptionGroupManager
 from rmq.broker.topic_config import TopicConfigManager
@@ -86,6 +87,8 @@ class BrokerServices:
     """The HA service of a master (None on a slave)."""
     replica_responder: ReplicaResponder | None = None
     """SYNC_MASTER: holds send answers until a slave acknowledged their records (None otherwise)."""
+    schedule: ScheduleService | None = None
+    """The delay levels' service (its offsets answer GET_ALL_DELAY_OFFSET)."""
     read_check: Callable[[str, RemotingCommand, str], str | None] | None = None
     """ACL (None: off): why the request's account may not read a topic known only once a message is read
     (``(remote_addr, request, topic)``), or None when it may."""

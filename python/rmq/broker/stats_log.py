@@ -39,6 +39,7 @@ class StatsLog:
         return (
             f"put {(puts - puts_before) / elapsed:.1f} msg/s, get {(gets - gets_before) / elapsed:.1f} msg/s "
             f"(totals {puts} / {gets}); disk {disk} used{full}; "
+            f"page cache busy {store.put_lock_held_ms()} ms, "
             f"commitlog end {end}, unflushed {end - store.flushed_offset()} B, "
             f"undispatched {end - store.dispatched_offset()} B; "
             f"{producers} producer and {consumers} consumer connections in "

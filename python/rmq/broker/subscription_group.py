@@ -91,6 +91,20 @@ class SubscriptionGroupManager:
             self.persist()
         return cfg
 
+    def replace_all(self, data: dict[str, Any]) -> bool:
+        """Take a master's whole table (a slave's copy: GET_ALL_SUBSCRIPTIONGROUP_CONFIG's body) if its
+        data version differs from ours; returns whether it did."""
+        version = DataVersion.from_dict(data.get("dataVersion") or {})
+        if version == self.data_version:
+            return False
+        self.table = {
+            str(name): SubscriptionGroupConfig.from_dict(d, str(name))
+            for name, d in (data.get("subscriptionGroupTable") or {}).items()
+        }
+        self.data_version = version
+        self.persist()
+        return True
+
     def update(self, cfg: SubscriptionGroupConfig) -> None:
         self.table[cfg.group_name] = cfg
         self.data_version.next_version()

@@ -279,6 +279,11 @@ class Admin(MessageReadMixin, MessageQueryMixin):
         fields = {"groupName": group, "removeOffset": bool_text(remove_offset)}
         await self._call(addr, RequestCode.DELETE_SUBSCRIPTIONGROUP, fields)
 
+    async def subscription_groups(self, addr: str) -> list[str]:
+        """GET_ALL_SUBSCRIPTIONGROUP_CONFIG (201) on one broker: the names of its subscription groups."""
+        body = self._body(await self._call(addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG))
+        return sorted(str(g) for g in body.get("subscriptionGroupTable") or {})
+
     async def _group_brokers(self, group: str) -> list[tuple[str, str]]:
         """The masters that serve ``group``: its retry topic's route, else every master."""
         try:

@@ -447,6 +447,11 @@ impl MessageStore {
     fn is_disk_full(&self) -> bool {
         self.inner.is_disk_full()
     }
+    /// How long the append in progress has held the CommitLog's put lock, in ms (0: none):
+    /// RocketMQ's `pageCacheLockTimeMills`.
+    fn put_lock_held_ms(&self) -> i64 {
+        self.inner.put_lock_held_ms()
+    }
     /// Figures from opening: how the last run ended and what recovery scanned.
     fn recovery_report<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let r = self.inner.recovery_report();

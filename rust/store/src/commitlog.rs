@@ -147,6 +147,15 @@ pub fn next_valid_record(data: &[u8], from: usize, base: i64, check_crc: bool) -
 }
 
 /// The CommitLog.
+/// Clears [`CommitLog::put_lock_held_ms`]'s clock when an append lets go of the put lock.
+struct PutLockClock<'a>(&'a AtomicI64);
+
+impl Drop for PutLockClock<'_> {
+    fn drop(&mut self) {
+        self.0.store(0, Ordering::Relaxed);
+    }
+}
+
 pub struct CommitLog {
     mfq: MappedFileQueue,
     put: Mutex<PutState>,
@@ -156,6 +165,9 @@ pub struct CommitLog {
     appended: Arc<Signal>,
     /// Store timestamp of the last appended record.
     last_store_ts: AtomicI64,
+    /// When the appender took the put lock (ms), 0 while nobody holds it: RocketMQ's
+    /// `pageCacheLockTimeMills` ("page cache busy") is how long the current append has held it.
+    put_locked_since: AtomicI64,
     /// Pages are faulted in ahead of the appender up to here...
     populated: AtomicI64,
     /// ...and the appender wakes the populating thread when it passes this offset.
@@ -216,6 +228,7 @@ impl CommitLog {
             max_message_size,
             appended: Signal::new(),
             last_store_ts: AtomicI64::new(0),
+            put_locked_since: AtomicI64::new(0),
             populated: AtomicI64::new(0),
             populate_at: AtomicI64::new(0),
             populate_signal: Signal::new(),
@@ -272,6 +285,22 @@ impl CommitLog {
     }
     pub fn last_store_timestamp(&self) -> i64 {
         self.last_store_ts.load(Ordering::Acquire)
+    }
+
+    /// How long the append in progress has held the put lock, in ms (0: no append in progress).
+    /// A broker reports it as `pageCacheLockTimeMills`; a large value means appends are stuck
+    /// (page cache or disk busy).
+    pub fn put_lock_held_ms(&self) -> i64 {
+        match self.put_locked_since.load(Ordering::Relaxed) {
+            0 => 0,
+            since => (now_ms() - since).max(0),
+        }
+    }
+
+    /// Marks the put lock held until the returned guard drops.
+    fn clock_put_lock(&self) -> PutLockClock<'_> {
+        self.put_locked_since.store(now_ms(), Ordering::Relaxed);
+        PutLockClock(&self.put_locked_since)
     }
 
     /// Map the files on disk (positions are fixed by recovery).
@@ -407,6 +436,7 @@ impl CommitLog {
         );
         let result = {
             let mut st = self.put.lock();
+            let _clock = self.clock_put_lock();
             let ts = now_ms().max(st.last_store_ts);
             st.last_store_ts = ts;
             let counts = Self::consumes_queue_offset(msg.sys_flag);
@@ -476,6 +506,7 @@ impl CommitLog {
         let mut out = Vec::with_capacity(msgs.len());
         {
             let mut st = self.put.lock();
+            let _clock = self.clock_put_lock();
             let ts = now_ms().max(st.last_store_ts);
             st.last_store_ts = ts;
             let topic = msgs[0].topic;
@@ -728,6 +759,26 @@ mod tests {
             4 << 20,
             false,
         )
+    }
+
+    #[test]
+    fn the_put_lock_clock_runs_only_while_an_append_holds_the_lock() {
+        let d = tempfile::tempdir().unwrap();
+        let log = log(d.path(), 64 * 1024);
+        log.load().unwrap();
+        assert_eq!(log.put_lock_held_ms(), 0);
+        log.put(&msg("T", 0, b"x", b"")).unwrap();
+        assert_eq!(log.put_lock_held_ms(), 0, "cleared when the append let go");
+        {
+            let _st = log.put.lock();
+            let _clock = log.clock_put_lock();
+            std::thread::sleep(std::time::Duration::from_millis(3));
+            assert!(
+                log.put_lock_held_ms() >= 1,
+                "an append stuck in the lock shows"
+            );
+        }
+        assert_eq!(log.put_lock_held_ms(), 0);
     }
 
     #[test]

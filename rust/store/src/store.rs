@@ -803,6 +803,11 @@ impl MessageStore {
     pub fn commitlog_min_offset(&self) -> i64 {
         self.commitlog.min_offset()
     }
+    /// How long the append in progress has held the CommitLog's put lock, in ms (0: none);
+    /// RocketMQ's `pageCacheLockTimeMills`.
+    pub fn put_lock_held_ms(&self) -> i64 {
+        self.commitlog.put_lock_held_ms()
+    }
     pub fn commitlog_max_offset(&self) -> i64 {
         self.commitlog.max_offset()
     }

@@ -71,6 +71,7 @@ class AdminProcessors:
             RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.get_all_subscription_group,
             RequestCode.DELETE_SUBSCRIPTIONGROUP: master_only(self.delete_subscription_group),
             RequestCode.GET_ALL_CONSUMER_OFFSET: self.get_all_consumer_offset,
+            RequestCode.GET_ALL_DELAY_OFFSET: self.get_all_delay_offset,
             RequestCode.GET_CONSUMER_CONNECTION_LIST: self.get_consumer_connection_list,
             RequestCode.GET_PRODUCER_CONNECTION_LIST: self.get_producer_connection_list,
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.query_topic_consume_by_who,
@@ -247,6 +248,12 @@ class AdminProcessors:
     def get_all_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         return create_response(request, body=fastjson.dumps(self.s.offsets.to_dict()))
 
+    def get_all_delay_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """``delayOffset.json``'s content (a slave copies it), as RocketMQ's master answers."""
+        schedule = self.s.schedule
+        offsets = schedule.to_dict() if schedule is not None else {"offsetTable": {}}
+        return create_response(request, body=fastjson.dumps(offsets))
+
     def get_consumer_connection_list(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         group = header_str(request.ext_fields, "consumerGroup")
         info = self.s.consumers.get(group)
@@ -298,7 +305,7 @@ class AdminProcessors:
             "sendThreadPoolQueueHeadWaitTimeMills": "0",
             "pullThreadPoolQueueSize": "0",
             "pullThreadPoolQueueHeadWaitTimeMills": "0",
-            "pageCacheLockTimeMills": "0",
+            "pageCacheLockTimeMills": str(store.put_lock_held_ms()),
             "commitLogDiskRatio": _disk_ratio(s.config.store_root),
             "commitLogMinOffset": str(store.commitlog_min_offset()),
             "commitLogMaxOffset": str(store.commitlog_max_offset()),

@@ -6,6 +6,8 @@ lite-pull bit: same header, same answers, held for long polling only when its su
 
 from __future__ import annotations
 
+import os
+import struct
 import time
 
 from rmq.broker.long_polling import HeldPull
@@ -16,7 +18,8 @@ from rmq.broker.subscription import (
     SubscriptionParseError,
     parse_subscription,
 )
-from rmq.common.codes import PermName, PullSysFlag, ResponseCode
+from rmq.broker.subscription_group import SubscriptionGroupConfig
+from rmq.common.codes import MASTER_ID, PermName, PullSysFlag, ResponseCode
 from rmq.remoting.command import RemotingCommand, create_response
 from rmq.remoting.context import RequestContext
 from rmq.remoting.headers import header_int, header_long, header_str
@@ -29,10 +32,53 @@ _NO_NEW = ResponseCode.PULL_NOT_FOUND
 _RETRY = ResponseCode.PULL_RETRY_IMMEDIATELY
 _MOVED = ResponseCode.PULL_OFFSET_MOVED
 
+_RECORD_SIZE = struct.Struct(">i")
+_PHYSICAL_OFFSET = struct.Struct(">q")
+_PHYSICAL_OFFSET_AT = 28
+"""Where a stored record's physical offset is: after total size, magic, body CRC, queue id, flag (4 bytes
+each) and queue offset (8)."""
+
+
+def total_physical_memory() -> int:
+    """The machine's RAM in bytes (Java's StoreUtil.TOTAL_PHYSICAL_MEMORY_SIZE); 0 if unknown."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def last_physical_offset(body: bytes) -> int:
+    """The CommitLog offset of the last record of a pull answer's body (-1: none)."""
+    pos, last, end = 0, -1, len(body)
+    while pos + _PHYSICAL_OFFSET_AT + 8 <= end:
+        size = _RECORD_SIZE.unpack_from(body, pos)[0]
+        if size <= 0:
+            break
+        last = _PHYSICAL_OFFSET.unpack_from(body, pos + _PHYSICAL_OFFSET_AT)[0]
+        pos += size
+    return last
+
 
 class PullProcessor:
     def __init__(self, services: BrokerServices) -> None:
         self.s = services
+        self.memory = total_physical_memory()
+
+    def _suggest(self, gcfg: SubscriptionGroupConfig, found_body: bytes | None) -> int:
+        """``suggestWhichBrokerId`` (RocketMQ's PullMessageProcessor): with ``slaveReadEnable``, the group's
+        ``whichBrokerWhenConsumeSlowly`` when the records pulled lie further back from the CommitLog's end
+        than ``accessMessageInMemoryMaxRatio`` of the RAM (no longer in memory: let a slave serve them),
+        else the group's ``brokerId``; without it, the master. Only a FOUND answer is measured (RocketMQ
+        also measures the units a filter skipped)."""
+        cfg = self.s.config
+        if not cfg.slave_read_enable:
+            return MASTER_ID
+        if found_body:
+            last = last_physical_offset(found_body)
+            memory = self.memory * cfg.access_message_in_memory_max_ratio // 100
+            if last >= 0 and self.s.store.commitlog_max_offset() - last > memory:
+                return gcfg.which_broker_when_consume_slowly
+        return gcfg.broker_id
 
     def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         return self.process(ctx, request, allow_suspend=True)
@@ -168,12 +214,17 @@ class PullProcessor:
             return None
 
         self._commit(request, group, topic, queue_id, sys_flag, allow_suspend)
+        suggest = self._suggest(gcfg, body if code == ResponseCode.SUCCESS else None)
+        if code == _MOVED and s.config.is_slave and not s.config.offset_check_in_slave:
+            # A slave may be behind its master: it does not move the consumer's offset, it sends the
+            # consumer back to the group's broker (RocketMQ's "PULL_OFFSET_MOVED:none correction").
+            code, suggest = _RETRY, gcfg.broker_id
         return create_response(
             request,
             code,
             status,
             {
-                "suggestWhichBrokerId": "0",
+                "suggestWhichBrokerId": str(suggest),
                 "nextBeginOffset": str(next_offset),
                 "minOffset": str(min_off),
                 "maxOffset": str(max_off),
@@ -184,7 +235,9 @@ class PullProcessor:
     def _commit(
         self, request: RemotingCommand, group: str, topic: str, queue_id: int, sys_flag: int, first: bool
     ) -> None:
-        if first and sys_flag & PullSysFlag.COMMIT_OFFSET:
+        # A slave takes no offset a pull carries (RocketMQ's storeOffsetEnable): clients clear the flag for
+        # a slave anyway, and a commit reaches a slave only by UPDATE_CONSUMER_OFFSET.
+        if first and sys_flag & PullSysFlag.COMMIT_OFFSET and not self.s.config.is_slave:
             commit = header_long(request.ext_fields, "commitOffset", -1)
             if commit >= 0:
                 self.s.offsets.commit(group, topic, queue_id, commit)

@@ -94,10 +94,13 @@ class RemoteBrokerOffsetStore(_MemoryTable):
         return offset
 
     async def _addr(self, mq: MessageQueue) -> str:
+        """The master of ``mq``'s broker; when the name server no longer has it (it died), a slave of the
+        group (as Java's RemoteBrokerOffsetStore asks), so offsets are read and committed there
+        meanwhile and the master is asked again once it is back."""
         found = self.instance.find_broker_addr_in_subscribe(mq.broker_name, 0, True)
         if found is None:
             await self.instance.update_topic_route(mq.topic)
-            found = self.instance.find_broker_addr_in_subscribe(mq.broker_name, 0, True)
+            found = self.instance.find_broker_addr_in_subscribe(mq.broker_name, 0, False)
         if found is None:
             raise NoRouteError(f"The broker[{mq.broker_name}] not exist", 10003)
         return found[0]

@@ -1,0 +1,231 @@
+"""The dashboard: a small HTTP server with a JSON API over :class:`rmq.client.Admin` and the static page
+(``static/``: plain HTML, CSS and JS shipped in the package, nothing from a CDN).
+
+::
+
+    dashboard = Dashboard(namesrv_addr="127.0.0.1:9876", admin_enabled=False)
+    await dashboard.start("127.0.0.1", 8080)      # dashboard.url
+    ...
+    await dashboard.stop()
+
+JSON API (``GET`` unless marked; errors are ``{"error", "status"}``: 400 bad input, 403 an admin action
+on a read-only dashboard, 404 not found, 502 refused by a broker, 504 unreachable or timed out)::
+
+    /api/overview                        namesrv, admin flag
+    /api/cluster                         brokers: role, address, version, TPS, disk ratio
+    /api/rates                           the sampled put/get TPS history (the live charts)
+    /api/topics                          every topic and its kind (normal, retry, dlq, system)
+    /api/topic?topic=T                   route, queues with min/max offsets, TPS, consuming groups
+    /api/groups                          every subscription group: members online, lag, TPS
+    /api/group?group=G                   members, subscriptions, lag per queue (consumerProgress)
+    /api/messages?topic=T&begin=&end=    messages stored in [begin, end) epoch ms (limit=, default 200)
+    /api/messages?topic=T&key=K          messages with the key
+    /api/message?id=I[&topic=T]          one message by offset id (or, with topic, client id), body base64
+    POST /api/group/reset                {group, topic, timestamp}: reset offsets by time (admin only)
+    POST /api/dlq/resend                 {topic, msgId}: resend a dead-letter message (admin only)
+
+Read-only unless ``admin_enabled``: the two POSTs answer 403 then, and the page hides their buttons.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from importlib import resources
+from typing import Any, Final
+
+from rmq.admin.base import Exit, exit_code_of
+from rmq.client.admin_ext import Admin
+from rmq.client.errors import MQClientError
+from rmq.dashboard import views
+from rmq.dashboard.http import HttpServer, Request, Response
+from rmq.remoting import RemotingError
+
+__all__ = ["Dashboard"]
+
+log = logging.getLogger(__name__)
+
+RATE_SAMPLES: Final = 180
+DEFAULT_SEARCH_LIMIT: Final = 200
+_CONTENT_TYPES: Final = {
+    ".html": "text/html; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".png": "image/png",
+    ".svg": "image/svg+xml",
+}
+_STATUS_OF_EXIT: Final = {Exit.NOT_FOUND: 404, Exit.BROKER_ERROR: 502, Exit.CONNECTION: 504}
+
+
+def _static_files() -> dict[str, tuple[bytes, str]]:
+    """Every file of ``static/`` by its URL path, read once (so no request names a path on disk)."""
+    out: dict[str, tuple[bytes, str]] = {}
+    for entry in resources.files("rmq.dashboard").joinpath("static").iterdir():
+        suffix = entry.name[entry.name.rfind(".") :]
+        if entry.is_file() and suffix in _CONTENT_TYPES:
+            out[f"/static/{entry.name}"] = (entry.read_bytes(), _CONTENT_TYPES[suffix])
+    out["/"] = out["/static/index.html"]
+    return out
+
+
+def _int_arg(req: Request, name: str, default: int | None = None) -> int:
+    text = req.query.get(name, "")
+    if not text:
+        if default is None:
+            raise ValueError(f"missing parameter {name!r}")
+        return default
+    try:
+        return int(text)
+    except ValueError:
+        raise ValueError(f"parameter {name}={text!r} is not a whole number") from None
+
+
+def _arg(req: Request, name: str) -> str:
+    value = req.query.get(name, "").strip()
+    if not value:
+        raise ValueError(f"missing parameter {name!r}")
+    return value
+
+
+class Dashboard:
+    """The dashboard of the cluster behind ``namesrv_addr``; ``sample_interval_s`` paces the rate charts."""
+
+    def __init__(
+        self,
+        *,
+        namesrv_addr: str,
+        admin_enabled: bool = False,
+        sample_interval_s: float = 2.0,
+        timeout_ms: int = 5000,
+    ) -> None:
+        self.namesrv_addr = namesrv_addr
+        self.admin_enabled = admin_enabled
+        self.sample_interval_s = sample_interval_s
+        self.admin = Admin(namesrv_addr=namesrv_addr, timeout_ms=timeout_ms)
+        self.rates: deque[tuple[int, float, float]] = deque(maxlen=RATE_SAMPLES)
+        self._http = HttpServer(self.handle)
+        self._static = _static_files()
+        self._sampler: asyncio.Task[None] | None = None
+        self._host = ""
+        self._routes: dict[tuple[str, str], Callable[[Request], Awaitable[Any]]] = {
+            ("GET", "/api/overview"): self._overview,
+            ("GET", "/api/cluster"): lambda r: views.cluster(self.admin),
+            ("GET", "/api/rates"): self._rates,
+            ("GET", "/api/topics"): lambda r: views.topics(self.admin),
+            ("GET", "/api/topic"): lambda r: views.topic_detail(self.admin, _arg(r, "topic")),
+            ("GET", "/api/groups"): lambda r: views.groups(self.admin),
+            ("GET", "/api/group"): lambda r: views.group_detail(self.admin, _arg(r, "group")),
+            ("GET", "/api/messages"): self._messages,
+            ("GET", "/api/message"): lambda r: views.message(self.admin, r.query.get("topic"), _arg(r, "id")),
+            ("POST", "/api/group/reset"): self._reset,
+            ("POST", "/api/dlq/resend"): self._resend,
+        }
+
+    @property
+    def port(self) -> int:
+        return self._http.port
+
+    @property
+    def url(self) -> str:
+        host = self._host if self._host not in ("", "0.0.0.0", "::") else "127.0.0.1"
+        return f"http://{host}:{self.port}/"
+
+    async def start(self, host: str, port: int) -> None:
+        await self.admin.start()
+        await self._http.start(host, port)
+        self._host = host
+        self._sampler = asyncio.create_task(self._sample_rates(), name="dashboard-rates")
+        log.info(
+            "dashboard serving on %s (name server %s, %s)",
+            self.url,
+            self.namesrv_addr,
+            "admin actions enabled" if self.admin_enabled else "read-only",
+        )
+
+    async def stop(self) -> None:
+        if self._sampler is not None:
+            self._sampler.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._sampler
+            self._sampler = None
+        await self._http.stop()
+        await self.admin.shutdown()
+
+    async def _sample_rates(self) -> None:
+        while True:
+            try:
+                put, get = await views.runtime_rates(self.admin)
+                self.rates.append((int(time.time() * 1000), put, get))
+            except (MQClientError, RemotingError, OSError, TimeoutError) as exc:
+                log.debug("dashboard: rate sample failed: %s", exc)
+            await asyncio.sleep(self.sample_interval_s)
+
+    # --- requests ---------------------------------------------------------------------------------------
+
+    async def handle(self, req: Request) -> Response:
+        static = self._static.get(req.path) if req.method == "GET" else None
+        if static is not None:
+            return Response(200, static[0], static[1])
+        route = self._routes.get((req.method, req.path))
+        if route is None:
+            known = any(path == req.path for _, path in self._routes)
+            return Response.error(405 if known else 404, f"no {req.method} {req.path}")
+        try:
+            return Response.json(await route(req))
+        except PermissionError as exc:
+            return Response.error(403, str(exc))
+        except ValueError as exc:
+            return Response.error(400, str(exc))
+        except (MQClientError, RemotingError, OSError, TimeoutError) as exc:
+            status = _STATUS_OF_EXIT.get(exit_code_of(exc), 500)
+            if status == 500:
+                log.warning("dashboard: %s %s failed: %s", req.method, req.path, exc)
+            return Response.error(status, f"{type(exc).__name__}: {exc}")
+
+    async def _overview(self, req: Request) -> dict[str, Any]:
+        return {"namesrvAddr": self.namesrv_addr, "admin": self.admin_enabled}
+
+    async def _rates(self, req: Request) -> dict[str, Any]:
+        return {
+            "intervalMs": int(self.sample_interval_s * 1000),
+            "samples": [{"t": t, "put": p, "get": g} for t, p, g in self.rates],
+        }
+
+    async def _messages(self, req: Request) -> dict[str, Any]:
+        topic = _arg(req, "topic")
+        limit = max(1, min(_int_arg(req, "limit", DEFAULT_SEARCH_LIMIT), 2000))
+        key = req.query.get("key", "").strip()
+        if key:
+            return await views.search_by_key(self.admin, topic, key, limit)
+        now = int(time.time() * 1000)
+        begin = _int_arg(req, "begin", now - 3_600_000)
+        end = _int_arg(req, "end", now + 1)
+        if end <= begin:
+            raise ValueError("the end of the time range must be after its beginning")
+        return await views.search_by_time(self.admin, topic, begin, end, limit)
+
+    def _check_admin(self, what: str) -> None:
+        if not self.admin_enabled:
+            log.warning("dashboard: refused %s: the dashboard is read-only", what)
+            raise PermissionError(f"{what} needs an admin dashboard (dashboardAdmin=true / --admin)")
+
+    async def _reset(self, req: Request) -> dict[str, Any]:
+        self._check_admin("resetting offsets")
+        body = req.json()
+        group, topic, ts = body.get("group"), body.get("topic"), body.get("timestamp")
+        if not isinstance(group, str) or not isinstance(topic, str) or not isinstance(ts, int):
+            raise ValueError("want {group: str, topic: str, timestamp: epoch ms}")
+        log.info("dashboard: resetting offsets of %s on %s to %d", group, topic, ts)
+        return await views.reset_offset(self.admin, group, topic, ts)
+
+    async def _resend(self, req: Request) -> dict[str, Any]:
+        self._check_admin("resending a dead-letter message")
+        body = req.json()
+        topic, msg_id = body.get("topic"), body.get("msgId")
+        if not isinstance(topic, str) or not isinstance(msg_id, str):
+            raise ValueError("want {topic: '%DLQ%<group>', msgId: str}")
+        return await views.resend_dlq(self.admin, topic, msg_id)

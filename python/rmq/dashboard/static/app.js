@@ -1,0 +1,367 @@
+// rmq dashboard: one page, hash routes, plain DOM. Every value from the API goes through esc().
+"use strict";
+
+const app = document.getElementById("app");
+let overview = { admin: false, namesrvAddr: "" };
+let refreshTimer = null;
+
+function esc(v) {
+  return String(v ?? "").replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[c]);
+}
+const enc = encodeURIComponent;
+function fmtTime(ms) {
+  if (!ms || ms <= 0) return "";
+  const d = new Date(ms), p = (n, w = 2) => String(n).padStart(w, "0");
+  return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())} ${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}.${p(d.getMilliseconds(), 3)}`;
+}
+function fmtNum(n, digits = 0) { return n == null ? "" : Number(n).toFixed(digits); }
+function localInput(ms) {
+  const d = new Date(ms - new Date(ms).getTimezoneOffset() * 60000);
+  return d.toISOString().slice(0, 19);
+}
+
+async function api(path, body) {
+  const opts = body === undefined ? {} : { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) };
+  const res = await fetch(path, opts);
+  const data = await res.json();
+  if (!res.ok) throw new Error(data.error || `HTTP ${res.status}`);
+  return data;
+}
+
+function table(cols, rows, testid) {
+  const head = cols.map((c) => `<th class="${c.num ? "num" : ""}">${esc(c.title)}</th>`).join("");
+  const body = rows.map((r) => "<tr>" + cols.map((c) => `<td class="${c.num ? "num" : ""}">${c.html ? c.html(r) : esc(c.value(r))}</td>`).join("") + "</tr>").join("");
+  return `<table data-testid="${esc(testid)}"><thead><tr>${head}</tr></thead><tbody>${body || `<tr><td colspan="${cols.length}" class="muted">none</td></tr>`}</tbody></table>`;
+}
+
+function show(html) { app.innerHTML = html; }
+function fail(err) { show(`<div class="error" data-testid="error">${esc(err.message || err)}</div>`); }
+
+// --- cluster -----------------------------------------------------------------------------------------
+
+function chart(samples) {
+  const W = 900, H = 220, L = 50, R = 10, T = 10, B = 24;
+  if (!samples.length) return `<p class="muted">collecting samples…</p>`;
+  const max = Math.max(1, ...samples.map((s) => Math.max(s.put, s.get)));
+  const t0 = samples[0].t, t1 = Math.max(samples[samples.length - 1].t, t0 + 1);
+  const x = (t) => L + ((t - t0) / (t1 - t0)) * (W - L - R);
+  const y = (v) => T + (1 - v / max) * (H - T - B);
+  const line = (k) => samples.map((s, i) => `${i ? "L" : "M"}${x(s.t).toFixed(1)},${y(s[k]).toFixed(1)}`).join(" ");
+  let grid = "";
+  for (let i = 0; i <= 4; i++) {
+    const v = (max * i) / 4;
+    grid += `<line x1="${L}" x2="${W - R}" y1="${y(v)}" y2="${y(v)}"/><text x="${L - 6}" y="${y(v) + 4}" text-anchor="end">${fmtNum(v, v < 10 ? 1 : 0)}</text>`;
+  }
+  const span = Math.round((t1 - t0) / 1000);
+  return `<svg class="chart" viewBox="0 0 ${W} ${H}" preserveAspectRatio="none" data-testid="rate-chart">
+    <g class="grid">${grid}</g>
+    <text x="${L}" y="${H - 6}">−${span}s</text><text x="${W - R}" y="${H - 6}" text-anchor="end">now</text>
+    <path class="put" d="${line("put")}"/><path class="get" d="${line("get")}"/></svg>
+    <div class="legend"><span class="put">produce (msg/s)</span><span class="get">consume (msg/s)</span></div>`;
+}
+
+async function pageCluster() {
+  const [c, r] = await Promise.all([api("/api/cluster"), api("/api/rates")]);
+  const cols = [
+    { title: "Cluster", value: (b) => b.cluster },
+    { title: "Broker", value: (b) => b.brokerName },
+    { title: "ID", value: (b) => b.brokerId, num: true },
+    { title: "Role", value: (b) => b.role },
+    { title: "Address", value: (b) => b.addr },
+    { title: "Version", value: (b) => b.version || b.error || "" },
+    { title: "Produce TPS", value: (b) => fmtNum(b.putTps, 1), num: true },
+    { title: "Consume TPS", value: (b) => fmtNum(b.getTps, 1), num: true },
+    { title: "Today in", value: (b) => b.msgPutToday, num: true },
+    { title: "Today out", value: (b) => b.msgGetToday, num: true },
+    { title: "Disk used", value: (b) => (b.diskRatio == null ? "" : (b.diskRatio * 100).toFixed(1) + "%" + (b.diskFull ? " FULL" : "")), num: true },
+    { title: "Up since", value: (b) => fmtTime(b.bootTimestamp) },
+  ];
+  const last = r.samples[r.samples.length - 1] || { put: 0, get: 0 };
+  show(`<h1>Cluster</h1>
+    <div class="card">${table(cols, c.brokers, "brokers")}</div>
+    <h2>Live rates <span class="muted" data-testid="rates-now">produce ${fmtNum(last.put, 1)}/s · consume ${fmtNum(last.get, 1)}/s</span></h2>
+    <div class="card" id="chart">${chart(r.samples)}</div>`);
+  refreshTimer = setInterval(async () => {
+    try {
+      const rr = await api("/api/rates");
+      const el = document.getElementById("chart");
+      if (el) el.innerHTML = chart(rr.samples);
+    } catch (e) { /* the next tick tries again */ }
+  }, Math.max(1000, r.intervalMs));
+}
+
+// --- topics ------------------------------------------------------------------------------------------
+
+async function pageTopics() {
+  const data = await api("/api/topics");
+  const kinds = ["normal", "retry", "dlq", "system"];
+  const chosen = new Set(JSON.parse(sessionStorage.getItem("kinds") || '["normal","dlq"]'));
+  const render = () => {
+    const filter = (document.getElementById("topic-filter")?.value || "").toLowerCase();
+    const rows = data.topics.filter((t) => chosen.has(t.kind) && t.topic.toLowerCase().includes(filter));
+    document.getElementById("topic-table").innerHTML = table(
+      [
+        { title: "Topic", html: (t) => `<a href="#/topic/${enc(t.topic)}">${esc(t.topic)}</a>` },
+        { title: "Kind", value: (t) => t.kind },
+      ],
+      rows,
+      "topics",
+    );
+  };
+  show(`<h1>Topics</h1>
+    <div class="card"><form class="kinds" onsubmit="return false">
+      <label>Filter <input id="topic-filter" placeholder="name"></label>
+      ${kinds.map((k) => `<label><input type="checkbox" data-kind="${k}" ${chosen.has(k) ? "checked" : ""}> ${k}</label>`).join("")}
+    </form></div>
+    <div class="card" id="topic-table"></div>`);
+  document.getElementById("topic-filter").addEventListener("input", render);
+  app.querySelectorAll("input[data-kind]").forEach((cb) =>
+    cb.addEventListener("change", () => {
+      cb.checked ? chosen.add(cb.dataset.kind) : chosen.delete(cb.dataset.kind);
+      sessionStorage.setItem("kinds", JSON.stringify([...chosen]));
+      render();
+    }),
+  );
+  render();
+}
+
+async function pageTopic(topic) {
+  const t = await api(`/api/topic?topic=${enc(topic)}`);
+  show(`<h1>Topic ${esc(t.topic)}</h1>
+    <div class="grid">
+      <div class="card"><dl class="kv">
+        <dt>Messages stored</dt><dd data-testid="total-messages">${esc(t.totalMessages)}</dd>
+        <dt>Produce TPS (1 min)</dt><dd>${fmtNum(t.inTps, 2)}</dd>
+        <dt>Consumer groups</dt><dd>${t.consumerGroups.map((g) => `<a href="#/group/${enc(g)}">${esc(g)}</a>`).join(", ") || '<span class="muted">none</span>'}</dd>
+        <dt>Search</dt><dd><a href="#/messages?topic=${enc(t.topic)}">messages of this topic</a></dd>
+      </dl></div>
+      <div class="card"><h2 style="margin-top:0">Route</h2>
+        ${table([
+          { title: "Broker", value: (b) => b.brokerName },
+          { title: "Cluster", value: (b) => b.cluster },
+          { title: "Addresses", value: (b) => Object.entries(b.addrs).map(([id, a]) => `${id}: ${a}`).join(", ") },
+        ], t.route.brokers, "route-brokers")}
+        ${table([
+          { title: "Broker", value: (q) => q.brokerName },
+          { title: "Read queues", value: (q) => q.readQueueNums, num: true },
+          { title: "Write queues", value: (q) => q.writeQueueNums, num: true },
+          { title: "Perm", value: (q) => q.perm, num: true },
+        ], t.route.queues, "route-queues")}
+      </div>
+    </div>
+    <h2>Queues</h2>
+    <div class="card">${table([
+      { title: "Broker", value: (q) => q.brokerName },
+      { title: "Queue", value: (q) => q.queueId, num: true },
+      { title: "Min offset", value: (q) => q.minOffset, num: true },
+      { title: "Max offset", value: (q) => q.maxOffset, num: true },
+      { title: "Last update", value: (q) => fmtTime(q.lastUpdateTimestamp) },
+    ], t.queues, "topic-queues")}</div>`);
+}
+
+// --- consumer groups ---------------------------------------------------------------------------------
+
+async function pageGroups() {
+  const data = await api("/api/groups");
+  show(`<h1>Consumer groups</h1><div class="card">${table([
+    { title: "Group", html: (g) => `<a href="#/group/${enc(g.group)}">${esc(g.group)}</a>` },
+    { title: "Members online", value: (g) => g.members, num: true },
+    { title: "Lag", value: (g) => (g.diffTotal == null ? "" : g.diffTotal), num: true },
+    { title: "Consume TPS", value: (g) => fmtNum(g.consumeTps, 1), num: true },
+  ], data.groups, "groups")}</div>`);
+}
+
+async function pageGroup(group) {
+  const g = await api(`/api/group?group=${enc(group)}`);
+  const rows = g.stats ? g.stats.offsets : [];
+  const topics = [...new Set(rows.map((r) => r.topic))].sort((a, b) => a.startsWith("%") - b.startsWith("%") || a.localeCompare(b));
+  const reset = overview.admin && topics.length
+    ? `<div class="card"><h2 style="margin-top:0">Reset offset</h2><form id="reset-form">
+        <label>Topic <select name="topic">${topics.map((t) => `<option>${esc(t)}</option>`).join("")}</select></label>
+        <label>To the first message stored at or after <input type="datetime-local" step="1" name="time" value="${localInput(Date.now() - 3600000)}"></label>
+        <button type="submit">Reset</button><span id="reset-result"></span></form></div>`
+    : "";
+  show(`<h1>Consumer group ${esc(g.group)}</h1>
+    <div class="grid">
+      <div class="card"><dl class="kv">
+        <dt>Online</dt><dd>${g.online ? '<span class="ok">yes</span>' : "no"}</dd>
+        <dt>Model</dt><dd>${esc(g.messageModel || "")} ${esc(g.consumeType || "")}</dd>
+        <dt>Subscriptions</dt><dd>${Object.entries(g.subscriptions).map(([t, s]) => `${esc(t)} (${esc(s)})`).join(", ") || '<span class="muted">none</span>'}</dd>
+        <dt>Total lag</dt><dd data-testid="lag-total">${g.stats ? esc(g.stats.diffTotal) : ""}</dd>
+        <dt>Consume TPS</dt><dd>${g.stats ? fmtNum(g.stats.consumeTps, 1) : ""}</dd>
+      </dl></div>
+      <div class="card"><h2 style="margin-top:0">Members</h2>${table([
+        { title: "Client id", value: (c) => c.clientId },
+        { title: "Address", value: (c) => c.clientAddr },
+        { title: "Language", value: (c) => c.language },
+        { title: "Version", value: (c) => c.versionDesc },
+      ], g.members, "members")}</div>
+    </div>
+    ${reset}
+    <h2>Lag per queue</h2>
+    <div class="card">${g.stats ? "" : `<p class="muted">${esc(g.statsError || "no offsets")}</p>`}${table([
+      { title: "Topic", value: (r) => r.topic },
+      { title: "Broker", value: (r) => r.brokerName },
+      { title: "Queue", value: (r) => r.queueId, num: true },
+      { title: "Broker offset", value: (r) => r.brokerOffset, num: true },
+      { title: "Consumer offset", value: (r) => r.consumerOffset, num: true },
+      { title: "Lag", html: (r) => `<span class="${r.diff > 0 ? "lag-pos" : ""}">${esc(r.diff)}</span>`, num: true },
+      { title: "Last consumed", value: (r) => fmtTime(r.lastTimestamp) },
+    ], rows, "lag")}</div>`);
+  const form = document.getElementById("reset-form");
+  if (form) form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const out = document.getElementById("reset-result");
+    try {
+      const ts = new Date(form.time.value).getTime();
+      const r = await api("/api/group/reset", { group: g.group, topic: form.topic.value, timestamp: ts });
+      out.innerHTML = `<span class="ok"> reset ${r.offsets.length} queues${r.consumersNotified ? " (consumers told)" : ""}</span>`;
+    } catch (e) { out.innerHTML = `<span class="error">${esc(e.message)}</span>`; }
+  });
+}
+
+// --- messages ----------------------------------------------------------------------------------------
+
+function messageTable(msgs) {
+  return table([
+    { title: "Message id", html: (m) => `<a href="#/message/${enc(m.topic)}/${enc(m.offsetMsgId)}">${esc(m.msgId)}</a>` },
+    { title: "Tags", value: (m) => m.tags },
+    { title: "Keys", value: (m) => m.keys },
+    { title: "Queue", value: (m) => `${m.brokerName}/${m.queueId}@${m.queueOffset}` },
+    { title: "Stored", value: (m) => fmtTime(m.storeTimestamp) },
+    { title: "Size", value: (m) => m.bodyLength, num: true },
+  ], msgs, "results");
+}
+
+async function pageMessages(params) {
+  const topic = params.get("topic") || "";
+  const now = Date.now();
+  show(`<h1>Messages</h1>
+    <div class="card"><form id="search-form">
+      <label>Topic <input name="topic" required value="${esc(topic)}"></label>
+      <label>By <select name="by"><option value="time">time range</option><option value="key">key</option><option value="id">message id</option></select></label>
+      <label class="by-time">From <input type="datetime-local" step="1" name="begin" value="${localInput(now - 3600000)}"></label>
+      <label class="by-time">To <input type="datetime-local" step="1" name="end" value="${localInput(now + 60000)}"></label>
+      <label class="by-key" hidden>Key <input name="key"></label>
+      <label class="by-id" hidden>Message id <input name="id" size="34"></label>
+      <button type="submit">Search</button>
+    </form></div>
+    <div id="search-result"></div>`);
+  const form = document.getElementById("search-form");
+  const sync = () => ["time", "key", "id"].forEach((k) => app.querySelectorAll(`.by-${k}`).forEach((el) => (el.hidden = form.by.value !== k)));
+  form.by.addEventListener("change", sync);
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const out = document.getElementById("search-result");
+    out.innerHTML = '<p class="muted">searching…</p>';
+    try {
+      const t = form.topic.value.trim();
+      if (form.by.value === "id") {
+        location.hash = `#/message/${enc(t)}/${enc(form.id.value.trim())}`;
+        return;
+      }
+      const q = form.by.value === "key"
+        ? `key=${enc(form.key.value.trim())}`
+        : `begin=${new Date(form.begin.value).getTime()}&end=${new Date(form.end.value).getTime()}`;
+      const r = await api(`/api/messages?topic=${enc(t)}&${q}`);
+      out.innerHTML = `<div class="card"><p data-testid="result-count">${r.messages.length} message(s)${r.truncated ? " (more not shown)" : ""}</p>${messageTable(r.messages)}</div>`;
+    } catch (e) { out.innerHTML = `<div class="error" data-testid="error">${esc(e.message)}</div>`; }
+  });
+}
+
+function bodyViews(b64) {
+  const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+  const text = new TextDecoder("utf-8", { fatal: false }).decode(bytes);
+  let json = null;
+  try { json = JSON.stringify(JSON.parse(text), null, 2); } catch (e) { json = null; }
+  const hex = [];
+  for (let i = 0; i < bytes.length; i += 16) {
+    const row = Array.from(bytes.slice(i, i + 16));
+    hex.push(i.toString(16).padStart(8, "0") + "  " + row.map((x) => x.toString(16).padStart(2, "0")).join(" ").padEnd(48) + "  " + row.map((x) => (x >= 32 && x < 127 ? String.fromCharCode(x) : ".")).join(""));
+  }
+  return { text, json, hex: hex.join("\n") };
+}
+
+async function pageMessage(topic, id) {
+  const m = await api(`/api/message?topic=${enc(topic)}&id=${enc(id)}`);
+  const views = bodyViews(m.body);
+  const mode = views.json != null ? "json" : "text";
+  const dlq = m.topic.startsWith("%DLQ%");
+  const resend = dlq && overview.admin
+    ? `<button id="resend" data-testid="resend">Resend to ${esc(m.properties.RETRY_TOPIC || "?")}</button> <span id="resend-result"></span>` : "";
+  show(`<h1>Message ${esc(m.msgId)}</h1>
+    <div class="grid">
+      <div class="card"><dl class="kv" data-testid="message-detail">
+        <dt>Topic</dt><dd><a href="#/topic/${enc(m.topic)}">${esc(m.topic)}</a></dd>
+        <dt>Message id</dt><dd>${esc(m.msgId)}</dd>
+        <dt>Offset message id</dt><dd>${esc(m.offsetMsgId)}</dd>
+        <dt>Tags</dt><dd>${esc(m.tags)}</dd>
+        <dt>Keys</dt><dd>${esc(m.keys)}</dd>
+        <dt>Queue</dt><dd>${esc(m.brokerName)} / ${esc(m.queueId)} @ ${esc(m.queueOffset)}</dd>
+        <dt>Born</dt><dd>${esc(fmtTime(m.bornTimestamp))} from ${esc(m.bornHost)}</dd>
+        <dt>Stored</dt><dd>${esc(fmtTime(m.storeTimestamp))} on ${esc(m.storeHost)}</dd>
+        <dt>Reconsume times</dt><dd>${esc(m.reconsumeTimes)}</dd>
+      </dl>${resend}</div>
+      <div class="card"><h2 style="margin-top:0">Properties</h2>${table([
+        { title: "Name", value: (p) => p[0] }, { title: "Value", value: (p) => p[1] },
+      ], Object.entries(m.properties), "properties")}</div>
+    </div>
+    <h2>Body <span class="muted">${esc(m.bodyLength)} bytes</span></h2>
+    <div class="card"><div class="tabs">
+      <button class="secondary" data-mode="text">Text</button>
+      <button class="secondary" data-mode="json" ${views.json == null ? "disabled title='not JSON'" : ""}>JSON</button>
+      <button class="secondary" data-mode="hex">Hex</button></div>
+      <pre class="body" data-testid="body"></pre></div>`);
+  const pre = app.querySelector("pre.body");
+  const choose = (k) => {
+    pre.textContent = views[k] ?? "";
+    app.querySelectorAll(".tabs button").forEach((b) => b.classList.toggle("active", b.dataset.mode === k));
+  };
+  app.querySelectorAll(".tabs button").forEach((b) => b.addEventListener("click", () => choose(b.dataset.mode)));
+  choose(mode);
+  const btn = document.getElementById("resend");
+  if (btn) btn.addEventListener("click", async () => {
+    const out = document.getElementById("resend-result");
+    try {
+      const r = await api("/api/dlq/resend", { topic: m.topic, msgId: m.offsetMsgId });
+      out.innerHTML = `<span class="ok" data-testid="resend-result">sent to ${esc(r.topic)} as ${esc(r.msgId)}</span>`;
+    } catch (e) { out.innerHTML = `<span class="error">${esc(e.message)}</span>`; }
+  });
+}
+
+// --- routing -----------------------------------------------------------------------------------------
+
+async function route() {
+  if (refreshTimer) { clearInterval(refreshTimer); refreshTimer = null; }
+  const hash = location.hash.replace(/^#\/?/, "") || "cluster";
+  const [pathPart, queryPart] = hash.split("?");
+  const parts = pathPart.split("/").map((p) => { try { return decodeURIComponent(p); } catch (e) { return p; } });
+  const params = new URLSearchParams(queryPart || "");
+  const page = { topic: "topics", group: "groups", message: "messages" }[parts[0]] || parts[0];
+  document.querySelectorAll("header nav a").forEach((a) => a.classList.toggle("active", a.dataset.page === page));
+  show('<p class="muted">loading…</p>');
+  try {
+    switch (parts[0]) {
+      case "cluster": await pageCluster(); break;
+      case "topics": await pageTopics(); break;
+      case "topic": await pageTopic(parts[1]); break;
+      case "groups": await pageGroups(); break;
+      case "group": await pageGroup(parts[1]); break;
+      case "messages": await pageMessages(params); break;
+      case "message": await pageMessage(parts[1], parts[2]); break;
+      default: show(`<div class="error">no page ${esc(parts[0])}</div>`);
+    }
+    app.dataset.loaded = parts[0];
+  } catch (e) { fail(e); app.dataset.loaded = "error"; }
+}
+
+async function main() {
+  try { overview = await api("/api/overview"); } catch (e) { /* shown by the page */ }
+  const mode = document.getElementById("mode");
+  mode.textContent = overview.admin ? "admin" : "read-only";
+  mode.classList.toggle("admin", overview.admin);
+  document.getElementById("namesrv").textContent = "name server " + overview.namesrvAddr;
+  window.addEventListener("hashchange", route);
+  await route();
+}
+main();

@@ -1,0 +1,348 @@
+"""What each dashboard page shows, as JSON-ready dicts built from :class:`rmq.client.Admin` calls.
+
+No HTTP here: :mod:`rmq.dashboard.server` maps requests to these coroutines and their errors to statuses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import time
+from typing import Any, Final
+
+from rmq.client.admin_ext import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, Admin
+from rmq.client.errors import ConsumerNotOnlineError, MQClientError
+from rmq.client.message import RESERVED_PROPERTIES, Message, MessageExt, MessageQueue
+from rmq.common.codes import MASTER_ID, MessageConst
+from rmq.remoting import RemotingError
+
+__all__ = [
+    "SYSTEM_TOPICS",
+    "cluster",
+    "group_detail",
+    "groups",
+    "message_dict",
+    "resend_dlq",
+    "search_by_time",
+    "topic_detail",
+    "topic_kind",
+    "topics",
+]
+
+log = logging.getLogger(__name__)
+
+SYSTEM_TOPICS: Final = frozenset(
+    {
+        "TBW102",
+        "SCHEDULE_TOPIC_XXXX",
+        "RMQ_SYS_TRANS_HALF_TOPIC",
+        "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+        "RMQ_SYS_TRACE_TOPIC",
+        "OFFSET_MOVED_EVENT",
+        "SELF_TEST_TOPIC",
+        "BenchmarkTest",
+    }
+)
+SEARCH_BATCH: Final = 32
+GROUP_CONCURRENCY: Final = 16
+"""Groups whose members and lag the groups page asks for at once."""
+_SOFT_ERRORS = (MQClientError, RemotingError, OSError, TimeoutError)
+
+
+def _first_float(text: str | None) -> float:
+    try:
+        return float((text or "0").split(" ")[0])
+    except ValueError:
+        return 0.0
+
+
+def topic_kind(topic: str, cluster_names: frozenset[str] | set[str] = frozenset()) -> str:
+    if topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+        return "retry"
+    if topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+        return "dlq"
+    if topic in SYSTEM_TOPICS or topic in cluster_names or topic.startswith("rmq_sys_"):
+        return "system"
+    if topic.endswith("_REPLY_TOPIC") and topic.removesuffix("_REPLY_TOPIC") in cluster_names:
+        return "system"
+    return "normal"
+
+
+def message_dict(msg: MessageExt, *, with_body: bool = True) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "msgId": msg.msg_id,
+        "offsetMsgId": msg.offset_msg_id,
+        "topic": msg.topic,
+        "tags": msg.tags,
+        "keys": msg.keys,
+        "brokerName": msg.broker_name,
+        "queueId": msg.queue_id,
+        "queueOffset": msg.queue_offset,
+        "commitLogOffset": msg.commit_log_offset,
+        "reconsumeTimes": msg.reconsume_times,
+        "bornTimestamp": msg.born_timestamp,
+        "storeTimestamp": msg.store_timestamp,
+        "bornHost": msg.born_host,
+        "storeHost": msg.store_host,
+        "properties": dict(sorted(msg.properties.items())),
+        "bodyLength": len(msg.body),
+    }
+    if with_body:
+        out["body"] = base64.b64encode(msg.body).decode("ascii")
+    return out
+
+
+# --- cluster ----------------------------------------------------------------------------------------------
+
+
+async def runtime_rates(admin: Admin) -> tuple[float, float]:
+    """Messages stored and sent to consumers per second, summed over the masters (last 10 s)."""
+    put = get = 0.0
+    for ref in await admin.masters():
+        try:
+            t = await admin.broker_runtime_info(ref.addr)
+        except _SOFT_ERRORS as exc:
+            log.debug("dashboard: no runtime info of %s: %s", ref.addr, exc)
+            continue
+        put += _first_float(t.get("putTps"))
+        get += _first_float(t.get("getTransferedTps"))
+    return put, get
+
+
+async def cluster(admin: Admin) -> dict[str, Any]:
+    info = await admin.cluster_info()
+    brokers = []
+    for cluster_name, names in sorted(info.cluster_addr_table.items()):
+        for name in sorted(names):
+            bd = info.broker_addr_table.get(name)
+            for bid, addr in sorted((bd.broker_addrs if bd else {}).items()):
+                row: dict[str, Any] = {
+                    "cluster": cluster_name,
+                    "brokerName": name,
+                    "brokerId": bid,
+                    "role": "MASTER" if bid == 0 else "SLAVE",
+                    "addr": addr,
+                }
+                try:
+                    t = await admin.broker_runtime_info(addr)
+                except _SOFT_ERRORS as exc:
+                    row["error"] = str(exc)
+                    brokers.append(row)
+                    continue
+                row.update(
+                    version=t.get("brokerVersionDesc", ""),
+                    putTps=_first_float(t.get("putTps")),
+                    getTps=_first_float(t.get("getTransferedTps")),
+                    diskRatio=float(t.get("commitLogDiskRatio") or 0.0),
+                    diskFull=t.get("diskFull") == "true",
+                    commitLogMaxOffset=int(t.get("commitLogMaxOffset") or 0),
+                    msgPutToday=int(t.get("msgPutTotalTodayNow") or 0)
+                    - int(t.get("msgPutTotalTodayMorning") or 0),
+                    msgGetToday=int(t.get("msgGetTotalTodayNow") or 0)
+                    - int(t.get("msgGetTotalTodayMorning") or 0),
+                    bootTimestamp=int(t.get("bootTimestamp") or 0),
+                    runtime=t.get("runtime", ""),
+                )
+                brokers.append(row)
+    return {"clusters": sorted(info.cluster_addr_table), "brokers": brokers}
+
+
+# --- topics -----------------------------------------------------------------------------------------------
+
+
+async def topics(admin: Admin) -> dict[str, Any]:
+    info = await admin.cluster_info()
+    names = set(info.cluster_addr_table) | set(info.broker_addr_table)
+    return {"topics": [{"topic": t, "kind": topic_kind(t, names)} for t in await admin.topic_list()]}
+
+
+async def topic_detail(admin: Admin, topic: str) -> dict[str, Any]:
+    route = await admin.topic_route(topic)
+    queues = [o.to_dict() for o in await admin.topic_stats(topic)]
+    in_tps = 0.0
+    masters = [bd.broker_addrs[MASTER_ID] for bd in route.broker_datas if MASTER_ID in bd.broker_addrs]
+    for addr in masters:
+        try:
+            in_tps += (await admin.view_broker_stats(addr, "TOPIC_PUT_NUMS", topic)).minute.tps
+        except _SOFT_ERRORS:
+            pass  # nothing sent to the topic on this broker yet
+    try:
+        consumers = await admin.topic_consumed_by(topic)
+    except _SOFT_ERRORS:
+        consumers = []
+    return {
+        "topic": topic,
+        "inTps": in_tps,
+        "queues": queues,
+        "totalMessages": sum(q["maxOffset"] - q["minOffset"] for q in queues),
+        "route": {
+            "brokers": [
+                {
+                    "brokerName": bd.broker_name,
+                    "cluster": bd.cluster,
+                    "addrs": {str(k): v for k, v in bd.broker_addrs.items()},
+                }
+                for bd in sorted(route.broker_datas, key=lambda b: b.broker_name)
+            ],
+            "queues": [
+                {
+                    "brokerName": qd.broker_name,
+                    "readQueueNums": qd.read_queue_nums,
+                    "writeQueueNums": qd.write_queue_nums,
+                    "perm": qd.perm,
+                }
+                for qd in sorted(route.queue_datas, key=lambda q: q.broker_name)
+            ],
+        },
+        "consumerGroups": consumers,
+    }
+
+
+# --- consumer groups --------------------------------------------------------------------------------------
+
+
+async def groups(admin: Admin) -> dict[str, Any]:
+    names: set[str] = set()
+    for ref in await admin.masters():
+        try:
+            names |= set(await admin.subscription_groups(ref.addr))
+        except _SOFT_ERRORS as exc:
+            log.debug("dashboard: no groups of %s: %s", ref.addr, exc)
+    gate = asyncio.Semaphore(GROUP_CONCURRENCY)
+
+    async def row(name: str) -> dict[str, Any]:
+        out: dict[str, Any] = {"group": name, "members": 0, "diffTotal": None, "consumeTps": 0.0}
+        async with gate:
+            try:
+                out["members"] = len((await admin.consumer_connection(name)).connections)
+            except _SOFT_ERRORS:
+                pass  # none online
+            try:
+                stats = await admin.consume_stats(name)
+                out["diffTotal"] = stats.diff_total
+                out["consumeTps"] = stats.consume_tps
+            except _SOFT_ERRORS:
+                pass  # nothing consumed yet
+        return out
+
+    rows = await asyncio.gather(*(row(name) for name in sorted(names)))
+    return {"groups": rows}
+
+
+async def group_detail(admin: Admin, group: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"group": group, "online": False, "members": [], "subscriptions": {}}
+    try:
+        conn = await admin.consumer_connection(group)
+        out.update(
+            online=True,
+            members=[c.to_dict() for c in conn.connections],
+            subscriptions=dict(sorted(conn.subscriptions.items())),
+            messageModel=conn.message_model,
+            consumeType=conn.consume_type,
+            consumeFromWhere=conn.consume_from_where,
+        )
+    except ConsumerNotOnlineError:
+        pass
+    try:
+        stats = await admin.consume_stats(group)
+    except _SOFT_ERRORS as exc:
+        out["stats"] = None
+        out["statsError"] = str(exc)
+    else:
+        out["stats"] = stats.to_dict()
+    return out
+
+
+# --- messages ---------------------------------------------------------------------------------------------
+
+
+async def search_by_time(admin: Admin, topic: str, begin_ms: int, end_ms: int, limit: int) -> dict[str, Any]:
+    """Messages of ``topic`` stored in ``[begin_ms, end_ms)``, every queue read from the offset of
+    ``begin_ms`` to the offset of ``end_ms`` (the broker's SEARCH_OFFSET_BY_TIMESTAMP), at most ``limit``,
+    newest first (without bodies; the detail view loads one)."""
+    found: list[MessageExt] = []
+    truncated = False
+    for mq, _ in await admin.queues(topic):
+        lo, hi = await admin.min_max_offset(mq.topic, mq.broker_name, mq.queue_id)
+        start = max(lo, await admin.offset_by_time(mq.topic, mq.broker_name, mq.queue_id, begin_ms))
+        stop = min(hi, await admin.offset_by_time(mq.topic, mq.broker_name, mq.queue_id, end_ms) + 1)
+        offset = start
+        while offset < stop:
+            batch, next_offset = await admin.pull(mq.topic, mq.broker_name, mq.queue_id, offset, SEARCH_BATCH)
+            found += [m for m in batch if begin_ms <= m.store_timestamp < end_ms]
+            if next_offset <= offset:
+                break
+            offset = next_offset
+    found.sort(key=lambda m: (m.store_timestamp, m.queue_offset), reverse=True)
+    if len(found) > limit:
+        found, truncated = found[:limit], True
+    return {"messages": [message_dict(m, with_body=False) for m in found], "truncated": truncated}
+
+
+async def search_by_key(admin: Admin, topic: str, key: str, limit: int) -> dict[str, Any]:
+    result = await admin.query_message(topic, key, limit)
+    return {"messages": [message_dict(m, with_body=False) for m in result.messages], "truncated": False}
+
+
+async def message(admin: Admin, topic: str | None, msg_id: str) -> dict[str, Any]:
+    """One message by offset message id, or (with ``topic``) by client (unique) message id."""
+    out = message_dict(await admin.view_message(msg_id, topic=topic or None))
+    if not out["brokerName"]:  # VIEW_MESSAGE_BY_ID answers the record only: name the broker by its address
+        info = await admin.cluster_info()
+        out["brokerName"] = next(
+            (
+                name
+                for name, bd in sorted(info.broker_addr_table.items())
+                if out["storeHost"] in bd.broker_addrs.values()
+            ),
+            "",
+        )
+    return out
+
+
+# --- admin actions ----------------------------------------------------------------------------------------
+
+
+async def reset_offset(admin: Admin, group: str, topic: str, timestamp_ms: int) -> dict[str, Any]:
+    table, via_consumers = await admin.reset_offset_by_time(topic, group, timestamp_ms)
+    return {
+        "offsets": [{**_mq(mq), "offset": off} for mq, off in sorted(table.items())],
+        "consumersNotified": via_consumers,
+    }
+
+
+def _mq(mq: MessageQueue) -> dict[str, Any]:
+    return {"topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id}
+
+
+async def resend_dlq(admin: Admin, dlq_topic: str, msg_id: str) -> dict[str, Any]:
+    """Send a copy of a dead-letter message to the topic it was first sent to (its ``RETRY_TOPIC``
+    property), with its body, tags, keys and user properties; the broker's own properties (retry and
+    delay bookkeeping, the old ``UNIQ_KEY``) are dropped, so it is a new message with a new id. Every group
+    subscribing that topic receives it."""
+    if not dlq_topic.startswith(DLQ_GROUP_TOPIC_PREFIX):
+        raise ValueError(f"{dlq_topic!r} is not a dead-letter topic (%DLQ%<group>)")
+    dead = await admin.view_message(msg_id, topic=dlq_topic)
+    if dead.topic != dlq_topic:
+        raise ValueError(f"message {msg_id} is of topic {dead.topic}, not {dlq_topic}")
+    origin = dead.properties.get(MessageConst.RETRY_TOPIC)
+    if not origin or origin.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
+        raise ValueError(f"message {msg_id} names no original topic (property RETRY_TOPIC={origin!r})")
+    user = {k: v for k, v in dead.properties.items() if k not in RESERVED_PROPERTIES}
+    copy = Message(origin, dead.body, tags=dead.tags, keys=dead.keys or None, properties=user, flag=dead.flag)
+    result = await admin.send_message(copy)
+    log.info(
+        "dashboard: resent dead-letter message %s of %s to %s as %s",
+        msg_id,
+        dlq_topic,
+        origin,
+        result.msg_id,
+    )
+    return {
+        "topic": origin,
+        "msgId": result.msg_id,
+        "offsetMsgId": result.offset_msg_id,
+        "sendStatus": result.send_status.name,
+        "resentAt": int(time.time() * 1000),
+    }

@@ -1,0 +1,226 @@
+"""The dashboard's JSON API (:mod:`rmq.dashboard`) against a real broker serving it on ``dashboardPort``
+(``conftest.py``'s world), checked against what rmq's own client sent, consumed and reads back; the
+read-only mode, the HTTP edges, ``rmqadmin dashboard`` and the broker properties."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import http.client
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+from click.testing import CliRunner
+from rmq.admin import cli
+from rmq.client.sync import Admin
+from rmq.dashboard import Dashboard
+
+from tests.dashboard.world import FIRST, JSON_BODY, MORE, World, dlq_message, eventually, http_json
+
+
+def test_cluster_page_data(world: World) -> None:
+    status, data = world.get("/api/cluster")
+    assert status == 200
+    (row,) = [b for b in data["brokers"] if b["addr"] == world.broker.broker_addr]
+    assert (row["cluster"], row["brokerName"], row["role"], row["brokerId"]) == (
+        world.cluster,
+        world.broker_name,
+        "MASTER",
+        0,
+    )
+    assert 0.0 < row["diskRatio"] < 1.0
+    assert row["msgPutToday"] >= FIRST + MORE + 1
+    status, overview = world.get("/api/overview")
+    assert overview == {"namesrvAddr": world.ns, "admin": True}
+
+
+def test_rates_sampled(world: World) -> None:
+    samples = eventually(
+        lambda: [s for s in world.get("/api/rates")[1]["samples"] if s["put"] > 0], "a sample with sends"
+    )
+    assert all(s["put"] >= 0 and s["get"] >= 0 for s in samples)
+
+
+def test_topics_and_topic_detail(world: World) -> None:
+    status, data = world.get("/api/topics")
+    kinds = {t["topic"]: t["kind"] for t in data["topics"]}
+    assert kinds[world.topic] == "normal"
+    assert kinds[world.dlq_topic] == "dlq"
+    assert kinds["TBW102"] == "system"
+    status, t = world.get(f"/api/topic?topic={world.topic}")
+    assert status == 200
+    assert [(q["queueId"], q["minOffset"], q["maxOffset"]) for q in t["queues"]] == [
+        (i, 0, 3) for i in range(4)
+    ]
+    assert t["totalMessages"] == FIRST + MORE
+    assert t["route"]["queues"] == [
+        {"brokerName": world.broker_name, "readQueueNums": 4, "writeQueueNums": 4, "perm": 6}
+    ]
+    assert t["route"]["brokers"][0]["addrs"] == {"0": world.broker.broker_addr}
+    assert world.group in t["consumerGroups"]
+    assert world.get("/api/topic?topic=NoSuchTopic")[0] == 404
+    assert world.get("/api/topic")[0] == 400
+
+
+def test_group_lag_matches_consume_stats(world: World) -> None:
+    with Admin(namesrv_addr=world.ns) as admin:
+        stats = admin.consume_stats(world.group)
+    status, g = world.get(f"/api/group?group={world.group}")
+    assert status == 200
+    assert g["stats"]["offsets"] == [o.to_dict() for o in stats.rows()]
+    assert [
+        (o["queueId"], o["brokerOffset"], o["consumerOffset"], o["diff"])
+        for o in g["stats"]["offsets"]
+        if o["topic"] == world.topic
+    ] == [(i, 3, 2, 1) for i in range(4)]
+    assert g["stats"]["diffTotal"] == MORE
+    assert g["online"] is False and g["members"] == []
+    status, groups = world.get("/api/groups")
+    row = next(r for r in groups["groups"] if r["group"] == world.group)
+    assert (row["members"], row["diffTotal"]) == (0, MORE)
+
+
+def test_message_search_by_time_key_and_id(world: World) -> None:
+    status, found = world.get(
+        f"/api/messages?topic={world.topic}&begin=0&end={int(time.time() * 1000) + 60_000}"
+    )
+    assert status == 200
+    assert sorted(m["msgId"] for m in found["messages"]) == sorted(r.msg_id for r in world.results)
+    assert "body" not in found["messages"][0]
+    status, found = world.get(f"/api/messages?topic={world.topic}&begin=0&limit=5")
+    assert len(found["messages"]) == 5 and found["truncated"] is True
+    status, by_key = world.get(f"/api/messages?topic={world.topic}&key=k5")
+    assert [m["msgId"] for m in by_key["messages"]] == [world.results[5].msg_id]
+    first = world.results[0]
+    for query in (f"id={first.offset_msg_id}", f"id={first.msg_id}&topic={world.topic}"):
+        status, m = world.get(f"/api/message?{query}")
+        assert status == 200, m
+        assert base64.b64decode(m["body"]) == JSON_BODY
+        assert (m["msgId"], m["tags"], m["keys"], m["queueId"], m["brokerName"]) == (
+            first.msg_id,
+            "tag0",
+            "k0 all",
+            0,
+            world.broker_name,
+        )
+        assert m["properties"]["KEYS"] == "k0 all"
+    assert world.get(f"/api/messages?topic={world.topic}&key=nokey")[0] == 404
+    assert world.get(f"/api/messages?topic={world.topic}&begin=10&end=5")[0] == 400
+    assert world.get("/api/message?id=00000000")[0] == 404
+
+
+def test_reset_offset(world: World) -> None:
+    group = world.reset_group
+    status, r = world.post("/api/group/reset", {"group": group, "topic": world.topic, "timestamp": 0})
+    assert status == 200, r
+    assert r["consumersNotified"] is False
+    assert [(o["queueId"], o["offset"]) for o in r["offsets"]] == [(i, 0) for i in range(4)]
+    status, g = world.get(f"/api/group?group={group}")
+    rows = [(o["consumerOffset"], o["diff"]) for o in g["stats"]["offsets"] if o["topic"] == world.topic]
+    assert rows == [(0, 3)] * 4
+    assert world.post("/api/group/reset", {"group": group})[0] == 400
+
+
+def test_resend_dead_letter(world: World) -> None:
+    dead = dlq_message(world)
+    assert dead["properties"]["RETRY_TOPIC"] == world.dead_topic
+    status, r = world.post("/api/dlq/resend", {"topic": world.dlq_topic, "msgId": dead["offsetMsgId"]})
+    assert status == 200, r
+    assert (r["topic"], r["sendStatus"]) == (world.dead_topic, "SEND_OK")
+    status, copy = world.get(f"/api/message?id={r['offsetMsgId']}")
+    assert (copy["topic"], copy["tags"], copy["keys"], base64.b64decode(copy["body"])) == (
+        world.dead_topic,
+        "refund",
+        "dead-1",
+        b"refund 42",
+    )
+    assert copy["properties"]["origin"] == "dashboard-test"
+    assert copy["msgId"] != dead["msgId"] and "RETRY_TOPIC" not in copy["properties"]
+    # Only dead-letter messages are resent.
+    status, err = world.post(
+        "/api/dlq/resend", {"topic": world.topic, "msgId": world.results[0].offset_msg_id}
+    )
+    assert status == 400 and "not a dead-letter topic" in err["error"]
+
+
+async def test_read_only_dashboard(world: World) -> None:
+    dashboard = Dashboard(namesrv_addr=world.ns, sample_interval_s=0.2)
+    await dashboard.start("127.0.0.1", 0)
+    try:
+        base = dashboard.url.rstrip("/")
+        status, overview = await asyncio.to_thread(http_json, base + "/api/overview")
+        assert overview["admin"] is False
+        status, cluster = await asyncio.to_thread(http_json, base + "/api/cluster")
+        assert status == 200 and cluster["brokers"]
+        for path, body in (
+            ("/api/dlq/resend", {"topic": world.dlq_topic, "msgId": "x"}),
+            ("/api/group/reset", {"group": world.group, "topic": world.topic, "timestamp": 0}),
+        ):
+            status, err = await asyncio.to_thread(http_json, base + path, body)
+            assert status == 403 and "admin" in err["error"]
+    finally:
+        await dashboard.stop()
+
+
+def test_http_edges(world: World) -> None:
+    host, port = "127.0.0.1", int(world.broker.ready["dashboard"])
+    conn = http.client.HTTPConnection(host, port, timeout=10)  # keep-alive: two requests, one connection
+    for path, status, kind in (
+        ("/", 200, "text/html"),
+        ("/static/app.js", 200, "text/javascript"),
+        ("/static/../views.py", 404, "application/json"),
+        ("/api/nothing", 404, "application/json"),
+    ):
+        conn.request("GET", path)
+        resp = conn.getresponse()
+        resp.read()
+        assert (resp.status, resp.getheader("Content-Type", "").split(";")[0]) == (status, kind), path
+    conn.close()
+    with socket.create_connection((host, port), timeout=10) as s:
+        s.sendall(b"NONSENSE\r\n\r\n")
+        assert s.recv(1024).startswith(b"HTTP/1.1 400 ")
+    assert http_json(world.base + "/api/cluster", {"x": 1})[0] == 405
+
+
+def test_rmqadmin_dashboard_command(world: World) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rmq.admin", "dashboard", "-n", world.ns, "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONUNBUFFERED="1"),
+    )
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("rmqadmin dashboard: http://127.0.0.1:"), line
+        url = line.split()[2]
+        status, overview = http_json(url + "api/overview")
+        assert (status, overview["admin"]) == (200, False)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert CliRunner().invoke(cli, ["dashboard", "--port", "99999", "-n", world.ns]).exit_code == 2
+
+
+def test_dashboard_properties() -> None:
+    from rmq.broker.config import BrokerConfig, ConfigError
+
+    cfg = BrokerConfig()
+    assert (cfg.dashboard_port, cfg.dashboard_admin) == (-1, False)  # off and read-only by default
+    cfg.load([("-p", "dashboardPort", "8080"), ("-p", "dashboardAdmin", "true")])
+    assert (cfg.dashboard_port, cfg.dashboard_admin) == (8080, True)
+    assert cfg.properties()["dashboardPort"] == "8080"
+    with pytest.raises(ConfigError, match="dashboardAdmin: 'maybe' is not true or false"):
+        cfg.set("dashboardAdmin", "maybe")
+    cfg.set("dashboardPort", "70000")
+    with pytest.raises(ConfigError, match="dashboardPort: 70000 is not a TCP port"):
+        cfg.validate()

@@ -1,0 +1,178 @@
+"""Every dashboard page in headless Chromium (Debian's ``chromium``, driven by Playwright) against
+``conftest.py``'s world: the pages load with real data, a search finds the sent messages, the lag shown is
+what ``rmqadmin consumerProgress`` prints, a reset and a dead-letter resend work from the page; a screenshot
+of each page goes to ``target/dashboard-screenshots/`` (listed at the end of the pytest run)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from rmq.client.sync import Admin
+
+from tests.dashboard.world import FIRST, JSON_BODY, MORE, SCREENSHOTS, World, dlq_message
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    chromium = shutil.which("chromium")
+    if chromium is None:
+        pytest.fail("Debian's chromium is not installed (scripts/test installs it: apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium, headless=True)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1360, "height": 860})
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield pg
+    context.close()
+    assert errors == [], f"JavaScript errors: {errors}"
+
+
+def open_page(page: Any, w: World, route: str, loaded: str) -> None:
+    page.goto(f"{w.base}/#/{route}")
+    page.wait_for_selector(f'#app[data-loaded="{loaded}"]')
+
+
+@pytest.fixture
+def screenshot(page: Any, saved_screenshots: list[Path]) -> Callable[[str], None]:
+    """Saves a full-page screenshot as ``<name>.png`` (conftest.py lists them at the end of the run)."""
+
+    def save(name: str) -> None:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        path = SCREENSHOTS / f"{name}.png"
+        page.screenshot(path=str(path), full_page=True)
+        saved_screenshots.append(path)
+
+    return save
+
+
+def cells(page: Any, testid: str) -> list[list[str]]:
+    return page.eval_on_selector_all(
+        f'[data-testid="{testid}"] tbody tr',
+        "rows => rows.map(r => Array.from(r.cells).map(c => c.innerText.trim()))",
+    )
+
+
+def test_browser_cluster(world: World, page: Any, screenshot: Callable[[str], None]) -> None:
+    open_page(page, world, "cluster", "cluster")
+    rows = cells(page, "brokers")
+    assert [r[:5] for r in rows] == [
+        [world.cluster, world.broker_name, "0", "MASTER", world.broker.broker_addr]
+    ]
+    page.wait_for_selector('[data-testid="rate-chart"] path.put')
+    assert page.inner_text("#mode") == "admin"
+    screenshot("1-cluster")
+
+
+def test_browser_topics(world: World, page: Any, screenshot: Callable[[str], None]) -> None:
+    open_page(page, world, "topics", "topics")
+    names = [r[0] for r in cells(page, "topics")]
+    assert world.topic in names and world.dlq_topic in names and "TBW102" not in names
+    page.check('input[data-kind="system"]')
+    assert "TBW102" in [r[0] for r in cells(page, "topics")]
+    screenshot("2-topics")
+    page.fill("#topic-filter", world.topic)
+    assert [r[0] for r in cells(page, "topics")] == [world.topic]
+    page.click(f"text={world.topic}")
+    page.wait_for_selector('#app[data-loaded="topic"]')
+    assert page.inner_text('[data-testid="total-messages"]') == str(FIRST + MORE)
+    assert [r[1:4] for r in cells(page, "topic-queues")] == [[str(i), "0", "3"] for i in range(4)]
+    screenshot("3-topic")
+
+
+def test_browser_group_lag_matches_consumer_progress(
+    world: World, page: Any, screenshot: Callable[[str], None]
+) -> None:
+    # The rmqadmin console command itself (a subprocess: Playwright's loop runs in this thread).
+    progress = subprocess.run(
+        [sys.executable, "-m", "rmq.admin", "consumerProgress", "-n", world.ns, "-g", world.group, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert progress.returncode == 0, progress.stderr
+    expected = [
+        [
+            o["topic"],
+            o["brokerName"],
+            str(o["queueId"]),
+            str(o["brokerOffset"]),
+            str(o["consumerOffset"]),
+            str(o["diff"]),
+        ]
+        for o in json.loads(progress.stdout)["offsets"]
+    ]
+    open_page(page, world, "groups", "groups")
+    row = next(r for r in cells(page, "groups") if r[0] == world.group)
+    assert row[1:3] == ["0", str(MORE)]
+    screenshot("4-groups")
+    open_page(page, world, f"group/{world.group}", "group")
+    assert [r[:6] for r in cells(page, "lag")] == expected
+    assert page.inner_text('[data-testid="lag-total"]') == str(MORE)
+    screenshot("5-group")
+    # Reset offset (an admin dashboard), from the page: the reset group (at 0, test_reset_offset) to the end.
+    open_page(page, world, f"group/{world.reset_group}", "group")
+    page.select_option("#reset-form select[name=topic]", world.topic)
+    page.fill("#reset-form input[name=time]", "2100-01-01T00:00:00")
+    page.click("#reset-form button[type=submit]")
+    page.wait_for_selector("#reset-result .ok")
+    assert page.inner_text("#reset-result").strip() == "reset 4 queues"
+    with Admin(namesrv_addr=world.ns) as admin:
+        rows = admin.consume_stats(world.reset_group, world.topic).rows()
+    assert [(o.consumer_offset, o.diff) for o in rows] == [(3, 0)] * 4
+
+
+def test_browser_search_finds_sent_messages(
+    world: World, page: Any, screenshot: Callable[[str], None]
+) -> None:
+    open_page(page, world, f"messages?topic={world.topic}", "messages")
+    page.click("button[type=submit]")  # the last hour
+    page.wait_for_selector('[data-testid="result-count"]')
+    ids = [r[0] for r in cells(page, "results")]
+    assert sorted(ids) == sorted(r.msg_id for r in world.results)
+    assert page.is_hidden("input[name=key]") and page.is_visible("input[name=begin]")
+    page.select_option("select[name=by]", "key")
+    assert page.is_visible("input[name=key]") and page.is_hidden("input[name=begin]")
+    page.fill("input[name=key]", "k5")
+    page.click("button[type=submit]")
+    page.wait_for_function(
+        "n => document.querySelector('[data-testid=result-count]')?.innerText.startsWith(n)", arg="1 message"
+    )
+    assert [r[0] for r in cells(page, "results")] == [world.results[5].msg_id]
+    screenshot("6-messages")
+    page.select_option("select[name=by]", "id")
+    page.fill("input[name=id]", world.results[0].msg_id)  # the client id, looked up in the topic
+    page.click("button[type=submit]")
+    page.wait_for_selector('#app[data-loaded="message"]')
+    assert json.loads(page.inner_text('[data-testid="body"]')) == json.loads(JSON_BODY)
+    assert "k0 all" in page.inner_text('[data-testid="message-detail"]')
+    props = dict((r[0], r[1]) for r in cells(page, "properties"))
+    assert props["TAGS"] == "tag0"
+    screenshot("7-message")
+    page.click("button[data-mode=hex]")
+    assert page.inner_text('[data-testid="body"]').startswith("00000000  7b 22 6f 72")
+
+
+def test_browser_resend_dead_letter(world: World, page: Any, screenshot: Callable[[str], None]) -> None:
+    dead = dlq_message(world)
+    open_page(page, world, f"message/{quote(world.dlq_topic, safe='')}/{dead['offsetMsgId']}", "message")
+    page.click('[data-testid="resend"]')
+    result = page.wait_for_selector('[data-testid="resend-result"]')
+    assert result.inner_text().startswith(f"sent to {world.dead_topic} as ")
+    screenshot("8-dead-letter")
