@@ -252,6 +252,7 @@ NetEvent = (
     tuple[Literal[0], int, str, str]  # a connection opened: conn, peer, local
     | tuple[Literal[1], int, bytes, None]  # whole frames for the event loop
     | tuple[Literal[2], int, None, None]  # a connection closed
+    | tuple[Literal[3], int, str, str]  # refused by TLS: conn, peer, reason (a close follows)
 )
 
 SIZE_BOUNDS: list[int]
@@ -262,7 +263,16 @@ LATENCY_BOUNDS_MS: list[int]
 class NetServer:
     """The broker's network thread (see rmq.remoting.native)."""
 
-    def __init__(self, host: str, port: int, max_frame: int = ..., flush_timeout_ms: int = 5000) -> None: ...
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        max_frame: int = ...,
+        flush_timeout_ms: int = 5000,
+        tls: tuple[str, str, str, str, str] | None = None,
+    ) -> None:
+        """``tls``: (mode, cert_path, key_path, trust_cert_path, need_client_auth); ValueError when
+        the files do not load."""
     @property
     def port(self) -> int: ...
     def event_fd(self) -> int: ...

@@ -329,15 +329,18 @@ def run_driver(
     scenario: str,
     limit: float = 240.0,
     main: str = "rmqpeer.Driver",
+    jvm: tuple[str, ...] = (),
     **args: object,
 ) -> dict[str, Any]:
     """Run one Java driver scenario; return the JSON object it printed (its last stdout line). The
     driver's own ``timeout`` argument bounds its waits; ``limit`` (seconds) bounds the whole JVM;
-    ``main`` is the driver class (each ``tests/peers/java/src/rmqpeer`` program takes the scenario first)."""
+    ``main`` is the driver class (each ``tests/peers/java/src/rmqpeer`` program takes the scenario first);
+    ``jvm`` adds JVM options (system properties such as ``-Dtls.enable=true``)."""
     log_root = home / "client-logs"
     argv = [
         "java",
         *DRIVER_JVM,
+        *jvm,
         f"-Drocketmq.client.logRoot={log_root}",
         f"-Duser.home={home}",
         f"-Dlogback.configurationFile={_driver_logback(home)}",

@@ -18,6 +18,7 @@ from rmq._store import MessageStore, StoreConfigError, check_store_config
 from rmq.broker.java_properties import JAVA_PROPERTIES, LEGACY_NAMES
 from rmq.broker.metrics import parse_metrics_label
 from rmq.common.netaddr import local_address
+from rmq.remoting.tls import TlsClientSettings, TlsConfigError, TlsServerSettings
 
 __all__ = [
     "RUNTIME_UPDATABLE",
@@ -95,7 +96,25 @@ _NAMES: dict[str, str] = {
     "innerClientAuthenticationCredentials": "inner_client_authentication_credentials",
     "dashboardPort": "dashboard_port",
     "dashboardAdmin": "dashboard_admin",
+    "tls.server.mode": "tls_server_mode",
+    "tls.server.certPath": "tls_server_cert_path",
+    "tls.server.keyPath": "tls_server_key_path",
+    "tls.server.keyPassword": "tls_server_key_password",
+    "tls.server.trustCertPath": "tls_server_trust_cert_path",
+    "tls.server.need.client.auth": "tls_server_need_client_auth",
+    "tls.enable": "tls_enable",
+    "tls.client.certPath": "tls_client_cert_path",
+    "tls.client.keyPath": "tls_client_key_path",
+    "tls.client.keyPassword": "tls_client_key_password",
+    "tls.client.trustCertPath": "tls_client_trust_cert_path",
+    "tls.client.authServer": "tls_client_auth_server",
+    "tls.config.file": "tls_config_file",
 }
+
+# Secrets: never answered to GET_BROKER_CONFIG.
+_SECRETS: frozenset[str] = frozenset(
+    {"inner_client_authentication_credentials", "tls_server_key_password", "tls_client_key_password"}
+)
 
 BROKER_ROLES = ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE")
 
@@ -272,6 +291,31 @@ class BrokerConfig:
     dashboard_admin: bool = False
     """Let the dashboard reset offsets and resend dead-letter messages (rmq's own property; false:
     read-only)."""
+    tls_server_mode: str = "disabled"
+    """RocketMQ's ``tls.server.mode`` for the broker port (and an embedded name server): ``disabled``,
+    ``permissive`` (TLS and plaintext clients both served) or ``enforcing`` (TLS only). RocketMQ 4.9's
+    default is permissive with a self-signed certificate; rmq's is disabled, and TLS needs a certificate."""
+    tls_server_cert_path: str = ""
+    """PEM certificate (chain) of the broker (``tls.server.certPath``)."""
+    tls_server_key_path: str = ""
+    """PEM private key of that certificate (``tls.server.keyPath``)."""
+    tls_server_key_password: str = ""
+    """Password of an encrypted ``tls.server.keyPath``."""
+    tls_server_trust_cert_path: str = ""
+    """PEM CAs that client certificates must chain to (``tls.server.trustCertPath``)."""
+    tls_server_need_client_auth: str = "none"
+    """``none``, ``optional`` or ``require`` a client certificate (``tls.server.need.client.auth``)."""
+    tls_enable: bool = False
+    """The broker's own connections (name-server registration) use TLS (RocketMQ's ``tls.enable``)."""
+    tls_client_cert_path: str = ""
+    tls_client_key_path: str = ""
+    tls_client_key_password: str = ""
+    tls_client_trust_cert_path: str = ""
+    tls_client_auth_server: bool = False
+    """Check the name server's certificate against ``tls.client.trustCertPath`` (RocketMQ's default: no)."""
+    tls_config_file: str = ""
+    """A properties file of ``tls.*`` settings, read where it is named (RocketMQ's ``tls.config.file``;
+    rmq reads no file unless asked)."""
     # Store properties by their RocketMQ names (validated by the store when it opens).
     store: dict[str, str] = field(default_factory=dict)
     on_update: list[Callable[[dict[str, Any]], None]] = field(
@@ -301,6 +345,8 @@ class BrokerConfig:
             else:
                 optional = attr in ("namesrv_addr", "ha_master_address")
                 setattr(self, attr, text or None if optional else text)
+            if key == "tls.config.file" and text:
+                self._load_tls_file(text)
             if key == "brokerRole" and text not in BROKER_ROLES:
                 raise ConfigError(f"brokerRole: {text!r} is not one of {', '.join(BROKER_ROLES)}")
             if attr.startswith("metrics_"):
@@ -328,6 +374,17 @@ class BrokerConfig:
             self.not_implemented[key] = "not implemented by rmq"
             return
         raise ConfigError(f"unknown property {key!r}{did_you_mean(key)}")
+
+    def _load_tls_file(self, path: str) -> None:
+        try:
+            with open(os.path.expanduser(path), encoding="utf-8") as f:
+                text = f.read()
+        except OSError as e:
+            raise ConfigError(f"tls.config.file: cannot read {path!r}: {e.strerror}") from None
+        for number, k, v in parse_properties_lines(text):
+            if not k.startswith("tls.") or k == "tls.config.file":
+                raise ConfigError(f"tls.config.file {path}:{number}: {k!r} is not a tls.* setting")
+            self.set(k, v)
 
     def load(self, entries: Iterable[tuple[str, str, str]]) -> None:
         """Set ``(where, key, value)`` entries (``where`` says which file and line, or which option),
@@ -357,6 +414,30 @@ class BrokerConfig:
         if self.rocketmq_home:
             return os.path.join(os.path.expanduser(self.rocketmq_home), "conf", "plain_acl.yml")
         return ""
+
+    def tls_server(self) -> TlsServerSettings:
+        """The TLS settings of the broker port (and an embedded name server)."""
+        return TlsServerSettings(
+            mode=self.tls_server_mode,
+            cert_path=os.path.expanduser(self.tls_server_cert_path),
+            key_path=os.path.expanduser(self.tls_server_key_path),
+            key_password=self.tls_server_key_password,
+            trust_cert_path=os.path.expanduser(self.tls_server_trust_cert_path),
+            need_client_auth=self.tls_server_need_client_auth,
+        )
+
+    def tls_client(self) -> TlsClientSettings | None:
+        """The TLS settings of the broker's own connections, or None with ``tls.enable=false``."""
+        if not self.tls_enable:
+            return None
+        return TlsClientSettings(
+            enable=True,
+            trust_cert_path=os.path.expanduser(self.tls_client_trust_cert_path),
+            verify_server=self.tls_client_auth_server,
+            cert_path=os.path.expanduser(self.tls_client_cert_path),
+            key_path=os.path.expanduser(self.tls_client_key_path),
+            key_password=self.tls_client_key_password,
+        )
 
     def inner_credentials(self) -> tuple[str, str] | None:
         """The broker's own account from :attr:`inner_client_authentication_credentials`, or None."""
@@ -470,6 +551,15 @@ class BrokerConfig:
         self.inner_credentials()
         if not -1 <= self.dashboard_port <= 65535:
             raise ConfigError(f"dashboardPort: {self.dashboard_port} is not a TCP port (-1: no dashboard)")
+        try:
+            self.tls_server().validate()
+        except TlsConfigError as e:
+            raise ConfigError(str(e)) from None
+        if self.tls_server_mode == "enforcing" and not self.namesrv_list() and not self.tls_enable:
+            raise ConfigError(
+                "tls.server.mode=enforcing with the embedded name server: set tls.enable=true too (the "
+                "broker registers with that name server over TLS)"
+            )
         if self.default_topic_queue_nums < 1:
             raise ConfigError("defaultTopicQueueNums must be at least 1")
         try:
@@ -485,8 +575,8 @@ class BrokerConfig:
             if f.name == "store" or not f.init:
                 continue
             v = getattr(self, f.name)
-            if f.name == "inner_client_authentication_credentials" and v:
-                v = "******"  # a secret: never answered to GET_BROKER_CONFIG
+            if f.name in _SECRETS and v:
+                v = "******"
             out[by_attr[f.name]] = (
                 ("true" if v else "false") if isinstance(v, bool) else ("" if v is None else str(v))
             )

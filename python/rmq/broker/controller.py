@@ -48,6 +48,7 @@ from rmq.remoting.channel import Channel
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.native import NativeRemotingServer
 from rmq.remoting.server import RemotingServer
+from rmq.remoting.tls import TlsConfigError
 from rmq.store import AsyncStore, DiskFullError, MessageStore, SlaveStoreError, StoreShutDownError
 
 if TYPE_CHECKING:
@@ -69,13 +70,30 @@ class BrokerController:
             "max_in_flight": config.server_max_in_flight,
             "idle_timeout_s": config.channel_expired_timeout / 1000,
         }
+        tls = config.tls_server()
+        if tls.enabled:
+            try:
+                tls.context()  # certificate and key load now, not at the first connection
+            except TlsConfigError as e:
+                raise ConfigError(str(e)) from None
+            server_options["tls"] = tls
+        native = config.network_thread
+        if native and tls.key_password:
+            # The network thread (rustls) takes no encrypted key: the asyncio server serves the port.
+            log.info(
+                "tls.server.keyPassword is set: the broker port is served by the asyncio server, not the "
+                "network thread (its send fast path is off)"
+            )
+            native = False
         self.remoting: RemotingServer = (
             NativeRemotingServer(flush_timeout_ms=config.sync_flush_timeout_ms, **server_options)
-            if config.network_thread
+            if native
             else RemotingServer(**server_options)
         )
         inner = config.inner_credentials()
-        self.client = RemotingClient(rpc_hook=RequestSigner(*inner) if inner else None)
+        self.client = RemotingClient(
+            rpc_hook=RequestSigner(*inner) if inner else None, tls=config.tls_client()
+        )
         self.acl: AccessValidator | None = None
         if config.acl_enable:
             try:

@@ -5,6 +5,10 @@ the environment variable ``NAMESRV_ADDR`` (Java also reads it), as ``host:port;h
 
 With ``access_key`` and ``secret_key`` set, every request the clients send is signed as the Java client's
 ``AclClientRPCHook`` signs it (RocketMQ ACL 1.0), name servers included.
+
+With ``tls=True`` every connection (name servers and brokers) is TLS, as the Java client's ``tls.enable``.
+The server's certificate is checked against ``tls_ca`` when that is given (``tls_verify``: force the check
+on or off); ``tls_cert`` / ``tls_key`` are this client's certificate for servers that require one.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from rmq.acl.signing import RequestSigner
 from rmq.client.errors import MQClientError
 from rmq.client.uniq_id import local_ip
 from rmq.common.codes import LanguageCode
+from rmq.remoting.tls import TlsClientSettings
 
 __all__ = ["DEFAULT_INSTANCE_NAME", "ClientConfig"]
 
@@ -46,6 +51,29 @@ class ClientConfig:
     secret_key: str | None = field(default=None, repr=False)
     security_token: str | None = field(default=None, repr=False)
     """Sent (and signed) as ``SecurityToken`` when set."""
+    tls: bool = False
+    """Connect to name servers and brokers with TLS."""
+    tls_ca: str | None = None
+    """PEM file of the CAs the servers' certificates must chain to."""
+    tls_verify: bool | None = None
+    """Check the server's certificate (default: when ``tls_ca`` is given; RocketMQ's default is not to)."""
+    tls_cert: str | None = None
+    """PEM certificate (chain) this client presents, for ``tls.server.need.client.auth``."""
+    tls_key: str | None = None
+    """PEM private key of ``tls_cert`` (may be omitted when ``tls_cert`` holds it too)."""
+
+    def tls_settings(self) -> TlsClientSettings | None:
+        """The TLS settings of every connection, or None when ``tls`` is off."""
+        if not self.tls:
+            return None
+        verify = self.tls_verify if self.tls_verify is not None else bool(self.tls_ca)
+        return TlsClientSettings(
+            enable=True,
+            trust_cert_path=self.tls_ca or "",
+            verify_server=verify,
+            cert_path=self.tls_cert or "",
+            key_path=self.tls_key or "",
+        )
 
     def signer(self) -> RequestSigner | None:
         """The request signer for the credentials, or None without them."""
@@ -55,8 +83,18 @@ class ClientConfig:
             raise MQClientError("ACL credentials need both access_key and secret_key", 10004)
         return RequestSigner(self.access_key, self.secret_key, self.security_token)
 
-    def credentials_id(self) -> tuple[str | None, str | None, str | None]:
-        return (self.access_key, self.secret_key, self.security_token)
+    def credentials_id(self) -> tuple[object, ...]:
+        """What two clients sharing one instance (one set of connections) must agree on."""
+        return (
+            self.access_key,
+            self.secret_key,
+            self.security_token,
+            self.tls,
+            self.tls_ca,
+            self.tls_verify,
+            self.tls_cert,
+            self.tls_key,
+        )
 
     def client_id(self) -> str:
         """``clientIP@instanceName[@unitName]``; instance name ``DEFAULT`` becomes the process id."""

@@ -86,8 +86,8 @@ def get_instance(config: ClientConfig) -> ClientInstance:
     if instance is not None and not instance.is_shut_down:
         if instance.config.credentials_id() != config.credentials_id():
             raise MQClientError(
-                f"client id {cid} already runs with other ACL credentials; give this client its own "
-                "instance_name",
+                f"client id {cid} already runs with other ACL credentials or TLS settings; give this client "
+                "its own instance_name",
                 10004,
             )
     if instance is None or instance.is_shut_down:
@@ -108,7 +108,9 @@ class ClientInstance:
         self.config = config
         self.client_id = client_id or config.client_id()
         self.remoting = RemotingClient(
-            connect_timeout_ms=config.mq_client_api_timeout_ms, rpc_hook=config.signer()
+            connect_timeout_ms=config.mq_client_api_timeout_ms,
+            rpc_hook=config.signer(),
+            tls=config.tls_settings(),
         )
         self.api = MQClientAPI(self.remoting, config.namesrv_list(), config.language)
         self.timeout_ms = config.mq_client_api_timeout_ms

@@ -16,6 +16,7 @@ from rmq.common.logsetup import configure as configure_logging
 from rmq.namesrv.kv_config import default_kv_config_path
 from rmq.namesrv.server import DEFAULT_PORT, NameServer
 from rmq.remoting.loop import loop_name, run
+from rmq.remoting.tls import TLS_MODES, TlsConfigError, TlsServerSettings, client_auth_modes
 
 log = logging.getLogger("rmq.namesrv")
 
@@ -27,8 +28,9 @@ async def serve(
     metrics_port: int | None = None,
     metrics_host: str | None = None,
     acl: AccessValidator | None = None,
+    tls: TlsServerSettings | None = None,
 ) -> None:
-    ns = NameServer(kv_config_path=kv_config, acl=acl)
+    ns = NameServer(kv_config_path=kv_config, acl=acl, tls=tls)
     await ns.start(host, port)
     if metrics_port is not None:
         ns.serve_metrics(metrics_host or host, metrics_port)
@@ -85,6 +87,27 @@ async def serve(
     default=None,
     help="Turn ACL on with this plain_acl.yml: requests must be signed, writes need an admin account.",
 )
+@click.option(
+    "--tls-mode",
+    type=click.Choice(TLS_MODES),
+    default="disabled",
+    show_default=True,
+    help="RocketMQ's tls.server.mode: permissive serves TLS and plaintext clients, enforcing TLS only.",
+)
+@click.option("--tls-cert", default="", help="PEM certificate (chain) of this server (tls.server.certPath).")
+@click.option("--tls-key", default="", help="PEM private key of --tls-cert (tls.server.keyPath).")
+@click.option(
+    "--tls-trust-cert",
+    default="",
+    help="PEM CAs client certificates must chain to (tls.server.trustCertPath).",
+)
+@click.option(
+    "--tls-need-client-auth",
+    type=click.Choice(client_auth_modes()),
+    default="none",
+    show_default=True,
+    help="Ask clients for a certificate (tls.server.need.client.auth).",
+)
 @click.version_option(rmq.__version__, "-V", "--version", prog_name="rmq-namesrv")
 def main(
     port: int,
@@ -95,8 +118,25 @@ def main(
     metrics_port: int | None,
     metrics_host: str | None,
     acl_file: Path | None,
+    tls_mode: str,
+    tls_cert: str,
+    tls_key: str,
+    tls_trust_cert: str,
+    tls_need_client_auth: str,
 ) -> None:
     """Run a RocketMQ 4.x compatible name server."""
+    tls = TlsServerSettings(
+        mode=tls_mode,
+        cert_path=tls_cert,
+        key_path=tls_key,
+        trust_cert_path=tls_trust_cert,
+        need_client_auth=tls_need_client_auth,
+    )
+    try:
+        if tls.enabled:
+            tls.context()
+    except TlsConfigError as e:
+        raise click.UsageError(str(e)) from None
     acl = None
     if acl_file is not None:
         try:
@@ -107,7 +147,7 @@ def main(
     log.info("rmq %s name server starting; log file %s", rmq.__version__, path or "(none: stderr only)")
     if acl is not None:
         log.info("ACL on: rules from %s (%d accounts)", acl_file, len(acl.rules.accounts))
-    run(serve(host, port, kv_config or default_kv_config_path(), metrics_port, metrics_host, acl))
+    run(serve(host, port, kv_config or default_kv_config_path(), metrics_port, metrics_host, acl, tls))
 
 
 if __name__ == "__main__":

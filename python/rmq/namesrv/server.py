@@ -37,6 +37,7 @@ from rmq.namesrv.route_table import DEFAULT_BROKER_EXPIRY_MS, RouteInfoManager, 
 from rmq.remoting.channel import Channel
 from rmq.remoting.latency import RpcLatency
 from rmq.remoting.server import RemotingServer
+from rmq.remoting.tls import TlsServerSettings
 
 __all__ = ["DEFAULT_PORT", "NameServer"]
 
@@ -56,11 +57,14 @@ class NameServer:
         clock: Callable[[], int] = now_ms,
         acl: AccessValidator | None = None,
         acl_reload: bool = True,
+        tls: TlsServerSettings | None = None,
     ) -> None:
         self.routes = RouteInfoManager(clock=clock, broker_expiry_ms=broker_expiry_ms)
         self.kv = KVConfigManager(kv_config_path)
         self.processors = NamesrvProcessors(self.routes, self.kv)
-        self.remoting = RemotingServer(name="namesrv", answer_unsupported=True, idle_timeout_s=idle_timeout_s)
+        self.remoting = RemotingServer(
+            name="namesrv", answer_unsupported=True, idle_timeout_s=idle_timeout_s, tls=tls
+        )
         for code, processor in self.processors.table().items():
             self.remoting.register(code, processor)
         self.remoting.add_close_listener(self._on_channel_closed)

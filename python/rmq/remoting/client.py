@@ -10,6 +10,8 @@
 
 ``RemotingClient(rpc_hook=f)`` calls ``f(request)`` on every request it sends, just before sending (how
 ACL credentials sign requests: :class:`rmq.acl.RequestSigner`).
+``RemotingClient(tls=TlsClientSettings(enable=True))`` connects with TLS (RocketMQ's ``tls.enable``;
+see :mod:`rmq.remoting.tls`).
 
 A connection that closes is dropped from the pool; the next call to that address reconnects. Errors are
 :class:`RemotingConnectError` (cannot connect), :class:`RemotingTimeoutError` (no answer in time) and
@@ -28,6 +30,7 @@ from rmq.remoting.command import RemotingCommand
 from rmq.remoting.context import Processor
 from rmq.remoting.dispatcher import DEFAULT_MAX_IN_FLIGHT, Dispatcher
 from rmq.remoting.errors import RemotingConnectError
+from rmq.remoting.tls import TlsClientSettings
 
 __all__ = ["RemotingClient", "invoke_sync", "parse_addr"]
 
@@ -52,8 +55,11 @@ class RemotingClient:
         max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
         max_in_flight: int = DEFAULT_MAX_IN_FLIGHT,
         rpc_hook: Callable[[RemotingCommand], object] | None = None,
+        tls: TlsClientSettings | None = None,
     ) -> None:
         self.rpc_hook = rpc_hook
+        self.tls = tls
+        self._ssl = tls.context() if tls is not None else None
         self.connect_timeout_ms = connect_timeout_ms
         self.max_frame_length = max_frame_length
         self.dispatcher = Dispatcher(max_in_flight=max_in_flight, answer_unsupported=True)
@@ -110,7 +116,8 @@ class RemotingClient:
 
         try:
             _, channel = await asyncio.wait_for(
-                loop.create_connection(factory, host, port), self.connect_timeout_ms / 1000.0
+                loop.create_connection(factory, host, port, ssl=self._ssl),
+                self.connect_timeout_ms / 1000.0,
             )
         except asyncio.TimeoutError:
             raise RemotingConnectError(

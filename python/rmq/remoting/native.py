@@ -8,6 +8,11 @@ each connection is a :class:`~rmq.remoting.channel.Channel` whose transport is a
 :class:`NativeTransport`, so processors, the dispatcher, request/response matching and close callbacks
 are the same code.
 
+With ``tls`` (:class:`~rmq.remoting.tls.TlsServerSettings`, permissive or enforcing) the network thread
+runs TLS itself (rustls): it sniffs each new connection's first byte as the asyncio server does, encrypts
+and decrypts in the thread, and the fast path answers TLS sends as it answers plain ones. Connections it
+refuses arrive as events and are logged here. It takes no encrypted private key (``key_password``).
+
 The event loop watches the thread's eventfd, takes the waiting events (open / frames / closed), handles them
 in order and acknowledges them; until then the thread sends later frames of those connections to Python too,
 so a fast-path send never overtakes a request Python is still handling.
@@ -23,12 +28,13 @@ from typing import Any
 from rmq import _store
 from rmq.remoting.channel import Channel
 from rmq.remoting.server import RemotingServer
+from rmq.remoting.tls import TlsConfigError
 
 __all__ = ["NativeRemotingServer", "NativeTransport"]
 
 log = logging.getLogger(__name__)
 
-_OPEN, _DATA, _CLOSED = 0, 1, 2
+_OPEN, _DATA, _CLOSED, _REFUSED = 0, 1, 2, 3
 
 
 def _split_addr(addr: str) -> tuple[str, int]:
@@ -107,12 +113,21 @@ class NativeRemotingServer(RemotingServer):
         if self._net is not None:
             raise RuntimeError(f"{self.name} already started")
         self._loop = asyncio.get_running_loop()
-        self._net = _store.NetServer(host, port, self.max_frame_length, self._flush_timeout_ms)
+        tls = None
+        if self.tls is not None:
+            t = self.tls
+            t.validate()
+            tls = (t.mode, t.cert_path, t.key_path, t.trust_cert_path, t.need_client_auth)
+        try:
+            self._net = _store.NetServer(host, port, self.max_frame_length, self._flush_timeout_ms, tls)
+        except ValueError as e:
+            raise TlsConfigError(str(e)) from None
         self._port = self._net.port
         self._host = host
         self._loop.add_reader(self._net.event_fd(), self._pump)
         self._start_idle_sweep()
-        log.info("%s listening on %s:%d (network thread)", self.name, host, self._port)
+        mode = f", tls.server.mode={self.tls.mode}" if self.tls is not None else ""
+        log.info("%s listening on %s:%d (network thread%s)", self.name, host, self._port, mode)
 
     def enable_fast_send(
         self,
@@ -167,6 +182,9 @@ class NativeRemotingServer(RemotingServer):
                     channel = chans.get(conn)
                     if channel is not None:
                         channel.data_received(a)
+                elif kind == _REFUSED:
+                    log.warning("refusing %s from %s", b, a)
+                    self.tls_refused += 1
                 elif kind == _OPEN:
                     channel = self._make_channel()
                     chans[conn] = channel

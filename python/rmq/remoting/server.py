@@ -12,6 +12,10 @@ Channels idle (nothing received) for ``idle_timeout_s`` (120 s, Java's ``serverC
 are closed by a sweep every ``idle_check_interval_s``. Close listeners registered with
 :meth:`RemotingServer.add_close_listener` hear about every channel that closes (the name server drops the
 broker behind it, the broker drops the channel's producers and consumers).
+
+``RemotingServer(tls=TlsServerSettings(mode="enforcing", cert_path=..., key_path=...))`` serves TLS as
+RocketMQ's ``tls.server.*`` properties describe (:mod:`rmq.remoting.tls`): each accepted connection starts
+behind a :class:`~rmq.remoting.tls.TlsGate` that decides between plain text, TLS and refusal.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from rmq.remoting.channel import Channel, OpaqueSource
 from rmq.remoting.codec import DEFAULT_MAX_FRAME_LENGTH
 from rmq.remoting.context import Processor
 from rmq.remoting.dispatcher import DEFAULT_MAX_IN_FLIGHT, Dispatcher
+from rmq.remoting.tls import TlsGate, TlsServerSettings
 
 __all__ = ["RemotingServer"]
 
@@ -43,8 +48,12 @@ class RemotingServer:
         max_frame_length: int = DEFAULT_MAX_FRAME_LENGTH,
         close_timeout_s: float = 5.0,
         name: str = "remoting-server",
+        tls: TlsServerSettings | None = None,
     ) -> None:
         self.name = name
+        self.tls = tls if tls is not None and tls.enabled else None
+        self.tls_refused = 0
+        """Connections refused by TLS (plaintext under ``enforcing``, failed handshakes)."""
         self.close_timeout_s = close_timeout_s
         self.dispatcher = Dispatcher(max_in_flight=max_in_flight, answer_unsupported=answer_unsupported)
         self.idle_timeout_s = idle_timeout_s
@@ -109,14 +118,25 @@ class RemotingServer:
         if self._server is not None:
             raise RuntimeError(f"{self.name} already started")
         loop = asyncio.get_running_loop()
+        factory: Callable[[], asyncio.Protocol] = self._make_channel
+        if self.tls is not None:
+            settings, context = self.tls, self.tls.context()
+
+            def factory() -> asyncio.Protocol:
+                return TlsGate(self._make_channel(), settings, context, self._count_refused)
+
         self._server = await loop.create_server(
-            self._make_channel, host, port, reuse_address=reuse_address, backlog=1024
+            factory, host, port, reuse_address=reuse_address, backlog=1024
         )
         sockets = self._server.sockets
         self._port = sockets[0].getsockname()[1] if sockets else port
         self._host = host
         self._start_idle_sweep()
-        log.info("%s listening on %s:%d", self.name, host, self._port)
+        tls = f" (tls.server.mode={self.tls.mode})" if self.tls is not None else ""
+        log.info("%s listening on %s:%d%s", self.name, host, self._port, tls)
+
+    def _count_refused(self, _what: str) -> None:
+        self.tls_refused += 1
 
     def _start_idle_sweep(self) -> None:
         if self.idle_timeout_s is not None:

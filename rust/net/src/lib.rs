@@ -10,7 +10,8 @@
 //! * [`stats`]: what the fast path took and what it left to Python, and why;
 //! * [`server`]: the mio thread that owns the listening socket and the connections, answers
 //!   fast-path sends (holding SYNC_FLUSH answers for the group commit) and hands every other
-//!   frame to its owner, the Python event loop.
+//!   frame to its owner, the Python event loop;
+//! * [`tls`]: TLS sessions of its connections (rustls), RocketMQ's `tls.server.*` modes.
 
 pub mod batch;
 pub mod frame;
@@ -19,8 +20,10 @@ pub mod metrics;
 pub mod send;
 pub mod server;
 pub mod stats;
+pub mod tls;
 
 pub use metrics::{LatencySnapshot, MetricsSnapshot, TopicInSnapshot};
 pub use send::{FastSend, FastSendConfig};
 pub use server::{Event, Server, ServerOptions};
 pub use stats::{Decline, Stats};
+pub use tls::{ClientAuth, TlsMode, TlsServer};

@@ -32,6 +32,7 @@ use rmq_store::service::Notifier;
 use crate::batch::{send_some, SendBatch};
 use crate::frame;
 use crate::send::{FastSend, Held, Sent};
+use crate::tls::{self, TlsMode, TlsServer, HANDSHAKE_RECORD};
 
 const LISTENER: Token = Token(0);
 const WAKER: Token = Token(1);
@@ -49,6 +50,8 @@ pub struct ServerOptions {
     pub low_water: usize,
     /// How long a SYNC_FLUSH answer waits for its flush before FLUSH_DISK_TIMEOUT.
     pub flush_timeout: Duration,
+    /// TLS (`tls.server.mode` permissive or enforcing); None: plain TCP only.
+    pub tls: Option<TlsServer>,
 }
 
 impl Default for ServerOptions {
@@ -58,6 +61,7 @@ impl Default for ServerOptions {
             high_water: 16 * 1024 * 1024,
             low_water: 4 * 1024 * 1024,
             flush_timeout: Duration::from_secs(5),
+            tls: None,
         }
     }
 }
@@ -78,6 +82,13 @@ pub enum Event {
     Closed {
         conn: u64,
     },
+    /// The connection was refused by TLS (plaintext under `enforcing`, a failed handshake); a
+    /// Closed event follows.
+    Refused {
+        conn: u64,
+        peer: SocketAddr,
+        reason: String,
+    },
 }
 
 struct Output {
@@ -86,9 +97,22 @@ struct Output {
     /// The poller watches the socket for writability (only while output is buffered: a
     /// connection always watched for it would wake the thread on every ACK).
     watching_writable: bool,
+    /// The TLS session: what is written is encrypted here, under this lock, in order.
+    tls: Option<Box<rustls::ServerConnection>>,
 }
 
 impl Output {
+    /// Write `data` now as far as the socket takes it (nothing may overtake buffered output);
+    /// buffer the rest.
+    fn push_raw(&mut self, fd: i32, data: &[u8]) {
+        let n = if self.buf.is_empty() {
+            send_some(fd, data)
+        } else {
+            0
+        };
+        self.buf.extend_from_slice(&data[n..]);
+    }
+
     /// Whether the poller must start watching the socket for writability: output is left
     /// buffered and nobody watches yet (from now on somebody does).
     fn start_watching(&mut self) -> bool {
@@ -117,13 +141,15 @@ impl Conn {
         if out.closed {
             return Written::Closed;
         }
-        for data in parts {
-            let n = if out.buf.is_empty() {
-                send_some(self.fd(), data)
-            } else {
-                0
-            };
-            out.buf.extend_from_slice(&data[n..]);
+        let fd = self.fd();
+        if let Some(session) = out.tls.as_mut() {
+            let mut cipher = Vec::new();
+            tls::encrypt(session, parts, &mut cipher);
+            out.push_raw(fd, &cipher);
+        } else {
+            for data in parts {
+                out.push_raw(fd, data);
+            }
         }
         if out.start_watching() {
             Written::WatchWritable
@@ -149,6 +175,30 @@ impl Conn {
 
     fn fd(&self) -> i32 {
         self.stream.as_raw_fd()
+    }
+
+    /// Start a TLS session on this connection.
+    fn start_tls(&self, session: rustls::ServerConnection) {
+        self.out.lock().tls = Some(Box::new(session));
+    }
+
+    /// Decrypt received ciphertext into `plain` and send what the session answers (handshake
+    /// messages; an alert on failure). Ok: whether the peer closed the session, and whether the
+    /// socket must be watched for writability.
+    fn tls_input(&self, cipher: &[u8], plain: &mut Vec<u8>) -> (Result<bool, String>, bool) {
+        let mut out = self.out.lock();
+        let fd = self.fd();
+        let Some(session) = out.tls.as_mut() else {
+            return (Err("no TLS session".into()), false);
+        };
+        let result = tls::decrypt(session, cipher, plain);
+        let mut answer = Vec::new();
+        tls::pending(session, &mut answer);
+        if !out.closed && !answer.is_empty() {
+            out.push_raw(fd, &answer);
+        }
+        let watch = out.start_watching();
+        (result, watch)
     }
 
     fn buffered(&self) -> usize {
@@ -387,6 +437,10 @@ struct Local {
     replies: Vec<u8>,
     paused: bool,
     closing: bool,
+    /// TLS is on and this connection's first byte is not seen yet.
+    sniff: bool,
+    /// This connection has a TLS session: what is read is ciphertext.
+    tls: bool,
 }
 
 struct HeldReply {
@@ -495,6 +549,7 @@ impl Worker {
                             buf: Vec::new(),
                             closed: false,
                             watching_writable: false,
+                            tls: None,
                         }),
                         owner_pending: AtomicU32::new(0),
                         last_seen_ns: AtomicU64::new(monotonic_ns()),
@@ -510,6 +565,8 @@ impl Worker {
                             replies: Vec::new(),
                             paused: false,
                             closing: false,
+                            sniff: self.shared.opts.tls.is_some(),
+                            tls: false,
                         },
                     );
                     self.owner_events.push(Event::Open {
@@ -596,6 +653,68 @@ impl Worker {
             // A short read drained the socket: new data raises a new edge, no need to read
             // again just to hear EAGAIN.
             let drained = !peer_closed && l.rlen + n < l.rbuf.len();
+            if l.sniff {
+                l.sniff = false;
+                let tls_opts = self
+                    .shared
+                    .opts
+                    .tls
+                    .as_ref()
+                    .expect("sniffing means TLS is on");
+                if l.rbuf[l.rlen] == HANDSHAKE_RECORD {
+                    match tls_opts.session() {
+                        Ok(session) => {
+                            l.conn.start_tls(session);
+                            l.tls = true;
+                        }
+                        Err(reason) => {
+                            self.owner_events.push(Event::Refused {
+                                conn: id,
+                                peer: l.peer,
+                                reason: format!("a TLS session that could not start: {reason}"),
+                            });
+                            return ReadOutcome::Close;
+                        }
+                    }
+                } else if tls_opts.mode == TlsMode::Enforcing {
+                    self.owner_events.push(Event::Refused {
+                        conn: id,
+                        peer: l.peer,
+                        reason: "a plaintext connection (tls.server.mode=enforcing)".into(),
+                    });
+                    return ReadOutcome::Close;
+                }
+            }
+            let n = if l.tls {
+                let cipher = l.rbuf[l.rlen..l.rlen + n].to_vec();
+                let mut plain = Vec::new();
+                let (result, watch) = l.conn.tls_input(&cipher, &mut plain);
+                watch_writable |= watch;
+                match result {
+                    Ok(closed) => {
+                        if closed {
+                            outcome = ReadOutcome::Close;
+                        }
+                    }
+                    Err(reason) => {
+                        self.owner_events.push(Event::Refused {
+                            conn: id,
+                            peer: l.peer,
+                            reason: format!("a TLS connection that failed: {reason}"),
+                        });
+                        l.rlen = 0;
+                        return ReadOutcome::Close;
+                    }
+                }
+                while l.rlen + plain.len() > l.rbuf.len() {
+                    let grown = l.rbuf.len() * 2;
+                    l.rbuf.resize(grown, 0);
+                }
+                l.rbuf[l.rlen..l.rlen + plain.len()].copy_from_slice(&plain);
+                plain.len()
+            } else {
+                n
+            };
             l.rlen += n;
             l.conn.last_seen_ns.store(monotonic_ns(), Ordering::Relaxed);
             // Frame what we have.
@@ -698,7 +817,15 @@ impl Worker {
             // Hold every connection's output while its bytes are in flight, so no write of
             // the owner slips in between. A connection with output already buffered queues
             // behind it instead.
-            let mut outs: Vec<_> = batch.iter().map(|(_, c, _)| c.out.lock()).collect();
+            let conns: Vec<Arc<Conn>> = batch.iter().map(|(_, c, _)| c.clone()).collect();
+            let mut outs: Vec<_> = conns.iter().map(|c| c.out.lock()).collect();
+            for (out, item) in outs.iter_mut().zip(batch.iter_mut()) {
+                if let Some(session) = out.tls.as_mut() {
+                    let mut cipher = Vec::with_capacity(item.2.len() + 64);
+                    tls::encrypt(session, &[&item.2], &mut cipher);
+                    item.2 = cipher;
+                }
+            }
             let mut items: Vec<(i32, &[u8])> = Vec::with_capacity(batch.len());
             let mut which: Vec<usize> = Vec::with_capacity(batch.len());
             for (i, out) in outs.iter().enumerate() {

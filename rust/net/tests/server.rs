@@ -307,7 +307,7 @@ fn frames_sent_before_a_reset_reach_the_owner() {
             match e {
                 Event::Data { conn, frames } => got.entry(conn).or_default().extend(frames),
                 Event::Closed { .. } => closed += 1,
-                Event::Open { .. } => {}
+                Event::Open { .. } | Event::Refused { .. } => {}
             }
         }
         server.ack();

@@ -8,7 +8,10 @@ use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 
-use rmq_net::{Decline, Event, FastSend, FastSendConfig, Server, ServerOptions, Stats};
+use rmq_net::{
+    ClientAuth, Decline, Event, FastSend, FastSendConfig, Server, ServerOptions, Stats, TlsMode,
+    TlsServer,
+};
 
 use crate::MessageStore;
 
@@ -16,6 +19,34 @@ use crate::MessageStore;
 const OPEN: i32 = 0;
 const DATA: i32 = 1;
 const CLOSED: i32 = 2;
+const REFUSED: i32 = 3;
+
+/// `(mode, cert_path, key_path, trust_cert_path, need_client_auth)` as the Python side names them.
+type TlsArgs = (String, String, String, String, String);
+
+fn tls_server(args: &TlsArgs) -> PyResult<TlsServer> {
+    let (mode, cert, key, trust, auth) = args;
+    let mode = match mode.as_str() {
+        "permissive" => TlsMode::Permissive,
+        "enforcing" => TlsMode::Enforcing,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "tls.server.mode {other:?} is not permissive or enforcing"
+            )))
+        }
+    };
+    let auth = match auth.as_str() {
+        "none" => ClientAuth::None,
+        "optional" => ClientAuth::Optional,
+        "require" => ClientAuth::Require,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "tls.server.need.client.auth {other:?} is not none, optional or require"
+            )))
+        }
+    };
+    TlsServer::load(mode, cert, key, trust, auth).map_err(PyValueError::new_err)
+}
 
 /// The network thread: listens on `host:port`, answers fast-path sends itself and queues
 /// everything else as events for the event loop (watch `event_fd()`, then `take_events()`,
@@ -37,17 +68,20 @@ fn contiguous(buf: &PyBuffer<u8>) -> PyResult<&[u8]> {
 #[pymethods]
 impl NetServer {
     #[new]
-    #[pyo3(signature = (host, port, max_frame = 16 * 1024 * 1024, flush_timeout_ms = 5000))]
+    #[pyo3(signature = (host, port, max_frame = 16 * 1024 * 1024, flush_timeout_ms = 5000, tls = None))]
     fn new(
         py: Python<'_>,
         host: &str,
         port: u16,
         max_frame: usize,
         flush_timeout_ms: u64,
+        tls: Option<TlsArgs>,
     ) -> PyResult<Self> {
+        let tls = tls.as_ref().map(tls_server).transpose()?;
         let opts = ServerOptions {
             max_frame,
             flush_timeout: Duration::from_millis(flush_timeout_ms),
+            tls,
             ..ServerOptions::default()
         };
         let inner = py
@@ -68,7 +102,8 @@ impl NetServer {
     }
 
     /// `[(kind, conn, a, b), ...]`: `(0, conn, peer, local)` a new connection,
-    /// `(1, conn, frames, None)` whole frames for the event loop, `(2, conn, None, None)` closed.
+    /// `(1, conn, frames, None)` whole frames for the event loop, `(2, conn, None, None)` closed,
+    /// `(3, conn, peer, reason)` refused by TLS (a closed event follows).
     fn take_events<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let events = self.inner.take_events();
         let list = PyList::empty(py);
@@ -90,6 +125,15 @@ impl NetServer {
                         conn.into_pyobject(py)?.into_any(),
                         PyBytes::new(py, &frames).into_any(),
                         py.None().into_bound(py),
+                    ],
+                )?,
+                Event::Refused { conn, peer, reason } => PyTuple::new(
+                    py,
+                    [
+                        REFUSED.into_pyobject(py)?.into_any(),
+                        conn.into_pyobject(py)?.into_any(),
+                        peer.to_string().into_pyobject(py)?.into_any(),
+                        reason.into_pyobject(py)?.into_any(),
                     ],
                 )?,
                 Event::Closed { conn } => PyTuple::new(
