@@ -172,6 +172,8 @@ pub struct CommitLog {
     /// Bytes advised for read-ahead so far.
     read_ahead_bytes: AtomicU64,
     read_ahead_on: AtomicBool,
+    /// Bytes per MADV_WILLNEED call (see [`crate::mapped_file::willneed_chunk`]).
+    willneed_chunk: usize,
 }
 
 /// How far ahead of the appender disk blocks are reserved (see [`crate::disk`]).
@@ -210,6 +212,11 @@ impl CommitLog {
         preallocate: bool,
     ) -> CommitLog {
         let dir = dir.into();
+        // The directory may not exist yet: its nearest existing ancestor is on the same device
+        // in all but unusual mount layouts.
+        let willneed_chunk = crate::mapped_file::willneed_chunk(
+            dir.ancestors().find(|d| d.exists()).unwrap_or(&dir),
+        );
         CommitLog {
             reserve_chunk: if crate::disk::holes_take_space(&dir) {
                 file_size as usize
@@ -229,6 +236,7 @@ impl CommitLog {
             readahead: ReadAhead::new(),
             read_ahead_bytes: AtomicU64::new(0),
             read_ahead_on: AtomicBool::new(true),
+            willneed_chunk,
         }
     }
 
@@ -257,7 +265,7 @@ impl CommitLog {
                 .iter()
                 .all(|&p| file.is_resident(p));
             if !cached {
-                file.advise_willneed(a, b - a);
+                file.advise_willneed(a, b - a, self.willneed_chunk);
                 self.read_ahead_bytes
                     .fetch_add(stop - pos, Ordering::Relaxed);
             }

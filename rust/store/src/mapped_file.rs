@@ -25,10 +25,39 @@ pub const OS_PAGE_SIZE: usize = 4096;
 /// rounded up): past it, a segment holds no more written data.
 pub const ZERO_RUN_END: usize = 4 * 1024 * 1024 + 128 * 1024;
 
-/// Bytes per `MADV_WILLNEED` call in [`MappedFile::advise_willneed`] (at most what the kernel
-/// reads ahead per call: `max(read_ahead_kb, io_pages)` of the device; 128 KiB is the usual
-/// default of `read_ahead_kb`).
+/// Bytes per `MADV_WILLNEED` call when the device's readahead size is unknown (the usual
+/// default of `read_ahead_kb`); see [`willneed_chunk`].
 pub const WILLNEED_CHUNK: usize = 128 * 1024;
+
+/// Bytes per `MADV_WILLNEED` call for files in `dir`: the kernel reads at most the device's
+/// readahead size (`max(read_ahead_kb, io_pages)`) per call and drops the rest of a longer
+/// range, so a range is advised in calls of `read_ahead_kb` of the device holding `dir`
+/// (from sysfs), between 128 KiB and 8 MiB; [`WILLNEED_CHUNK`] when it cannot be found.
+pub fn willneed_chunk(dir: &Path) -> usize {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata(dir) else {
+        return WILLNEED_CHUNK;
+    };
+    let (major, minor) = (libc::major(meta.dev()), libc::minor(meta.dev()));
+    let candidates = [
+        format!("/sys/class/bdi/{major}:{minor}/read_ahead_kb"),
+        format!("/sys/dev/block/{major}:{minor}/queue/read_ahead_kb"),
+        // A partition: its disk's queue.
+        format!("/sys/dev/block/{major}:{minor}/../queue/read_ahead_kb"),
+    ];
+    candidates
+        .iter()
+        .find_map(|p| {
+            std::fs::read_to_string(p)
+                .ok()?
+                .trim()
+                .parse::<usize>()
+                .ok()
+        })
+        .filter(|&kb| kb > 0)
+        .map(|kb| (kb * 1024).clamp(WILLNEED_CHUNK, 8 << 20))
+        .unwrap_or(WILLNEED_CHUNK)
+}
 
 /// Suffix of a file being created; such leftovers of a crash are removed at load.
 pub const CREATING_SUFFIX: &str = ".creating";
@@ -224,17 +253,18 @@ impl MappedFile {
     /// Start reading `[from, from + len)` into the page cache without waiting for it
     /// (`MADV_WILLNEED`; see [`crate::readahead`]). Clipped to the file; pages already cached
     /// cost a lookup each.
-    pub fn advise_willneed(&self, from: usize, len: usize) {
+    /// `chunk`: bytes per call, see [`willneed_chunk`].
+    pub fn advise_willneed(&self, from: usize, len: usize, chunk: usize) {
         let start = from / OS_PAGE_SIZE * OS_PAGE_SIZE;
         let end = from.saturating_add(len).min(self.size);
         if end <= start {
             return;
         }
-        // One call per chunk: the kernel reads at most the device's readahead size (often
-        // 128 KiB to 8 MiB) per MADV_WILLNEED and silently drops the rest of a longer range.
+        // One call per chunk: the kernel reads at most the device's readahead size per
+        // MADV_WILLNEED and silently drops the rest of a longer range.
         let mut at = start;
         while at < end {
-            let len = WILLNEED_CHUNK.min(end - at);
+            let len = chunk.max(OS_PAGE_SIZE).min(end - at);
             // SAFETY: the range lies inside this mapping; MADV_WILLNEED only schedules reads
             // of the file into the page cache and changes no contents.
             unsafe {
