@@ -176,6 +176,9 @@ class Child:
             _CHILDREN.remove(self.proc)
 
 
+PROVISIONAL_ABOVE = 10.0
+"""Other CPU use (% of the machine) before a run above which its row is marked provisional."""
+
 GEN_BOUND_PCT = 70.0
 """A load generator process above this share of one core, or all of them together above this share of the
 machine's cores, may be what limits the row."""
@@ -244,6 +247,7 @@ class Measure:
     busy: float | None = None  # share of all CPUs busy during the run, %
     background: float | None = None  # share of all CPUs busy just before the run (other work), %
     steal: float | None = None  # share of CPU time stolen by the hypervisor during the run, %
+    loadavg: float | None = None  # 1-minute load average at the start of the run
 
 
 def _percentile(sorted_vals: array[float] | list[float], q: float) -> float | None:
@@ -326,6 +330,7 @@ def run_workers(
         for c in children:
             c.expect("READY", 60)
         bg0, bg1 = wait_quiet()
+        load1 = os.getloadavg()[0]
         start_at = time.monotonic() + warmup + 0.05
         end_at = start_at + duration
         srv0 = proc_cpu(server_pid) if server_pid else 0.0
@@ -353,7 +358,7 @@ def run_workers(
         for c in children:
             c.stop()
         shutil.rmtree(tmp, ignore_errors=True)
-    m = Measure()
+    m = Measure(loadavg=load1)
     samples: dict[str, int] = {}
     for r in results:
         m.errors += r["errors"]
@@ -954,7 +959,8 @@ def machine_info() -> str:
 
 HEADER = (
     "| scenario | flush | client | producers / in flight | msgs/s | p50 | p99 | ceiling req/s "
-    "| % of ceiling | server CPU/msg: broker (echo) | generator CPU/msg, busiest process: broker (echo) "
+    "| % of ceiling | server CPU/msg: broker (echo) "
+    "| generator CPU/msg, busiest / all processes in % of a core: broker (echo) "
     "| other load | steal: broker (echo) | target | met |"
 )
 
@@ -976,6 +982,10 @@ def table(rows: list[Row]) -> list[str]:
         err = f" ({r.m.errors} errors)" if r.m.errors else ""
         note = f" ({r.m.note})" if r.m.note else ""
         bg = f"{r.m.background:.0f}%" if r.m.background is not None else "n/a"
+        if r.m.loadavg is not None:
+            bg += f", load {r.m.loadavg:.1f}"
+        if (r.m.background or 0.0) > PROVISIONAL_ABOVE:
+            bg += " (provisional: other jobs running)"
         cpu = fmt_pair(r, "server_cpu_us", lambda v: f"{v:.1f} µs")
         gen = fmt_gen(r.m)
         if r.ceiling is not None and r.ceiling.gen_cpu_us is not None:
@@ -1125,7 +1135,8 @@ def section(rows: list[Row], a: argparse.Namespace, elapsed: float, errors: list
         "for consume one `LitePullConsumer` (batches of 32) reading the topic from its first offset.",
         "- Latency: send to response, per request. *Server CPU/msg*: user + system CPU of the broker (echo "
         "server) process over the run divided by the requests it answered (per message for pulls). *Other "
-        "load*: CPU use on the machine just before the measurement, from processes outside the benchmark. "
+        "load*: CPU use on the machine just before the measurement, from processes outside the benchmark, "
+        f"and the 1-minute load average; above {PROVISIONAL_ABOVE:.0f}% the row is provisional. "
         "*Steal*: share of the machine's CPU time during the measurement that the hypervisor gave to other "
         "guests (from /proc/stat); this virtual machine's host is shared, and rates fall as steal rises.",
         "",

@@ -274,8 +274,16 @@ fn main() {
     let mut notes: Vec<String> = vec![String::new(); NAMES.len()];
     let mut ratios = Vec::new();
     let mut loads = Vec::new();
+    let mut busy = false;
     for _ in 0..rounds {
-        loads.push(loadavg());
+        let l = loadavg();
+        // Above one runnable task on average before the round, something else was running.
+        busy |= l
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse::<f64>().ok())
+            .is_some_and(|v| v > 1.0);
+        loads.push(l);
         // The disk's sequential rate: the better of reads through the page cache and direct
         // reads, each in large blocks.
         runs[0].push(disk_read(&store, root, data, 8 << 20, false));
@@ -306,12 +314,17 @@ fn main() {
         v[v.len() / 2]
     };
     let disk = median(&runs[0]).max(median(&runs[1]));
+    let provisional = if busy {
+        " (provisional: other jobs running)"
+    } else {
+        ""
+    };
     let mut rows = Vec::new();
     for (i, name) in NAMES.iter().enumerate() {
         let m = median(&runs[i]);
         let all: Vec<String> = runs[i].iter().map(|r| format!("{r:.0}")).collect();
         rows.push(format!(
-            "| {name} | {m:.0} (runs {}) | {:.0}% | {} |",
+            "| {name} | {m:.0} (runs {}) | {:.0}% | {}{provisional} |",
             all.join(" / "),
             100.0 * m / disk,
             notes[i]
