@@ -176,6 +176,9 @@ pub struct CommitLog {
     willneed_chunk: usize,
 }
 
+/// Pages of a read-ahead window looked up (`mincore`) to tell a cached window from a cold one.
+const READ_AHEAD_SAMPLES: usize = 8;
+
 /// How far ahead of the appender disk blocks are reserved (see [`crate::disk`]).
 const RESERVE_AHEAD: u64 = 16 << 20;
 
@@ -259,11 +262,12 @@ impl CommitLog {
             let base = file.from_offset();
             let stop = to.min(base + file.size() as u64);
             let (a, b) = ((pos - base) as usize, (stop - base) as usize);
-            // Warm data (the usual case) costs three one-page lookups, not a walk of the
-            // whole window through the page cache.
-            let cached = [a, a + (b - a) / 2, b - 1]
-                .iter()
-                .all(|&p| file.is_resident(p));
+            // Warm data (the usual case) costs a few one-page lookups, not a walk of the
+            // whole window through the page cache; a window only partly cached is advised
+            // (the kernel skips the pages it has).
+            let cached = (0..READ_AHEAD_SAMPLES)
+                .map(|i| a + (b - 1 - a) * i / (READ_AHEAD_SAMPLES - 1))
+                .all(|p| file.is_resident(p));
             if !cached {
                 file.advise_willneed(a, b - a, self.willneed_chunk);
                 self.read_ahead_bytes

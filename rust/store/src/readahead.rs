@@ -11,7 +11,7 @@
 //! of it, so the disk keeps a window's worth of reads queued.
 //!
 //! Cost on warm data: one lock and a few compares per pull, and per eighth of a window passed
-//! three one-page `mincore` calls, which find the window cached and advise nothing.
+//! eight one-page `mincore` calls, which find the window cached and advise nothing.
 //!
 //! This type only decides *which* ranges to advise ([`ReadAhead::on_read`]); the CommitLog maps
 //! them onto its files.
@@ -23,7 +23,7 @@ pub const STREAMS: usize = 4;
 /// The first window of a new reader: small, so a one-off read costs little.
 pub const START_WINDOW: u64 = 1 << 20;
 /// The largest window: enough to keep a disk busy while the reader copies what has arrived.
-pub const MAX_WINDOW: u64 = 32 << 20;
+pub const MAX_WINDOW: u64 = 64 << 20;
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Stream {
@@ -58,11 +58,16 @@ impl ReadAhead {
         st.clock += 1;
         let now = st.clock;
         // A reader near a stream's advised edge (behind it by at most two windows, or past it
-        // by at most one: the pulls of several queues interleave in the log) continues it.
-        let hit = st.streams.iter().position(|s| {
-            let w = s.window.max(START_WINDOW);
-            s.until != 0 && offset + 2 * w >= s.until && offset <= s.until + w
-        });
+        // by at most one: the pulls of several queues interleave in the log) continues it;
+        // of several such streams, the one used last (an old reader that stopped near here
+        // must not capture a live one).
+        let hit = (0..STREAMS)
+            .filter(|&i| {
+                let s = &st.streams[i];
+                let w = s.window.max(START_WINDOW);
+                s.until != 0 && offset + 2 * w >= s.until && offset <= s.until + w
+            })
+            .max_by_key(|&i| st.streams[i].used);
         let s = match hit {
             Some(i) => &mut st.streams[i],
             None => {
@@ -143,6 +148,28 @@ mod tests {
         assert_eq!(next_a.0, a + START_WINDOW);
         let next_b = ra.on_read(b + START_WINDOW / 2, end).unwrap();
         assert_eq!(next_b.0, b + START_WINDOW);
+    }
+
+    #[test]
+    fn a_stream_that_stopped_near_the_end_does_not_capture_a_live_reader() {
+        let ra = ReadAhead::new();
+        let end = 256u64 << 20;
+        // An earlier reader went all the way to the end.
+        let mut off = 0;
+        while off < end {
+            ra.on_read(off, end);
+            off += 32 << 10;
+        }
+        // A new reader from the start keeps getting read-ahead up to the end.
+        let mut advised_until = 0;
+        let mut off = 0;
+        while off < end {
+            if let Some((_, to)) = ra.on_read(off, end) {
+                advised_until = to;
+            }
+            off += 32 << 10;
+        }
+        assert_eq!(advised_until, end);
     }
 
     #[test]
