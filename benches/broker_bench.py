@@ -13,9 +13,11 @@ Usage (from the repository root, with the package built, e.g. ``maturin develop 
 
 What runs (every process is a child of this script, bound to 127.0.0.1, killed on exit):
 
-* ``benches/echo_server.py``, the ceiling: a minimal uvloop ``asyncio.Protocol`` server answering each
-  request frame with a response of the size the broker's answer has (send: ~200-byte header; pull: 32
-  pre-encoded 1 KiB records; route lookups, so the C++ client can use it as name server and broker).
+* ``benches/echo_server.c``, the ceiling (compiled with ``$CC`` for the run; without a C compiler the
+  script stops): a single-threaded epoll server answering each request frame with a response of the size
+  the broker's answer has (send: ~200-byte header; pull: 32 copies of a 1 KiB record built by
+  ``echo_server.build_record``; route lookups, so the C++ client can use it as name server and broker).
+  A broker row above its ceiling means the ceiling is wrong: it is listed under "Problems in this run".
 * a broker with ``flushDiskType=ASYNC_FLUSH``, then one with ``SYNC_FLUSH``, each with its embedded name
   server, a fresh store directory under ``--store-root`` and topic ``BenchTopic`` (8 queues, created with
   UPDATE_AND_CREATE_TOPIC).
@@ -40,7 +42,10 @@ Each produce row runs ``--warmup`` seconds unmeasured, then counts the responses
 ``--duration`` window; latency is per request (send to response) for requests sent inside the window.
 Besides rates the script samples CPU time from /proc: per request for the load generator and for the
 server (broker or echo), the machine's CPU use just before each measurement (other load), and the
-share of CPU time the hypervisor gave to other guests during it (steal).
+share of CPU time the hypervisor gave to other guests during it (steal). Each row also gives the load
+generator's CPU per request and the share of a core its busiest process used: above
+``GEN_BOUND_PCT`` % the row is marked *generator-bound* (the rate says more about the generator than the
+server). A client or peer that is not installed gives a "skipped: <reason>" row, never a missing one.
 """
 
 from __future__ import annotations
@@ -171,8 +176,53 @@ class Child:
             _CHILDREN.remove(self.proc)
 
 
+PROVISIONAL_ABOVE = 10.0
+"""Other CPU use (% of the machine) before a run above which its row is marked provisional."""
+
+GEN_BOUND_PCT = 70.0
+"""A load generator process above this share of one core, or all of them together above this share of the
+machine's cores, may be what limits the row."""
+
+
+def gen_bound(m: Measure) -> str | None:
+    """Why the generator of ``m`` may be what limits its rate, or None."""
+    cores = os.cpu_count() or 1
+    if m.gen_core_pct is not None and m.gen_core_pct > GEN_BOUND_PCT:
+        return f"its busiest process used {m.gen_core_pct:.0f}% of a core"
+    if m.gen_all_pct is not None and m.gen_all_pct > GEN_BOUND_PCT * cores:
+        return f"its processes used {m.gen_all_pct / 100:.2f} of the machine's {cores} cores"
+    return None
+
+
+def build_echo_server(workdir: Path) -> Path:
+    """Compile ``benches/echo_server.c`` with ``$CC`` and write the pull record it serves; a failure stops
+    the run (a ceiling slower than the broker is no ceiling)."""
+    import echo_server
+
+    cc = os.environ.get("CC", "cc")
+    out = workdir / "echo_server_c"
+    try:
+        subprocess.run(
+            [cc, "-O2", "-o", str(out), str(HERE / "echo_server.c")],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        detail = getattr(exc, "stderr", "") or str(exc)
+        why = f"cannot build the ceiling, benches/echo_server.c, with {cc}: {detail.strip()[:300]}"
+        raise SystemExit(why) from exc
+    (workdir / "record.bin").write_bytes(echo_server.build_record(BODY))
+    return out
+
+
+ECHO_BINARY: list[Path] = []
+
+
 def start_echo_server() -> tuple[Child, str]:
-    child = Child([sys.executable, str(HERE / "echo_server.py"), "--record-size", str(BODY)])
+    binary = ECHO_BINARY[0]
+    child = Child([str(binary), str(binary.parent / "record.bin")])
     line = child.expect("ECHO-READY", 30)
     return child, line.split()[1]
 
@@ -191,10 +241,13 @@ class Measure:
     note: str = ""
     requests: int = 0  # all requests answered, warm-up and drain included
     gen_cpu_us: float | None = None  # load generator CPU per request
+    gen_core_pct: float | None = None  # busiest generator process: its CPU over its run, % of one core
+    gen_all_pct: float | None = None  # all generator processes together, % of one core
     server_cpu_us: float | None = None  # server (broker or echo) CPU per request
     busy: float | None = None  # share of all CPUs busy during the run, %
     background: float | None = None  # share of all CPUs busy just before the run (other work), %
     steal: float | None = None  # share of CPU time stolen by the hypervisor during the run, %
+    loadavg: float | None = None  # 1-minute load average at the start of the run
 
 
 def _percentile(sorted_vals: array[float] | list[float], q: float) -> float | None:
@@ -277,17 +330,21 @@ def run_workers(
         for c in children:
             c.expect("READY", 60)
         bg0, bg1 = wait_quiet()
+        load1 = os.getloadavg()[0]
         start_at = time.monotonic() + warmup + 0.05
         end_at = start_at + duration
         srv0 = proc_cpu(server_pid) if server_pid else 0.0
         sys0 = sys_cpu()
         steal0 = steal_cpu()
+        go_at = time.monotonic()
         for c in children:
             c.send(f"GO {start_at:.6f} {end_at:.6f}")
         results = []
+        walls = []
         for c in children:
             left = end_at - time.monotonic() + loadgen.DRAIN_TIMEOUT + 30
             results.append(json.loads(c.expect("{", max(left, 5))))
+            walls.append(time.monotonic() - go_at)
         srv1 = proc_cpu(server_pid) if server_pid else 0.0
         sys1 = sys_cpu()
         steal1 = steal_cpu()
@@ -301,7 +358,7 @@ def run_workers(
         for c in children:
             c.stop()
         shutil.rmtree(tmp, ignore_errors=True)
-    m = Measure()
+    m = Measure(loadavg=load1)
     samples: dict[str, int] = {}
     for r in results:
         m.errors += r["errors"]
@@ -330,6 +387,12 @@ def run_workers(
     units = m.count if results and results[0]["mode"] == "pull" else m.requests  # per message for pulls
     if units:
         m.gen_cpu_us = 1e6 * sum(r.get("cpu", 0.0) for r in results) / units
+    # A worker counts its CPU from GO (pull: from its start time) to its last response; its wall time here
+    # runs to the parent reading its result, so the share is, if anything, low by the result's transit.
+    shares = [100.0 * r.get("cpu", 0.0) / w for r, w in zip(results, walls, strict=True) if w > 0]
+    if shares:
+        m.gen_core_pct = max(shares)
+        m.gen_all_pct = 100.0 * sum(r.get("cpu", 0.0) for r in results) / max(walls)
         if server_pid:
             m.server_cpu_us = 1e6 * (srv1 - srv0) / units
     if bg1[1] > bg0[1]:
@@ -472,20 +535,24 @@ def rmq_produce(
     return run_workers(workers, warmup, duration, server_pid)
 
 
-def rmq_client_available() -> bool:
-    try:
-        import rmq.client  # noqa: F401
-    except ImportError:
-        return False
-    return (HERE / "rmq_client_load.py").exists()
-
-
-def cpp_available() -> bool:
+def cpp_missing() -> str | None:
+    """Why the official C++ client (PyPI ``rocketmq``) cannot run here, or None when it can."""
     try:
         import rocketmq.client  # noqa: F401
-    except Exception:
-        return False
-    return True
+    except Exception as exc:  # ImportError, or OSError when librocketmq.so is missing
+        return f"PyPI `rocketmq` (C++ client) not importable: {type(exc).__name__}: {str(exc)[:120]}"
+    return None
+
+
+def rmq_client_missing() -> str | None:
+    """Why rmq's own client cannot run here, or None when it can."""
+    try:
+        import rmq.client  # noqa: F401
+    except ImportError as exc:
+        return f"`rmq.client` not importable: {exc}"
+    if not (HERE / "rmq_client_load.py").exists():
+        return "benches/rmq_client_load.py is missing"
+    return None
 
 
 # --- broker setup ------------------------------------------------------------------------------------------
@@ -671,8 +738,12 @@ def rmq_client_rows(broker: Broker, total: int, a: argparse.Namespace) -> list[R
     One ``LitePullConsumer`` (``benches/rmq_client_load.py``) of a fresh group reads ``BenchTopic`` from
     its first offset. No ceiling: its rebalance needs a broker, the echo server is not one.
     """
-    if not rmq_client_available() or a.skip_rmq or total <= 0:
-        return []
+    why = "--skip-rmq" if a.skip_rmq else rmq_client_missing()
+    if why is None and total <= 0:
+        why = "nothing was stored to consume"
+    if why is not None:
+        skipped = Measure(note=f"skipped: {why}")
+        return [Row("consume", "ASYNC_FLUSH", "rmq client (LitePullConsumer)", "1 consumer", skipped, None)]
     cfg = {
         "mode": "consume",
         "namesrv": broker.namesrv_addr,
@@ -733,10 +804,23 @@ def bench(a: argparse.Namespace) -> list[Row]:
     specs = [s for s in SPECS if (s.quick or not a.quick)]
     if a.only:
         specs = [s for s in specs if any(k in s.key for k in a.only.split(","))]
-    if not cpp_available() or a.skip_cpp:
-        specs = [s for s in specs if s.client != "cpp"]
-    if not rmq_client_available() or a.skip_rmq:
-        specs = [s for s in specs if s.client != "rmq"]
+    # A client that cannot run gives a "skipped" row per scenario it would have measured, with the reason.
+    missing = {
+        "cpp": "--skip-cpp" if a.skip_cpp else cpp_missing(),
+        "rmq": "--skip-rmq" if a.skip_rmq else rmq_client_missing(),
+    }
+    skipped_rows: dict[str, list[Row]] = {}
+    for s in specs:
+        why = missing.get(s.client)
+        if why is not None:
+            for flush in s.flushes:
+                m = Measure(note=f"skipped: {why}")
+                row = Row("produce", flush, CLIENT_NAMES[s.client], s.concurrency, m, None)
+                skipped_rows.setdefault(flush, []).append(row)
+    for client, why in missing.items():
+        if why is not None:
+            log(f"{CLIENT_NAMES[client]} rows skipped: {why}")
+    specs = [s for s in specs if missing.get(s.client) is None]
     rows: list[Row] = []
     ceilings: dict[str, Measure] = {}
 
@@ -772,6 +856,7 @@ def bench(a: argparse.Namespace) -> list[Row]:
                     row = Row("produce", flush, client, spec.concurrency, m, ceilings.get(spec.key))
                     targets(row, spec)
                     rows.append(row)
+                rows += skipped_rows.get(flush, [])
                 if flush == "ASYNC_FLUSH" and not a.skip_consume:
                     try:
                         consumed, total = consume_rows(broker, echo_addr, echo.proc.pid, a)
@@ -874,7 +959,9 @@ def machine_info() -> str:
 
 HEADER = (
     "| scenario | flush | client | producers / in flight | msgs/s | p50 | p99 | ceiling req/s "
-    "| % of ceiling | server CPU/msg: broker (echo) | other load | steal: broker (echo) | target | met |"
+    "| % of ceiling | server CPU/msg: broker (echo) "
+    "| generator CPU/msg, busiest / all processes in % of a core: broker (echo) "
+    "| other load | steal: broker (echo) | target | met |"
 )
 
 
@@ -888,20 +975,56 @@ def fmt_pair(r: Row, field: str, fmt: Callable[[float], str]) -> str:
 
 
 def table(rows: list[Row]) -> list[str]:
-    out = [HEADER, "|" + "---|" * 14]
+    out = [HEADER, "|" + "---|" * 15]
     for r in rows:
         pct = f"{r.pct:.0f}%" if r.pct is not None else "n/a"
         met = "" if r.met is None else ("**met**" if r.met else "**missed**")
         err = f" ({r.m.errors} errors)" if r.m.errors else ""
         note = f" ({r.m.note})" if r.m.note else ""
         bg = f"{r.m.background:.0f}%" if r.m.background is not None else "n/a"
+        if r.m.loadavg is not None:
+            bg += f", load {r.m.loadavg:.1f}"
+        if (r.m.background or 0.0) > PROVISIONAL_ABOVE:
+            bg += " (provisional: other jobs running)"
         cpu = fmt_pair(r, "server_cpu_us", lambda v: f"{v:.1f} µs")
+        gen = fmt_gen(r.m)
+        if r.ceiling is not None and r.ceiling.gen_cpu_us is not None:
+            gen += f" ({fmt_gen(r.ceiling)})"
         steal = fmt_pair(r, "steal", lambda v: f"{v:.0f}%")
         out.append(
             f"| {r.section} | {r.flush} | {r.client} | {r.concurrency} | {fmt_rate(r.m)}{err}{note} "
-            f"| {fmt_us(r.m.p50)} | {fmt_us(r.m.p99)} | {fmt_rate(r.ceiling)} | {pct} | {cpu} | {bg} "
-            f"| {steal} | {r.target} | {met} |"
+            f"| {fmt_us(r.m.p50)} | {fmt_us(r.m.p99)} | {fmt_rate(r.ceiling)} | {pct} | {cpu} | {gen} "
+            f"| {bg} | {steal} | {r.target} | {met} |"
         )
+    return out
+
+
+def fmt_gen(m: Measure) -> str:
+    """Generator CPU per request and its busiest process's share of a core, flagged when it may bind."""
+    if m.gen_cpu_us is None:
+        return "n/a"
+    s = f"{m.gen_cpu_us:.1f} µs"
+    if m.gen_core_pct is not None and m.gen_all_pct is not None:
+        s += f", {m.gen_core_pct:.0f}% / {m.gen_all_pct:.0f}% of a core"
+    if gen_bound(m) is not None:
+        s += " **generator-bound**"
+    return s
+
+
+def honesty_problems(rows: list[Row]) -> list[str]:
+    """Rows the bench cannot vouch for: above their ceiling (the ceiling is wrong) or generator-bound."""
+    out = []
+    for r in rows:
+        name = f"{r.section} {r.flush} {r.client} {r.concurrency}"
+        if r.pct is not None and r.pct > 100:
+            out.append(
+                f"{name}: {fmt_rate(r.m)}/s is {r.pct:.0f}% of its ceiling {fmt_rate(r.ceiling)}/s: the "
+                "ceiling is wrong (or the machine changed between the two runs; see other load and steal)"
+            )
+        for what, m in (("row", r.m), ("ceiling", r.ceiling)):
+            why = gen_bound(m) if m is not None else None
+            if why is not None:
+                out.append(f"{name} ({what}): the load generator may be the limit: {why}")
     return out
 
 
@@ -993,9 +1116,17 @@ def section(rows: list[Row], a: argparse.Namespace, elapsed: float, errors: list
             else ""
         ),
         "",
-        "- *Ceiling*: the same load generator at the same concurrency against `benches/echo_server.py`, "
-        "a minimal uvloop `asyncio.Protocol` server that answers each frame with a response of the "
-        "broker's size (send: ~200-byte header; pull: 32 records of 1 KiB) and does nothing else.",
+        "- *Ceiling*: the same load generator at the same concurrency against `benches/echo_server.c`, "
+        "a single-threaded epoll server in C (compiled for the run) that answers each frame with a response "
+        "of the broker's size (send: ~200-byte header; pull: 32 records of 1 KiB) and does nothing else. "
+        "A row above its ceiling is listed under the problems of the run.",
+        "- *Generator CPU/msg*: user + system CPU of the load generator processes divided by the requests "
+        "(per message for pulls), then the share of one core its busiest process / all its processes used "
+        f"over the run; when the busiest is above {GEN_BOUND_PCT:.0f}% of a core, or all of them above "
+        f"{GEN_BOUND_PCT:.0f}% of the machine's cores, the row is marked **generator-bound**. "
+        "*skipped*: the client is not installed "
+        "here (reason in the row). Redis, NATS JetStream and Apache RocketMQ are not driven by this script "
+        "(see /work/shared/PERF.md and issue 14 for those comparisons).",
         f"- *Raw frames* (produce): {gen}, {a.gen_procs} processes. *Raw frames (PULL)*: "
         "`benches/loadgen.py`, PULL_MESSAGE of 32 without suspend, pipelined across the queues, "
         "records counted in the bodies. "
@@ -1004,7 +1135,8 @@ def section(rows: list[Row], a: argparse.Namespace, elapsed: float, errors: list
         "for consume one `LitePullConsumer` (batches of 32) reading the topic from its first offset.",
         "- Latency: send to response, per request. *Server CPU/msg*: user + system CPU of the broker (echo "
         "server) process over the run divided by the requests it answered (per message for pulls). *Other "
-        "load*: CPU use on the machine just before the measurement, from processes outside the benchmark. "
+        "load*: CPU use on the machine just before the measurement, from processes outside the benchmark, "
+        f"and the 1-minute load average; above {PROVISIONAL_ABOVE:.0f}% the row is provisional. "
         "*Steal*: share of the machine's CPU time during the measurement that the hypervisor gave to other "
         "guests (from /proc/stat); this virtual machine's host is shared, and rates fall as steal rises.",
         "",
@@ -1099,6 +1231,7 @@ def main() -> int:
     errors: list[str] = []
     build_dir = Path(tempfile.mkdtemp(prefix="rmq-bench-bin-"))
     try:
+        ECHO_BINARY[:] = [build_echo_server(build_dir)]
         if a.gen != "python" and not NATIVE.build(build_dir):
             if a.gen == "native":
                 log(NATIVE.why)
@@ -1108,6 +1241,7 @@ def main() -> int:
     finally:
         _kill_children()
         shutil.rmtree(build_dir, ignore_errors=True)
+    errors += honesty_problems(rows)
     for r in rows:
         if r.m.errors:
             errors.append(

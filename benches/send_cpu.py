@@ -52,8 +52,9 @@ def main() -> None:
     ap.add_argument("--flush", default="ASYNC_FLUSH", choices=("ASYNC_FLUSH", "SYNC_FLUSH"))
     ap.add_argument("--store-root", default=None)
     a = ap.parse_args()
-    if not bb.cpp_available():
-        sys.exit("the C++ client (PyPI rocketmq) is not installed")
+    why = bb.cpp_missing()
+    if why is not None:
+        sys.exit(f"cannot compare with the C++ client: {why}")
 
     store = Path(tempfile.mkdtemp(prefix="rmq-send-cpu-", dir=a.store_root))
     broker = bb.start_broker(store, a.flush)

@@ -2,11 +2,13 @@
 //! limits (raw memcpy into a warm mmap, raw write+fdatasync rate) are measured in the same
 //! run, and the figures are written to `benches/RESULTS.md` (the store section).
 //!
-//! Set `RMQ_BENCH_DIR` to choose the directory (default: a temp dir under `target/`).
+//! Set `RMQ_BENCH_DIR` to choose the directory (default: a temp dir under cargo's target
+//! directory, wherever that is: see [`target_dir`]).
 
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -24,11 +26,13 @@ const GIB: u64 = 1 << 30;
 const SAMPLE_FILE: u64 = 512 << 20;
 
 fn bench_dir(name: &str) -> tempfile::TempDir {
-    let base = std::env::var("RMQ_BENCH_DIR").unwrap_or_else(|_| {
-        let p = concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/bench-data");
-        std::fs::create_dir_all(p).unwrap();
-        p.to_string()
-    });
+    let base = std::env::var_os("RMQ_BENCH_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let p = target_dir().join("bench-data");
+            std::fs::create_dir_all(&p).unwrap();
+            p
+        });
     tempfile::Builder::new()
         .prefix(name)
         .tempdir_in(base)
@@ -345,17 +349,76 @@ fn recovery_scan(bytes: u64) -> f64 {
     r.bytes as f64 / t.elapsed().as_secs_f64() / 1e6
 }
 
-fn criterion_estimate(group: &str, id: &str) -> Option<f64> {
-    let p = format!(
-        "{}/../../target/criterion/{group}/{id}/new/estimates.json",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let text = std::fs::read_to_string(p).ok()?;
+/// Cargo's target directory as the build that runs this bench sees it: `CARGO_TARGET_DIR`, else
+/// `target_directory` from `cargo metadata` (workspace root, config files), else `./target`.
+/// Relative paths are taken from the working directory, as cargo and criterion take them.
+fn target_dir() -> PathBuf {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        if let Some(d) = std::env::var_os("CARGO_TARGET_DIR") {
+            return PathBuf::from(d);
+        }
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let out = std::process::Command::new(cargo)
+            .args(["metadata", "--format-version", "1", "--no-deps"])
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output();
+        match out
+            .ok()
+            .and_then(|o| json_string_field(&o.stdout, "target_directory"))
+        {
+            Some(d) => PathBuf::from(d),
+            None => {
+                eprintln!("cargo metadata gave no target_directory; using ./target");
+                PathBuf::from("target")
+            }
+        }
+    })
+    .clone()
+}
+
+/// The string value of `"key":"..."` in a JSON document (no escapes other than `\\` and `\"`).
+fn json_string_field(doc: &[u8], key: &str) -> Option<String> {
+    let text = std::str::from_utf8(doc).ok()?;
+    let pat = format!("\"{key}\":\"");
+    let start = text.find(&pat)? + pat.len();
+    let mut out = String::new();
+    let mut chars = text[start..].chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => return Some(out),
+            '\\' => out.push(chars.next()?),
+            c => out.push(c),
+        }
+    }
+    None
+}
+
+/// Where criterion writes its reports in this run: `CRITERION_HOME` (as criterion reads it), else
+/// `<target dir>/criterion`. [`main`] hands the same directory to criterion, so the two agree.
+fn criterion_dir() -> PathBuf {
+    std::env::var_os("CRITERION_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| target_dir().join("criterion"))
+}
+
+/// Criterion's mean estimate (ns) of one benchmark of this run. A missing or unreadable result is
+/// an error: the figure would otherwise be printed as 0.
+fn criterion_estimate(dir: &Path, group: &str, id: &str) -> f64 {
+    let p = dir.join(group).join(id).join("new").join("estimates.json");
+    let text = std::fs::read_to_string(&p)
+        .unwrap_or_else(|e| panic!("criterion result {} unreadable: {e}", p.display()));
     // {"mean":{"confidence_interval":...,"point_estimate":123.4,...
-    let i = text.find("\"mean\"")?;
-    let j = text[i..].find("\"point_estimate\":")? + i + 17;
-    let end = text[j..].find([',', '}'])? + j;
-    text[j..end].trim().parse().ok()
+    let parse = || -> Option<f64> {
+        let i = text.find("\"mean\"")?;
+        let j = text[i..].find("\"point_estimate\":")? + i + 17;
+        let end = text[j..].find([',', '}'])? + j;
+        text[j..end].trim().parse().ok()
+    };
+    match parse() {
+        Some(ns) if ns > 0.0 => ns,
+        _ => panic!("no positive mean point_estimate in {}", p.display()),
+    }
 }
 
 fn write_results(fig: &Figures) {
@@ -372,7 +435,13 @@ fn write_results(fig: &Figures) {
 }
 
 fn main() {
-    let mut c = Criterion::default().configure_from_args();
+    // `output_directory` is public but doc(hidden) in criterion 0.5 (pinned in Cargo.toml);
+    // criterion_dir() resolves the directory as criterion itself does, so without it the two
+    // would still agree. Handing it over makes the agreement certain.
+    let reports = criterion_dir();
+    let mut c = Criterion::default()
+        .output_directory(&reports)
+        .configure_from_args();
     benches_with(&mut c);
     c.final_summary();
     if std::env::args().any(|a| a == "--list" || a == "--test") {
@@ -484,15 +553,9 @@ fn main() {
     l.push(String::new());
     l.push("### Reads, index, recovery".into());
     l.push(String::new());
-    let cq = criterion_estimate("consume_queue", "read_800_units")
-        .map(|ns| 800.0 * 1e9 / ns)
-        .unwrap_or(0.0);
-    let iput = criterion_estimate("index", "put")
-        .map(|ns| 1e9 / ns)
-        .unwrap_or(0.0);
-    let iq = criterion_estimate("index", "query")
-        .map(|ns| 1e9 / ns)
-        .unwrap_or(0.0);
+    let cq = 800.0 * 1e9 / criterion_estimate(&reports, "consume_queue", "read_800_units");
+    let iput = 1e9 / criterion_estimate(&reports, "index", "put");
+    let iq = 1e9 / criterion_estimate(&reports, "index", "query");
     let scan = recovery_scan(512 << 20);
     l.push("| operation | figure |\n|---|---|".into());
     l.push(format!(

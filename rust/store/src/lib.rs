@@ -22,6 +22,7 @@ pub mod flush;
 pub mod index;
 pub mod journal;
 pub mod read;
+pub mod readahead;
 pub mod rebuild;
 pub mod retention;
 pub mod service;

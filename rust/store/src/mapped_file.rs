@@ -25,6 +25,40 @@ pub const OS_PAGE_SIZE: usize = 4096;
 /// rounded up): past it, a segment holds no more written data.
 pub const ZERO_RUN_END: usize = 4 * 1024 * 1024 + 128 * 1024;
 
+/// Bytes per `MADV_WILLNEED` call when the device's readahead size is unknown (the usual
+/// default of `read_ahead_kb`); see [`willneed_chunk`].
+pub const WILLNEED_CHUNK: usize = 128 * 1024;
+
+/// Bytes per `MADV_WILLNEED` call for files in `dir`: the kernel reads at most the device's
+/// readahead size (`max(read_ahead_kb, io_pages)`) per call and drops the rest of a longer
+/// range, so a range is advised in calls of `read_ahead_kb` of the device holding `dir`
+/// (from sysfs), between 128 KiB and 8 MiB; [`WILLNEED_CHUNK`] when it cannot be found.
+pub fn willneed_chunk(dir: &Path) -> usize {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = std::fs::metadata(dir) else {
+        return WILLNEED_CHUNK;
+    };
+    let (major, minor) = (libc::major(meta.dev()), libc::minor(meta.dev()));
+    let candidates = [
+        format!("/sys/class/bdi/{major}:{minor}/read_ahead_kb"),
+        format!("/sys/dev/block/{major}:{minor}/queue/read_ahead_kb"),
+        // A partition: its disk's queue.
+        format!("/sys/dev/block/{major}:{minor}/../queue/read_ahead_kb"),
+    ];
+    candidates
+        .iter()
+        .find_map(|p| {
+            std::fs::read_to_string(p)
+                .ok()?
+                .trim()
+                .parse::<usize>()
+                .ok()
+        })
+        .filter(|&kb| kb > 0)
+        .map(|kb| (kb * 1024).clamp(WILLNEED_CHUNK, 8 << 20))
+        .unwrap_or(WILLNEED_CHUNK)
+}
+
 /// Suffix of a file being created; such leftovers of a crash are removed at load.
 pub const CREATING_SUFFIX: &str = ".creating";
 
@@ -214,6 +248,67 @@ impl MappedFile {
                 libc::MADV_POPULATE_WRITE,
             );
         }
+    }
+
+    /// Start reading `[from, from + len)` into the page cache without waiting for it
+    /// (`MADV_WILLNEED`; see [`crate::readahead`]). Clipped to the file; pages already cached
+    /// cost a lookup each.
+    /// `chunk`: bytes per call, see [`willneed_chunk`].
+    pub fn advise_willneed(&self, from: usize, len: usize, chunk: usize) {
+        let start = from / OS_PAGE_SIZE * OS_PAGE_SIZE;
+        let end = from.saturating_add(len).min(self.size);
+        if end <= start {
+            return;
+        }
+        // One call per chunk: the kernel reads at most the device's readahead size per
+        // MADV_WILLNEED and silently drops the rest of a longer range.
+        let mut at = start;
+        while at < end {
+            let len = chunk.max(OS_PAGE_SIZE).min(end - at);
+            // SAFETY: the range lies inside this mapping; MADV_WILLNEED only schedules reads
+            // of the file into the page cache and changes no contents.
+            unsafe {
+                libc::madvise(self.base.add(at).cast(), len, libc::MADV_WILLNEED);
+            }
+            at += len;
+        }
+    }
+
+    /// Whether the page holding `pos` is in the page cache (`mincore`; false when unknown).
+    pub fn is_resident(&self, pos: usize) -> bool {
+        if pos >= self.size {
+            return false;
+        }
+        let page = pos / OS_PAGE_SIZE * OS_PAGE_SIZE;
+        let mut vec = 0u8;
+        // SAFETY: one page inside this mapping; mincore writes one byte into `vec`.
+        let rc = unsafe { libc::mincore(self.base.add(page).cast(), OS_PAGE_SIZE, &mut vec) };
+        rc == 0 && vec & 1 == 1
+    }
+
+    /// Write this file's dirty pages, unmap its pages from this process and drop them from
+    /// the page cache (see [`crate::commitlog::CommitLog::evict_page_cache`]).
+    pub fn evict_page_cache(&self) -> Result<()> {
+        self.map.flush().at(&self.path)?;
+        // SAFETY: MADV_DONTNEED on a shared file mapping only drops this process's page-table
+        // entries; the data stays in the file and is faulted back in on the next access.
+        unsafe {
+            libc::madvise(self.base.cast(), self.size, libc::MADV_DONTNEED);
+        }
+        let file = File::open(&self.path).at(&self.path)?;
+        // SAFETY: a plain advisory call on a descriptor we own.
+        let rc = unsafe {
+            libc::posix_fadvise(
+                std::os::fd::AsRawFd::as_raw_fd(&file),
+                0,
+                0,
+                libc::POSIX_FADV_DONTNEED,
+            )
+        };
+        if rc != 0 {
+            return Err(std::io::Error::from_raw_os_error(rc)).at(&self.path);
+        }
+        Ok(())
     }
 
     /// Back to normal readahead once the file is full (it is only read from then on).

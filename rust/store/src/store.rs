@@ -422,6 +422,10 @@ impl MessageStore {
         })
     }
 
+    /// The CommitLog (benchmarks and tools; the broker goes through the methods here).
+    pub fn commitlog(&self) -> &CommitLog {
+        &self.commitlog
+    }
     pub fn config(&self) -> &StoreConfig {
         &self.config
     }
@@ -657,6 +661,11 @@ impl MessageStore {
                     {
                         continue;
                     }
+                }
+                if res.message_count == 0 && res.buffer.is_empty() {
+                    // Once per pull: keep the log ahead of a reader draining a backlog in the
+                    // page cache (see crate::readahead).
+                    self.commitlog.read_ahead(cl_off);
                 }
                 match self.commitlog.slice(cl_off, size as usize) {
                     Some(s) if !sql_rejects(&req.sql, s.bytes()) => {
