@@ -55,7 +55,9 @@ def start_broker(
     """Start a broker on loopback with an ephemeral port (and an embedded name server on an
     ephemeral port unless `namesrv` is given). `props` are `KEY=VALUE` broker properties."""
     args = [sys.executable, "-m", "rmq.broker", "-p", "brokerIP1=127.0.0.1", "-p", "listenPort=0"]
-    args += ["-p", "bindAddress=127.0.0.1"]
+    # The HA port (listenPort + 1 by default) on any free port: next to an ephemeral listenPort it may
+    # be some other socket's, and a restart on the same listenPort must not depend on it being free.
+    args += ["-p", "bindAddress=127.0.0.1", "-p", "haListenPort=0"]
     args += ["-p", f"storePathRootDir={store_dir}"]
     args += ["-p", f"logDir={Path(store_dir).parent / (Path(store_dir).name + '-logs')}"]
     for p in props:

