@@ -55,8 +55,11 @@ async def queue_dispatched(client: RemotingClient, addr: str, timeout: float = 3
 
 async def caught_up(client: RemotingClient, master: str, slave: str, timeout: float = 60.0) -> int:
     """Poll the slave's CommitLog end until it is the master's (a cross-process condition)."""
-    target = await commitlog_end(client, master)
     deadline = time.monotonic() + timeout
+    # An Apache master's runtime info can fail for a moment too (-1): ask until it answers.
+    while (target := await commitlog_end(client, master)) <= 0:
+        assert time.monotonic() < deadline, "the master never answered its CommitLog end"
+        await asyncio.sleep(0.05)
     while (got := await commitlog_end(client, slave)) < target:
         assert time.monotonic() < deadline, f"slave at {got} of {target}"
         await asyncio.sleep(0.05)
