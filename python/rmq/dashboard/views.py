@@ -11,6 +11,7 @@ import logging
 import time
 from typing import Any, Final
 
+from rmq.admin.message import message_dict as admin_message_dict
 from rmq.client.admin_ext import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, Admin
 from rmq.client.errors import ConsumerNotOnlineError, MQClientError
 from rmq.client.message import RESERVED_PROPERTIES, Message, MessageExt, MessageQueue
@@ -70,24 +71,9 @@ def topic_kind(topic: str, cluster_names: frozenset[str] | set[str] = frozenset(
 
 
 def message_dict(msg: MessageExt, *, with_body: bool = True) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "msgId": msg.msg_id,
-        "offsetMsgId": msg.offset_msg_id,
-        "topic": msg.topic,
-        "tags": msg.tags,
-        "keys": msg.keys,
-        "brokerName": msg.broker_name,
-        "queueId": msg.queue_id,
-        "queueOffset": msg.queue_offset,
-        "commitLogOffset": msg.commit_log_offset,
-        "reconsumeTimes": msg.reconsume_times,
-        "bornTimestamp": msg.born_timestamp,
-        "storeTimestamp": msg.store_timestamp,
-        "bornHost": msg.born_host,
-        "storeHost": msg.store_host,
-        "properties": dict(sorted(msg.properties.items())),
-        "bodyLength": len(msg.body),
-    }
+    """The message as ``rmqadmin --json`` shows it, with the body Base64-encoded (bytes, not text)."""
+    out = admin_message_dict(msg)
+    del out["sysFlag"], out["body"]
     if with_body:
         out["body"] = base64.b64encode(msg.body).decode("ascii")
     return out
