@@ -1093,7 +1093,7 @@ def summary(rows: list[Row]) -> list[str]:
 
 
 def section(rows: list[Row], a: argparse.Namespace, elapsed: float, errors: list[str]) -> str:
-    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     gen = (
         "`benches/loadgen_c.c` (compiled by the script; epoll, pre-encoded SEND_MESSAGE_V2 frames patched "
         "per request)"

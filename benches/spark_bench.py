@@ -302,7 +302,7 @@ def render(
 ) -> str:
     size = meta["bytes"]
     raw_mb = raw[1] / raw[0] / 1e6
-    now = _dt.datetime.now(_dt.timezone.utc)
+    now = _dt.datetime.now(_dt.UTC)
     py = f"{platform.python_implementation()} {platform.python_version()}"
     lines = [
         BEGIN,

@@ -324,7 +324,7 @@ async def run_killer(host: str, port: int, data: bytes, stats: Stats) -> None:
             writer.write_eof()
         try:
             await asyncio.wait_for(reader.read(-1), 5.0)  # until the broker closes its side
-        except asyncio.TimeoutError:
+        except TimeoutError:
             stats.killers_lingering += 1
     except (ConnectionError, OSError):
         pass  # the broker closed first: fine
@@ -545,7 +545,7 @@ async def run_cpp(args: list[str], home: Path, timeout: float = 90) -> list[dict
     )
     try:
         out, err = await asyncio.wait_for(child.communicate(), timeout)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         child.kill()
         await child.wait()
         raise

@@ -66,7 +66,7 @@ class PeriodicTask:
         if delay > 0 and not self._wakeup.is_set():
             try:
                 await asyncio.wait_for(self._wakeup.wait(), delay)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         self._wakeup.clear()
 

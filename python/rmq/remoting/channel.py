@@ -272,7 +272,7 @@ class Channel(asyncio.Protocol):
         self.close()
         try:
             await asyncio.wait_for(self.wait_closed(), timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning("connection to %s did not close within %.1f s; aborting", self.remote_addr, timeout_s)
             self.abort()
             await self.wait_closed()

@@ -119,7 +119,7 @@ class RemotingClient:
                 loop.create_connection(factory, host, port, ssl=self._ssl),
                 self.connect_timeout_ms / 1000.0,
             )
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise RemotingConnectError(
                 f"connect to {addr} timed out after {self.connect_timeout_ms} ms"
             ) from None

@@ -153,7 +153,7 @@ def parse_time_ms(value: str | int | float | dt.datetime) -> int:
             return int(text)
         d = dt.datetime.fromisoformat(text)
     if d.tzinfo is None:
-        d = d.replace(tzinfo=dt.timezone.utc)
+        d = d.replace(tzinfo=dt.UTC)
     return int(d.timestamp() * 1000)
 
 

@@ -32,7 +32,7 @@ __all__ = ["push_filters"]
 
 _I64_MAX = (1 << 63) - 1
 _I64_MIN = -(1 << 63)
-_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 _SETS = {"topic": "topics", "queue_id": "queue_ids", "tags": "tags"}
 _OFFSETS = {"queue_offset": "queue_offset", "commitlog_offset": "commitlog_offset"}
@@ -44,7 +44,7 @@ _NOT_NULL = {c.name for c in COLUMNS if not c.nullable}
 def _micros(v: Any) -> int | None:
     if isinstance(v, dt.datetime):
         if v.tzinfo is None:
-            v = v.replace(tzinfo=dt.timezone.utc)
+            v = v.replace(tzinfo=dt.UTC)
         return (v - _EPOCH) // dt.timedelta(microseconds=1)
     return None
 

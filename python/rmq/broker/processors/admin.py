@@ -152,7 +152,7 @@ class AdminProcessors:
         async def answer() -> RemotingCommand:
             try:
                 await asyncio.wait_for(settled(), self.REGISTRATION_WAIT_S)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 log.warning(
                     "%s: answered before the name servers acknowledged it (waited %.1f s; the "
                     "registration goes on)",

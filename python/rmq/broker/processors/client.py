@@ -154,7 +154,7 @@ class ClientProcessors:
     ) -> RemotingCommand:
         try:
             await asyncio.wait_for(settled(), self.registration_wait_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             log.warning(
                 "heartbeat of %s answered before the name servers acknowledged its new retry topic "
                 "(waited %.1f s; the registration goes on)",

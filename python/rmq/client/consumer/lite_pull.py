@@ -245,7 +245,7 @@ class LitePullConsumer(ConsumerBase):
                 return []
             try:
                 await asyncio.wait_for(self._cache_event.wait(), remaining)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 return []
 
     # --- offsets --------------------------------------------------------------------------------------

@@ -275,7 +275,7 @@ class PushConsumer(ConsumerBase):
         if self._orderly and self.message_model is MessageModel.CLUSTERING:
             try:
                 await asyncio.wait_for(pq.consume_lock.acquire(), 1.0)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pq.try_unlock_times += 1
                 log.warning("[WRONG]mq is consuming, so can not unlock it, %s", mq)
                 return False
