@@ -10,6 +10,16 @@ a producer sends one message every few milliseconds. B stops, later D joins. Che
 * after every change the allocation settles to exactly AllocateMessageQueueAveragely (REMOTING.md §7.9),
   computed here from the sorted client ids the broker reports and the sorted queues of the route -- in
   particular the final one of A, C and D.
+
+Only deliveries up to the end of the last phase are judged. Stopping the consumers afterwards is two more
+membership changes (A leaves, then C), and the survivors take over queues no phase gave them -- with the
+offset the broker has, which may lag: a client commits its offsets periodically only from 10 s after it
+started (Java's ``persistConsumerOffset`` has the same initial delay), before that only with each pull's
+``commitOffset`` (the offset before the batch just pulled) and oneway when it drops a queue, and a new owner
+may read the offset before that oneway commit arrived. Seen against the Apache broker: once A stopped, D
+computed its share from [C, D], took queue 4 from C at offset 41 and consumed its last message again, a
+second after C had: at-least-once, as RocketMQ promises. Those late deliveries are only checked to be
+messages consumed before.
 """
 
 from __future__ import annotations
@@ -36,7 +46,8 @@ from rmq.client import (
     PushConsumer,
     SendResult,
 )
-from rmq.common.codes import RequestCode
+from rmq.client.producer.producer import DEFAULT_RETRY_RESPONSE_CODES
+from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting import create_request
 from rmq.remoting.client import invoke_sync
 
@@ -48,9 +59,10 @@ PHASE_S = 1.5  # producing time between two membership changes, once the group s
 SETTLE_TIMEOUT_S = 30.0
 PERSIST_INTERVAL_MS = 1000
 DUP_WINDOW_BEFORE_S = PERSIST_INTERVAL_MS / 1000 + 2.0
-"""How long before a membership change a message may have been sent and still come back: offsets are
-committed every second (and when a queue is dropped, oneway), so a new owner that reads a queue's offset
-before the old owner's drop-time commit arrived re-reads at most about a second's worth of messages."""
+"""How long before a membership change a message may have been sent and still come back: offsets reach
+the broker with every pull (the offset before the batch just pulled), every second once a client has run
+10 s, and oneway when a queue is dropped, so a new owner that reads a queue's offset before the old
+owner's drop-time commit arrived re-reads at most the last batch or about a second's worth of messages."""
 DUP_WINDOW_AFTER_S = 2.0
 
 
@@ -186,6 +198,9 @@ async def producer(broker: BrokerProcess) -> AsyncIterator[Producer]:
         namesrv_addr=broker.namesrv_addr,
         instance_name="rb-producer",
         default_topic_queue_nums=QUEUES,  # auto-created from TBW102, which has 8 queues
+        # A loaded machine may delay a send past the broker's queue wait (the Apache broker's 200 ms):
+        # it refuses it unprocessed (SYSTEM_BUSY, [TIMEOUT_CLEAN_QUEUE]), so sending again duplicates nothing.
+        retry_response_codes=DEFAULT_RETRY_RESPONSE_CODES | {int(ResponseCode.SYSTEM_BUSY)},
     )
     await p.start()
     yield p
@@ -197,7 +212,7 @@ async def produce(producer: Producer, topic: str, run: str, sent: list[Sent], st
     while not stop.is_set():
         msg = Message(topic, f"{run}:{seq}".encode(), tags="TagA", keys=f"{run}-{seq}")
         msg.put_user_property("seq", str(seq))
-        result = await producer.send(msg)  # a failure fails the test: one broker, nothing to fail over to
+        result = await producer.send(msg)  # a failure (past the retries) fails the test
         assert result.ok, result
         sent.append(Sent(seq, result.message_queue.queue_id, time.monotonic(), result))
         seq += 1
@@ -255,19 +270,22 @@ async def test_rebalance_stop_one_add_one_while_producing(broker: BrokerProcess,
         for name, consumer in g.consumers.items():
             want = averagely(mq_all, final_ids, consumer.client_id)
             assert {mq for mq in consumer.allocated_queues() if mq.topic == topic} == want, name
+        observed = len(g.deliveries)  # judged below; the stops in ``finally`` are changes of their own
     finally:
         stop_producing.set()
         if producing is not None and not producing.done():
             producing.cancel()
         await g.shutdown()
 
-    deliveries = list(g.deliveries)
+    deliveries = g.deliveries[:observed]
     consumed = Counter(d.seq for d in deliveries)
     acked = {s.seq for s in sent}
     assert len(sent) >= 100, f"only {len(sent)} messages sent"
     missing = sorted(acked - set(consumed))
     assert not missing, f"{len(missing)} of {len(acked)} acknowledged messages never consumed: {missing[:20]}"
     assert set(consumed) <= acked
+    late = g.deliveries[observed:]  # while the group shut down: only messages already consumed
+    assert {d.seq for d in late} <= set(consumed), [d for d in late if d.seq not in consumed]
 
     by_seq = {s.seq: s for s in sent}
     for d in deliveries:

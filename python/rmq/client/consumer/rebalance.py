@@ -11,6 +11,8 @@ allocation strategy. Then :meth:`update_process_queue_table` reconciles:
   consumer's ``compute_pull_from_where`` offset and is handed to the consumer to start pulling.
 
 The consumer provides the policy through :class:`RebalanceHooks`. Rebalances of one consumer never overlap.
+Each clustering rebalance logs (DEBUG; INFO when the allocation changed) the client ids the broker listed
+and the queues this client computed from them.
 """
 
 from __future__ import annotations
@@ -114,14 +116,24 @@ class RebalanceImpl:
             log.exception("AllocateMessageQueueStrategy.allocate failed, strategy %s", self.strategy.name)
             return
         divided = set(allocated)
-        if await self._apply(topic, mq_set, divided, is_order):
-            log.info(
-                "rebalanced %s %s: client %s of %d gets %d of %d queues",
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "rebalance %s %s: client %s, consumer ids %s, %d queues -> %s",
                 self.group,
                 topic,
                 self.instance.client_id,
-                len(cids),
-                len(divided),
+                cids,
+                len(mq_all),
+                _queue_ids(divided),
+            )
+        if await self._apply(topic, mq_set, divided, is_order):
+            log.info(
+                "rebalanced %s %s: client %s of %s gets %s of %d queues",
+                self.group,
+                topic,
+                self.instance.client_id,
+                cids,
+                _queue_ids(divided),
                 len(mq_all),
             )
 
@@ -293,6 +305,11 @@ class RebalanceImpl:
                 pq = self.process_queue_table.get(mq)
                 if pq is not None:
                     pq.locked = False
+
+
+def _queue_ids(mqs: Iterable[MessageQueue]) -> list[str]:
+    """``broker:queue_id`` of each queue, sorted, for the logs."""
+    return [f"{mq.broker_name}:{mq.queue_id}" for mq in sorted(mqs)]
 
 
 def _now_ms() -> int:
