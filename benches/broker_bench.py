@@ -1127,27 +1127,34 @@ def peer_once(system: str, case: PeerCase, a: argparse.Namespace) -> Measure:
 def run_peers(a: argparse.Namespace) -> list[PeerRow]:
     """Every case of ``--peer-cases``: ``--repeat`` rounds, each running rmq, Redis and NATS one after the
     other (so a change in the machine's load touches all three alike); per system the run with the median
-    rate is kept, all runs are in its note."""
+    rate is kept, all runs are in its note. With ``--max-steal`` a run during which the hypervisor stole
+    more is measured again, as for the broker rows."""
     cases = [c for c in PEER_CASES if not a.peer_cases or c.key in a.peer_cases.split(",")]
     rows = []
     for case in cases:
         runs: dict[str, list[Measure]] = {s: [] for s in SYSTEMS}
+        aside: dict[str, list[Measure]] = {s: [] for s in SYSTEMS}
         failed: dict[str, str] = {}
         for i in range(max(1, a.repeat)):
             for system in SYSTEMS:
-                if system in PEERS.skipped or system in failed:
-                    continue
-                log(f"peers {case.key} {system} (round {i + 1}) ...")
-                try:
-                    m = peer_once(system, case, a)
-                except peers.PeerMissing as exc:
-                    raise SystemExit(f"{SYSTEM_TITLES[system]} could not run: {exc}") from exc
-                except (RuntimeError, TimeoutError, OSError, ValueError) as exc:  # a worker failed
-                    log(f"  failed: {exc}")
-                    failed[system] = f"failed: {str(exc).splitlines()[0][:200]}"
-                    continue
-                log(f"  {describe(m)}")
-                runs[system].append(m)
+                while system not in PEERS.skipped and system not in failed:
+                    log(f"peers {case.key} {system} (round {i + 1}) ...")
+                    try:
+                        m = peer_once(system, case, a)
+                    except peers.PeerMissing as exc:
+                        raise SystemExit(f"{SYSTEM_TITLES[system]} could not run: {exc}") from exc
+                    except (RuntimeError, TimeoutError, OSError, ValueError) as exc:  # a worker failed
+                        log(f"  failed: {exc}")
+                        failed[system] = f"failed: {str(exc).splitlines()[0][:200]}"
+                        break
+                    log(f"  {describe(m)}")
+                    stolen = a.max_steal is not None and (m.steal or 0.0) > a.max_steal
+                    if stolen and len(aside[system]) < a.steal_retries:
+                        log(f"  run with {m.steal:.0f}% steal set aside; measuring again")
+                        aside[system].append(m)
+                        continue
+                    runs[system].append(m)
+                    break
         medians: dict[str, Measure] = {}
         for system in SYSTEMS:
             if system in PEERS.skipped:
@@ -1160,6 +1167,9 @@ def run_peers(a: argparse.Namespace) -> list[PeerRow]:
                 notes = ["runs " + " / ".join(fmt_rate(m) for m in done)] if len(done) > 1 else []
                 if system in failed:
                     notes.append(failed[system])
+                if aside[system]:
+                    said = " / ".join(f"{fmt_rate(m)} at {m.steal or 0:.0f}% steal" for m in aside[system])
+                    notes.append(f"set aside: {said}")
                 median.note = "; ".join(notes)
                 medians[system] = median
         row = PeerRow(case, medians)
@@ -1248,7 +1258,7 @@ def peer_summary(rows: list[PeerRow]) -> list[str]:
         if ratio is None:
             continue
         c = r.case
-        what = f"{'durable' if c.durable else 'async'}, {c.body} B, {c.concurrency} in flight"
+        what = f"{'durable' if c.durable else 'async'}, {c.body} B, {c.conns * c.inflight} in flight"
         cpu = ""
         if c.durable:
             rc, pc = r.m["rmq"].server_cpu_us, r.m["redis"].server_cpu_us
@@ -1536,12 +1546,20 @@ def section(rows: list[Row], a: argparse.Namespace, elapsed: float, errors: list
     return "\n".join(lines)
 
 
-def write_section(path: Path, text: str, begin: str = BEGIN, end: str = END) -> None:
+def write_section(
+    path: Path, text: str, begin: str = BEGIN, end: str = END, after: str | None = None
+) -> None:
+    """Replace the block between ``begin`` and ``end`` in ``path``; without one, put it after the line
+    ``after`` when there is one, else at the end."""
     old = path.read_text() if path.exists() else ""
     block = f"{begin}\n{text}\n{end}"
     a, b = old.find(begin), old.find(end)
+    at = old.find(after) if after else -1
     if a != -1 and b > a:
         new = old[:a] + block + old[b + len(end) :]
+    elif at != -1:
+        at += len(after or "")
+        new = old[:at] + "\n\n" + block + old[at:]
     else:
         sep = "" if not old or old.endswith("\n\n") else ("\n" if old.endswith("\n") else "\n\n")
         new = f"{old}{sep}{block}\n"
@@ -1668,7 +1686,7 @@ def main() -> int:
         text = peer_section(peer_rows, a, t_peers, peer_problems(peer_rows))
         print(text)
         if not a.no_write:
-            write_section(a.out, text, PEERS_BEGIN, PEERS_END)
+            write_section(a.out, text, PEERS_BEGIN, PEERS_END, after=END)
             log(f"wrote the peers section of {a.out}")
     if a.only_peers:
         return 0

@@ -128,6 +128,29 @@ def wait_ready(name: str, port: int, alive: Callable[[], bool], timeout: float =
     raise PeerMissing(f"{TITLES[name]} not ready on port {port} after {timeout:.0f} s: {last}")
 
 
+def nats_api(port: int, subject: str, request: dict[str, object] | None = None) -> dict[str, object]:
+    """One JetStream API request (``$JS.API...``) on a connection of its own: the JSON answer; an answer
+    holding an error raises ValueError."""
+    body = json.dumps(request).encode() if request is not None else b""
+    hello = (
+        b'CONNECT {"verbose":false,"pedantic":false,"headers":true}\r\nSUB _INBOX.setup 1\r\n'
+        + f"PUB {subject} _INBOX.setup {len(body)}\r\n".encode()
+        + body
+        + b"\r\n"
+    )
+
+    def answered(got: bytes) -> bool:  # MSG _INBOX.setup 1 <n>, then n bytes of JSON
+        at = got.find(b"MSG _INBOX.setup ")
+        return at >= 0 and got.find(b"}\r\n", at) >= 0
+
+    got = _exchange(port, hello, answered, 2.0)
+    reply = got[got.find(b"\r\n", got.find(b"MSG _INBOX.setup ")) + 2 :]
+    answer = json.loads(reply[: reply.rfind(b"}") + 1])
+    if "error" in answer:
+        raise ValueError(f"JetStream answered {subject} with {answer['error']}")
+    return dict(answer)
+
+
 def nats_create_stream(port: int) -> None:
     """Create the JetStream stream the generator publishes to (file storage, one replica)."""
     cfg = {
@@ -138,23 +161,7 @@ def nats_create_stream(port: int) -> None:
         "discard": "old",
         "num_replicas": 1,
     }
-    body = json.dumps(cfg).encode()
-    hello = (
-        b'CONNECT {"verbose":false,"pedantic":false,"headers":true}\r\nSUB _INBOX.setup 1\r\n'
-        + f"PUB $JS.API.STREAM.CREATE.{NATS_STREAM} _INBOX.setup {len(body)}\r\n".encode()
-        + body
-        + b"\r\n"
-    )
-
-    def answered(got: bytes) -> bool:  # the API's reply: MSG _INBOX.setup 1 <n>, then n bytes of JSON
-        at = got.find(b"MSG _INBOX.setup ")
-        return at >= 0 and got.find(b"}\r\n", at) >= 0
-
-    got = _exchange(port, hello, answered, 2.0)
-    reply = got[got.find(b"\r\n", got.find(b"MSG _INBOX.setup ")) + 2 :]
-    answer = json.loads(reply[: reply.rfind(b"}") + 1])
-    if "error" in answer:
-        raise ValueError(f"JetStream refused the stream: {answer['error']}")
+    nats_api(port, f"$JS.API.STREAM.CREATE.{NATS_STREAM}", cfg)
 
 
 def loadgen_argv(
