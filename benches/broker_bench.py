@@ -1334,6 +1334,11 @@ def peer_problems(rows: list[PeerRow]) -> list[str]:
                 out.append(f"{r.case.key} {SYSTEM_TITLES[s]}: {m.errors} error responses")
             if m.note.startswith("failed"):
                 out.append(f"{r.case.key} {SYSTEM_TITLES[s]}: {m.note}")
+            if m.rate == 0 and m.requests:
+                out.append(
+                    f"{r.case.key} {SYSTEM_TITLES[s]}: {m.requests} requests answered, none inside the "
+                    "measured window (the server stalled for longer than the window; see p99 of other runs)"
+                )
     return out
 
 
