@@ -10,6 +10,9 @@ Usage (from the repository root, with the package built, e.g. ``maturin develop 
     python benches/broker_bench.py --wait-quiet 60  # on a shared machine: wait for other CPU use to stop
     python benches/broker_bench.py --max-steal 10   # shared host: measure again runs the hypervisor starved
     python benches/broker_bench.py --only raw-64 --flush SYNC_FLUSH --profile-broker /tmp/prof
+    python benches/broker_bench.py --only-peers --repeat 3   # only rmq beside Redis and NATS JetStream
+    python benches/broker_bench.py --skip-peers             # only rmq (no Redis / NATS fetched)
+    python benches/broker_bench.py --skip-peer nats         # NATS columns say "skipped: --skip-peer"
 
 What runs (every process is a child of this script, bound to 127.0.0.1, killed on exit):
 
@@ -33,6 +36,11 @@ What runs (every process is a child of this script, bound to 127.0.0.1, killed o
     doing ``send_sync`` in a loop.
 
   The ceiling of each row is the same generator at the same concurrency against the echo server.
+* peers (:func:`run_peers`, its own section of RESULTS.md): rmq beside Redis Streams (XADD, AOF
+  ``appendfsync always`` / ``everysec``) and NATS JetStream (file store, publish with ack), fetched pinned by
+  ``scripts/bench-peers`` (see ``benches/peers.py``) and driven by ``benches/loadgen_peer.c``: durable at
+  1, 8 and 64 in flight, async at 8 and 64, 128-byte bodies at 8 and 64; every server fresh per run, its
+  data under ``--store-root``. A peer that cannot be fetched stops the run unless ``--skip-peer`` names it.
 * consume: everything the ASYNC_FLUSH produce rows stored (at most ``--consume-max``) is pulled back.
 * rmq's own client (``rmq.client``, issue 4), beside the C++ client: ``benches/rmq_client_load.py``
   producers (specs ``rmq-1``, ``rmq-8``) and a ``LitePullConsumer`` (:func:`rmq_client_rows`); left out
@@ -76,9 +84,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import loadgen  # noqa: E402
+import peers  # noqa: E402
 
 BEGIN = "<!-- broker-bench:begin -->"
 END = "<!-- broker-bench:end -->"
+PEERS_BEGIN = "<!-- broker-peers:begin -->"
+PEERS_END = "<!-- broker-peers:end -->"
 TOPIC = "BenchTopic"
 QUEUES = 8
 BODY = 1024
@@ -404,14 +415,26 @@ def run_workers(
     return m
 
 
-def raw_produce(
-    addr: str, conns: int, inflight: int, warmup: float, duration: float, procs: int, server_pid: int | None
-) -> Measure:
+def split_conns(conns: int, procs: int) -> list[int]:
+    """Connections per generator process: ``conns`` spread over at most ``procs`` processes."""
     procs = max(1, min(procs, conns))
-    per = [conns // procs + (1 if i < conns % procs else 0) for i in range(procs)]
+    return [conns // procs + (1 if i < conns % procs else 0) for i in range(procs)]
+
+
+def raw_produce(
+    addr: str,
+    conns: int,
+    inflight: int,
+    warmup: float,
+    duration: float,
+    procs: int,
+    server_pid: int | None,
+    body: int = BODY,
+) -> Measure:
+    per = split_conns(conns, procs)
     if NATIVE.binary is not None:
         host, port = addr.rsplit(":", 1)
-        workers = [NATIVE.worker(host, port, n, inflight) for n in per]
+        workers = [NATIVE.worker(host, port, n, inflight, body) for n in per]
     else:
         cfg = {
             "mode": "produce",
@@ -420,7 +443,7 @@ def raw_produce(
             "topic": TOPIC,
             "group": GROUP,
             "queues": QUEUES,
-            "body_size": BODY,
+            "body_size": body,
         }
         workers = [python_worker("loadgen.py", dict(cfg, conns=n)) for n in per]
     return run_workers(workers, warmup, duration, server_pid)
@@ -431,7 +454,8 @@ class Native:
 
     def __init__(self) -> None:
         self.binary: Path | None = None
-        self.templates: Path | None = None
+        self.workdir: Path | None = None
+        self.templates: dict[int, Path] = {}  # body size -> template file
         self.why = "not requested"
 
     def build(self, workdir: Path) -> bool:
@@ -449,14 +473,27 @@ class Native:
             detail = getattr(exc, "stderr", "") or str(exc)
             self.why = f"cannot build loadgen_c.c with {cc}: {detail.strip()[:300]}"
             return False
-        self.templates = workdir / "send-templates.bin"
-        body = (b"0123456789abcdef" * (BODY // 16 + 1))[:BODY]
-        loadgen.native_templates(str(self.templates), TOPIC, GROUP, body, QUEUES, f"{os.getpid():08X}0000")
+        self.workdir = workdir
+        self.template(BODY)
         self.binary = out
         self.why = ""
         return True
 
-    def worker(self, host: str, port: str, conns: int, inflight: int) -> Callable[[int, Path], list[str]]:
+    def template(self, size: int) -> Path:
+        """The SEND_MESSAGE_V2 templates for bodies of ``size`` bytes (written on first use)."""
+        if size not in self.templates:
+            assert self.workdir is not None
+            path = self.workdir / f"send-templates-{size}.bin"
+            body = (b"0123456789abcdef" * (size // 16 + 1))[:size]
+            loadgen.native_templates(str(path), TOPIC, GROUP, body, QUEUES, f"{os.getpid():08X}0000")
+            self.templates[size] = path
+        return self.templates[size]
+
+    def worker(
+        self, host: str, port: str, conns: int, inflight: int, body: int = BODY
+    ) -> Callable[[int, Path], list[str]]:
+        templates = self.template(body)
+
         def argv(worker_id: int, lat_path: Path) -> list[str]:
             return [
                 str(self.binary),
@@ -464,7 +501,7 @@ class Native:
                 port,
                 str(conns),
                 str(inflight),
-                str(self.templates),
+                str(templates),
                 str(lat_path),
                 str(worker_id),
             ]
@@ -940,6 +977,371 @@ def consume_rows(
     return [row], total
 
 
+# --- peers: Redis Streams and NATS JetStream beside rmq (issue 14, item 2) ---------------------------------
+
+
+@dataclass
+class PeerCase:
+    """One row of the peer comparison: rmq, Redis and NATS at the same concurrency and body size."""
+
+    key: str
+    durable: bool  # rmq SYNC_FLUSH / Redis appendfsync always / NATS sync_interval always
+    conns: int
+    inflight: int
+    body: int = BODY
+
+    @property
+    def flush(self) -> str:
+        return "SYNC_FLUSH" if self.durable else "ASYNC_FLUSH"
+
+    @property
+    def concurrency(self) -> str:
+        total = self.conns * self.inflight
+        if self.inflight == 1:
+            return f"{total} ({self.conns} conn{'s' if self.conns > 1 else ''} x 1)"
+        return f"{total} ({self.conns} conns x {self.inflight})"
+
+    @property
+    def target(self) -> str:
+        if self.durable:
+            return "≥ 1.2× Redis, CPU/msg ≤ Redis"
+        return "≥ 1.3× Redis" if self.body >= BODY else "≥ 1× Redis"
+
+
+PEER_CASES = [
+    PeerCase("durable-1", True, 1, 1),
+    PeerCase("durable-8", True, 8, 1),
+    PeerCase("durable-64", True, 8, 8),
+    PeerCase("async-8", False, 8, 1),
+    PeerCase("async-64", False, 8, 8),
+    PeerCase("small-8", False, 8, 1, 128),
+    PeerCase("small-64", False, 8, 8, 128),
+]
+SYSTEMS = ("rmq", *peers.NAMES)
+SYSTEM_TITLES = {"rmq": "rmq", **peers.TITLES}
+
+
+@dataclass
+class PeerRow:
+    case: PeerCase
+    m: dict[str, Measure]  # system -> the run with the median rate (note: all runs, or why there is none)
+    met: bool | None = None
+
+    def ratio(self, peer: str) -> float | None:
+        rmq, other = self.m["rmq"].rate, self.m[peer].rate
+        return rmq / other if rmq and other else None
+
+
+class PeerSetup:
+    """The peers' executables (fetched by ``scripts/bench-peers``) and ``benches/loadgen_peer.c`` built for
+    the run; ``skipped`` maps a peer left out to the reason."""
+
+    def __init__(self) -> None:
+        self.paths: dict[str, Path] = {}
+        self.skipped: dict[str, str] = {}
+        self.loadgen: Path | None = None
+
+    def prepare(self, skip: list[str], workdir: Path) -> None:
+        """Fetch what is not skipped and build the generator; anything missing stops the run."""
+        for name in skip:
+            self.skipped[name] = "--skip-peer"
+        want = [n for n in peers.NAMES if n not in self.skipped]
+        try:
+            self.paths = peers.fetch(want)
+        except peers.PeerMissing as exc:
+            hint = "a peer can be left out with --skip-peer NAME, or all of them with --skip-peers"
+            raise SystemExit(f"{exc}\n({hint})") from exc
+        cc = os.environ.get("CC", "cc")
+        out = workdir / "loadgen_peer"
+        try:
+            subprocess.run(
+                [cc, "-O2", "-o", str(out), str(HERE / "loadgen_peer.c")],
+                check=True,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            detail = getattr(exc, "stderr", "") or str(exc)
+            why = f"cannot build benches/loadgen_peer.c with {cc}: {detail.strip()[:300]}"
+            raise SystemExit(why) from exc
+        self.loadgen = out
+
+
+PEERS = PeerSetup()
+
+
+def peer_worker(name: str, port: int, conns: int, case: PeerCase) -> Callable[[int, Path], list[str]]:
+    assert PEERS.loadgen is not None
+
+    def argv(worker_id: int, lat_path: Path) -> list[str]:
+        return peers.loadgen_argv(
+            PEERS.loadgen, name, port, conns, case.inflight, case.body, lat_path, worker_id
+        )
+
+    return argv
+
+
+def peer_once(system: str, case: PeerCase, a: argparse.Namespace) -> Measure:
+    """One measured run of ``system`` for ``case``: a fresh server with its data in a fresh directory under
+    ``--store-root`` (the filesystem of rmq's store), stopped and deleted afterwards."""
+    data = Path(tempfile.mkdtemp(prefix=f"rmq-bench-{system}-", dir=a.store_root))
+    if case.durable:
+        os.sync()  # start on an idle disk: nothing from the previous run still being written back
+    try:
+        if system == "rmq":
+            broker = start_broker(data, case.flush)
+            try:
+                create_topic(broker.broker_addr, broker.namesrv_addr, TOPIC, QUEUES)
+                return raw_produce(
+                    broker.broker_addr,
+                    case.conns,
+                    case.inflight,
+                    a.warmup,
+                    a.duration,
+                    a.gen_procs,
+                    broker.pid,
+                    case.body,
+                )
+            finally:
+                broker.child.stop(timeout=60)
+        port = peers.free_port()
+        if system == "redis":
+            argv = peers.redis_argv(PEERS.paths[system], port, data, "always" if case.durable else "everysec")
+        else:
+            argv = peers.nats_argv(PEERS.paths[system], port, data, case.durable)
+        server = Child(argv)
+        try:
+            try:
+                peers.wait_ready(system, port, lambda: server.proc.poll() is None)
+            except peers.PeerMissing as exc:
+                raise peers.PeerMissing(f"{exc}; its output:\n{server.stderr_tail()}") from exc
+            workers = [peer_worker(system, port, n, case) for n in split_conns(case.conns, a.gen_procs)]
+            return run_workers(workers, a.warmup, a.duration, server.proc.pid)
+        finally:
+            server.stop(timeout=30)
+    finally:
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def run_peers(a: argparse.Namespace) -> list[PeerRow]:
+    """Every case of ``--peer-cases``: ``--repeat`` rounds, each running rmq, Redis and NATS one after the
+    other (so a change in the machine's load touches all three alike); per system the run with the median
+    rate is kept, all runs are in its note. With ``--max-steal`` a run during which the hypervisor stole
+    more is measured again, as for the broker rows."""
+    cases = [c for c in PEER_CASES if not a.peer_cases or c.key in a.peer_cases.split(",")]
+    rows = []
+    for case in cases:
+        runs: dict[str, list[Measure]] = {s: [] for s in SYSTEMS}
+        aside: dict[str, list[Measure]] = {s: [] for s in SYSTEMS}
+        failed: dict[str, str] = {}
+        for i in range(max(1, a.repeat)):
+            for system in SYSTEMS:
+                while system not in PEERS.skipped and system not in failed:
+                    log(f"peers {case.key} {system} (round {i + 1}) ...")
+                    try:
+                        m = peer_once(system, case, a)
+                    except peers.PeerMissing as exc:
+                        raise SystemExit(f"{SYSTEM_TITLES[system]} could not run: {exc}") from exc
+                    except (RuntimeError, TimeoutError, OSError, ValueError) as exc:  # a worker failed
+                        log(f"  failed: {exc}")
+                        failed[system] = f"failed: {str(exc).splitlines()[0][:200]}"
+                        break
+                    log(f"  {describe(m)}")
+                    stolen = a.max_steal is not None and (m.steal or 0.0) > a.max_steal
+                    if stolen and len(aside[system]) < a.steal_retries:
+                        log(f"  run with {m.steal:.0f}% steal set aside; measuring again")
+                        aside[system].append(m)
+                        continue
+                    runs[system].append(m)
+                    break
+        medians: dict[str, Measure] = {}
+        for system in SYSTEMS:
+            if system in PEERS.skipped:
+                medians[system] = Measure(note=f"skipped: {PEERS.skipped[system]}")
+            elif not runs[system]:
+                medians[system] = Measure(note=failed.get(system, "no run"))
+            else:
+                done = sorted(runs[system], key=lambda m: m.rate or 0.0)
+                median = done[len(done) // 2]
+                notes = ["runs " + " / ".join(fmt_rate(m) for m in done)] if len(done) > 1 else []
+                if system in failed:
+                    notes.append(failed[system])
+                if aside[system]:
+                    said = " / ".join(f"{fmt_rate(m)} at {m.steal or 0:.0f}% steal" for m in aside[system])
+                    notes.append(f"set aside: {said}")
+                median.note = "; ".join(notes)
+                medians[system] = median
+        row = PeerRow(case, medians)
+        ratio = row.ratio("redis")
+        if ratio is not None:
+            rmq_cpu, redis_cpu = medians["rmq"].server_cpu_us, medians["redis"].server_cpu_us
+            cpu_ok = rmq_cpu is not None and redis_cpu is not None and rmq_cpu <= redis_cpu
+            need = 1.2 if case.durable else (1.3 if case.body >= BODY else 1.0)
+            row.met = ratio >= need and (cpu_ok or not case.durable)
+        rows.append(row)
+    return rows
+
+
+PEER_HEADER = (
+    "| case | body | in flight | msgs/s: rmq · Redis · NATS | rmq ÷ Redis | rmq ÷ NATS "
+    "| server CPU/msg: rmq · Redis · NATS | p50: rmq · Redis · NATS | p99: rmq · Redis · NATS "
+    "| generator CPU/msg (busiest process, % of a core): rmq · Redis · NATS "
+    "| other load: rmq · Redis · NATS | steal: rmq · Redis · NATS | target | met |"
+)
+
+
+def _three(row: PeerRow, fmt: Callable[[Measure], str]) -> str:
+    """One measure of rmq, Redis and NATS; a system without a run says why in one word."""
+
+    def one(m: Measure) -> str:
+        if m.rate is not None:
+            return fmt(m)
+        return m.note.split(":", 1)[0] if m.note else "—"
+
+    return " · ".join(one(row.m[s]) for s in SYSTEMS)
+
+
+def _gen_short(m: Measure) -> str:
+    if m.gen_cpu_us is None:
+        return "n/a"
+    s = f"{m.gen_cpu_us:.1f} µs ({m.gen_core_pct or 0:.0f}%)"
+    return s + " **generator-bound**" if gen_bound(m) is not None else s
+
+
+def _other_load(m: Measure) -> str:
+    if m.background is None:
+        return "n/a"
+    s = f"{m.background:.0f}%"
+    return s + " (provisional)" if m.background > PROVISIONAL_ABOVE else s
+
+
+def peer_table(rows: list[PeerRow]) -> list[str]:
+    out = [PEER_HEADER, "|" + "---|" * 14]
+    for r in rows:
+        c = r.case
+        name = "durable" if c.durable else "async"
+        ratios = [f"**{x:.2f}×**" if (x := r.ratio(p)) is not None else "—" for p in peers.NAMES]
+        met = "" if r.met is None else ("**met**" if r.met else "**missed**")
+        out.append(
+            f"| {name} | {c.body} B | {c.concurrency} | {_three(r, fmt_rate)} | {ratios[0]} | {ratios[1]} "
+            f"| {_three(r, lambda m: f'{m.server_cpu_us:.1f} µs' if m.server_cpu_us is not None else 'n/a')} "
+            f"| {_three(r, lambda m: fmt_us(m.p50))} | {_three(r, lambda m: fmt_us(m.p99))} "
+            f"| {_three(r, _gen_short)} | {_three(r, _other_load)} "
+            f"| {_three(r, lambda m: f'{m.steal:.0f}%' if m.steal is not None else 'n/a')} "
+            f"| {c.target} | {met} |"
+        )
+    return out
+
+
+def peer_notes(rows: list[PeerRow]) -> list[str]:
+    """Per row: the runs behind each median, skipped or failed systems, error responses."""
+    out = []
+    for r in rows:
+        parts = []
+        for s in SYSTEMS:
+            m = r.m[s]
+            said = m.note
+            if m.errors:
+                said += f"{'; ' if said else ''}{m.errors} error responses, e.g. {list(m.error_samples)[:2]}"
+            if said:
+                parts.append(f"{SYSTEM_TITLES[s]}: {said}")
+        if parts:
+            out.append(f"- {r.case.key}: " + "; ".join(parts) + ".")
+    return out
+
+
+def peer_summary(rows: list[PeerRow]) -> list[str]:
+    out = []
+    for r in rows:
+        ratio = r.ratio("redis")
+        if ratio is None:
+            continue
+        c = r.case
+        what = f"{'durable' if c.durable else 'async'}, {c.body} B, {c.conns * c.inflight} in flight"
+        cpu = ""
+        if c.durable:
+            rc, pc = r.m["rmq"].server_cpu_us, r.m["redis"].server_cpu_us
+            if rc is not None and pc is not None:
+                cpu = f", broker CPU per durable send {rc:.1f} µs against Redis's {pc:.1f} µs"
+        verdict = "met" if r.met else "missed"
+        out.append(
+            f"- {what}: rmq **{fmt_rate(r.m['rmq'])}/s** against Redis {fmt_rate(r.m['redis'])}/s = "
+            f"**{ratio:.2f}×**{cpu} (target {c.target}: {verdict})."
+        )
+    return out
+
+
+def peer_section(rows: list[PeerRow], a: argparse.Namespace, elapsed: float, errors: list[str]) -> str:
+    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    rmq_gen = (
+        "`benches/loadgen_c.c` (SEND_MESSAGE_V2 into the 8 queues of one topic)"
+        if NATIVE.binary is not None
+        else "`benches/loadgen.py` (no C compiler: Python)"
+    )
+    lines = [
+        "## rmq beside Redis Streams and NATS JetStream (`python benches/broker_bench.py`, issue 14 item 2)",
+        "",
+        f"Measured {now} on this machine: {machine_info()}. Windows of {a.duration:g} s after {a.warmup:g} s "
+        f"warm-up; {max(1, a.repeat)} round{'s' if a.repeat > 1 else ''} per row, each running rmq, Redis "
+        "and NATS one after the other; per system the run with the median rate"
+        f"{' (all runs below the table)' if a.repeat > 1 else ''}; ratios are of those medians. "
+        f"Whole comparison {elapsed:.0f} s{' (--quick)' if a.quick else ''}.",
+        "",
+        "- *Servers*, each started fresh for every run with its data in a fresh directory on the filesystem "
+        "of rmq's store (`--store-root`), and stopped after it: rmq (`python -m rmq.broker`, topic of "
+        f"{QUEUES} queues); Redis 7.0.15 (Debian's `redis-server` 5:7.0.15-1~deb12u10) with "
+        "`appendonly yes`, no RDB snapshots; NATS `nats-server` v2.15.2 with JetStream, stream `BENCH` in "
+        "file storage. Both peers are fetched, pinned and cached by `scripts/bench-peers` (run by this "
+        "script).",
+        "- *durable*: rmq `flushDiskType=SYNC_FLUSH` (a send is answered after the msync covering it); Redis "
+        "`appendfsync always` (the AOF is fsynced before the reply); NATS `sync_interval: always` (fsync "
+        "per write before the ack). *async*: rmq ASYNC_FLUSH; Redis `appendfsync everysec`; NATS's default "
+        "(fsync every 2 minutes).",
+        f"- *Load generators*, {a.gen_procs} processes each, N connections x K requests in flight: rmq "
+        f"{rmq_gen}; Redis and NATS `benches/loadgen_peer.c` (same epoll loop and accounting): Redis "
+        "`XADD bench * f <body>`, every connection appending to the one stream `bench` (as redis-benchmark "
+        "does with one key); NATS `PUB bench.s <reply inbox> <n>` to the JetStream stream, each request "
+        "complete when its PubAck arrives on its reply subject.",
+        "- *Server CPU/msg*: user + system CPU of the server process (all its threads) over the run divided "
+        "by the requests it answered. *Generator CPU/msg*: the same for the load generator processes, with "
+        f"the share of a core its busiest process used; above {GEN_BOUND_PCT:.0f}% the row is marked "
+        "**generator-bound**. *Other load*: CPU use on the machine just before each run from processes "
+        f"outside the benchmark; above {PROVISIONAL_ABOVE:.0f}% the figure is provisional. *Steal*: CPU time "
+        "the hypervisor gave to other guests during the run.",
+        "",
+        *peer_table(rows),
+        "",
+        *peer_summary(rows),
+    ]
+    notes = peer_notes(rows)
+    if notes:
+        lines += ["", "Runs and notes:", "", *notes]
+    if errors:
+        lines += ["", "Problems in this comparison:", "", *[f"- {e}" for e in errors]]
+    return "\n".join(lines)
+
+
+def peer_problems(rows: list[PeerRow]) -> list[str]:
+    out = []
+    for r in rows:
+        for s in SYSTEMS:
+            m = r.m[s]
+            why = gen_bound(m)
+            if why is not None:
+                out.append(f"{r.case.key} {SYSTEM_TITLES[s]}: the load generator may be the limit: {why}")
+            if m.errors:
+                out.append(f"{r.case.key} {SYSTEM_TITLES[s]}: {m.errors} error responses")
+            if m.note.startswith("failed"):
+                out.append(f"{r.case.key} {SYSTEM_TITLES[s]}: {m.note}")
+            if m.rate == 0 and m.requests:
+                out.append(
+                    f"{r.case.key} {SYSTEM_TITLES[s]}: {m.requests} requests answered, none inside the "
+                    "measured window (the server stalled for longer than the window; see p99 of other runs)"
+                )
+    return out
+
+
 # --- report ------------------------------------------------------------------------------------------------
 
 
@@ -1125,8 +1527,8 @@ def section(rows: list[Row], a: argparse.Namespace, elapsed: float, errors: list
         f"over the run; when the busiest is above {GEN_BOUND_PCT:.0f}% of a core, or all of them above "
         f"{GEN_BOUND_PCT:.0f}% of the machine's cores, the row is marked **generator-bound**. "
         "*skipped*: the client is not installed "
-        "here (reason in the row). Redis, NATS JetStream and Apache RocketMQ are not driven by this script "
-        "(see /work/shared/PERF.md and issue 14 for those comparisons).",
+        "here (reason in the row). Redis Streams and NATS JetStream are measured beside rmq in the next "
+        "section (same run unless `--skip-peers`); Apache RocketMQ is not driven by this script.",
         f"- *Raw frames* (produce): {gen}, {a.gen_procs} processes. *Raw frames (PULL)*: "
         "`benches/loadgen.py`, PULL_MESSAGE of 32 without suspend, pipelined across the queues, "
         "records counted in the bodies. "
@@ -1149,12 +1551,20 @@ def section(rows: list[Row], a: argparse.Namespace, elapsed: float, errors: list
     return "\n".join(lines)
 
 
-def write_section(path: Path, text: str) -> None:
+def write_section(
+    path: Path, text: str, begin: str = BEGIN, end: str = END, after: str | None = None
+) -> None:
+    """Replace the block between ``begin`` and ``end`` in ``path``; without one, put it after the line
+    ``after`` when there is one, else at the end."""
     old = path.read_text() if path.exists() else ""
-    block = f"{BEGIN}\n{text}\n{END}"
-    a, b = old.find(BEGIN), old.find(END)
+    block = f"{begin}\n{text}\n{end}"
+    a, b = old.find(begin), old.find(end)
+    at = old.find(after) if after else -1
     if a != -1 and b > a:
-        new = old[:a] + block + old[b + len(END) :]
+        new = old[:a] + block + old[b + len(end) :]
+    elif at != -1:
+        at += len(after or "")
+        new = old[:at] + "\n\n" + block + old[at:]
     else:
         sep = "" if not old or old.endswith("\n\n") else ("\n" if old.endswith("\n") else "\n\n")
         new = f"{old}{sep}{block}\n"
@@ -1210,6 +1620,24 @@ def main() -> int:
     )
     ap.add_argument("--steal-retries", type=int, default=3, help="at most this many runs set aside per row")
     ap.add_argument(
+        "--skip-peers", action="store_true", help="leave out the comparison with Redis and NATS JetStream"
+    )
+    ap.add_argument(
+        "--only-peers", action="store_true", help="run only the comparison with Redis and NATS JetStream"
+    )
+    ap.add_argument(
+        "--skip-peer",
+        default="",
+        metavar="NAMES",
+        help="comma list of peers (redis,nats) to leave out: their columns say skipped; without it a peer "
+        "scripts/bench-peers cannot fetch stops the run",
+    )
+    ap.add_argument(
+        "--peer-cases",
+        default="",
+        help="comma list of peer comparison rows (" + ",".join(c.key for c in PEER_CASES) + "; default all)",
+    )
+    ap.add_argument(
         "--profile-broker",
         type=Path,
         default=None,
@@ -1226,9 +1654,20 @@ def main() -> int:
     if a.profile_broker is not None:
         a.no_write = True
         a.profile_broker.mkdir(parents=True, exist_ok=True)
+    skip_peer = [p for p in a.skip_peer.split(",") if p]
+    for p in skip_peer:
+        if p not in peers.NAMES:
+            ap.error(f"--skip-peer: unknown peer {p!r} (one of {', '.join(peers.NAMES)})")
+    for k in [k for k in a.peer_cases.split(",") if k]:
+        if k not in {c.key for c in PEER_CASES}:
+            ap.error(f"--peer-cases: unknown row {k!r}")
+    if a.skip_peers and a.only_peers:
+        ap.error("--skip-peers and --only-peers exclude each other")
     signal.signal(signal.SIGTERM, _on_signal)
     t0 = time.monotonic()
     errors: list[str] = []
+    rows: list[Row] = []
+    peer_rows: list[PeerRow] = []
     build_dir = Path(tempfile.mkdtemp(prefix="rmq-bench-bin-"))
     try:
         ECHO_BINARY[:] = [build_echo_server(build_dir)]
@@ -1237,10 +1676,25 @@ def main() -> int:
                 log(NATIVE.why)
                 return 2
             log(f"{NATIVE.why}; using the Python generator")
-        rows = bench(a)
+        if not a.skip_peers:  # before the long broker run: a missing peer stops it at once
+            PEERS.prepare(skip_peer, build_dir)
+        if not a.only_peers:
+            rows = bench(a)
+        t_peers = time.monotonic()
+        if not a.skip_peers:
+            peer_rows = run_peers(a)
+        t_peers = time.monotonic() - t_peers
     finally:
         _kill_children()
         shutil.rmtree(build_dir, ignore_errors=True)
+    if not a.skip_peers:
+        text = peer_section(peer_rows, a, t_peers, peer_problems(peer_rows))
+        print(text)
+        if not a.no_write:
+            write_section(a.out, text, PEERS_BEGIN, PEERS_END, after=END)
+            log(f"wrote the peers section of {a.out}")
+    if a.only_peers:
+        return 0
     errors += honesty_problems(rows)
     for r in rows:
         if r.m.errors:
