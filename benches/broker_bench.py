@@ -1273,7 +1273,7 @@ def peer_summary(rows: list[PeerRow]) -> list[str]:
 
 
 def peer_section(rows: list[PeerRow], a: argparse.Namespace, elapsed: float, errors: list[str]) -> str:
-    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     rmq_gen = (
         "`benches/loadgen_c.c` (SEND_MESSAGE_V2 into the 8 queues of one topic)"
         if NATIVE.binary is not None
