@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -183,7 +184,9 @@ class BrokerController:
         if cfg.is_slave:
             self.ha_client = HAClient(store, ha_settings, cfg.ha_master_address)
         else:
-            self.ha_master = HAMaster(store, astore, ha_settings)
+            self.ha_master = HAMaster(
+                store, astore, ha_settings, os.path.join(cfg.config_dir, "haDivergedSlaves.json")
+            )
             await self.ha_master.start(host or cfg.bind_address, ha_port)
             cfg.ha_listen_port = self.ha_master.port
             s.ha_master = self.ha_master
