@@ -218,6 +218,23 @@ async def test_a_slave_ahead_of_its_master_is_reported_not_diverged(tmp_path):
         new_end = await commitlog_max(client, master.broker_addr)
         await logged(master, f"offset {end}, beyond this master's max offset {new_end}:")
         assert await commitlog_max(client, slave.broker_addr) == end
+        # The master's log grows past the slave's end with other messages: the slave's tail still is
+        # not this master's, so it stays refused (not streamed to from its offset, diverged).
+        i = 2000
+        while await commitlog_max(client, master.broker_addr) <= end:
+            r = await client.invoke(master.broker_addr, send_request(i, i % QUEUES), 5000)
+            assert r.code == ResponseCode.SUCCESS
+            i += 1
+        line = await logged(master, f"reports CommitLog offset {end}, beyond the", "it diverged", timeout=20)
+        assert "WARNING" in line and "held when it started" in line
+        assert await commitlog_max(client, slave.broker_addr) == end
+        # Restarted, the master holds more than the slave's end from the start: it remembers the slave
+        # it refused, and refuses it still.
+        master.stop()
+        master = await asyncio.to_thread(start_broker, tmp_path / "m2", f"haListenPort={ha}")
+        line = await logged(master, f"reports CommitLog offset {end}, where a slave ahead", timeout=20)
+        assert "WARNING" in line and "haDivergedSlaves.json" in line
+        assert await commitlog_max(client, slave.broker_addr) == end
     finally:
         await client.close()
         slave.stop()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +47,7 @@ from rmq.common.metrics import MetricsExporter
 from rmq.common.service import PeriodicTask
 from rmq.remoting.channel import Channel
 from rmq.remoting.client import RemotingClient
+from rmq.remoting.command import RemotingCommand, create_response
 from rmq.remoting.native import NativeRemotingServer
 from rmq.remoting.server import RemotingServer
 from rmq.remoting.tls import TlsConfigError
@@ -57,6 +59,19 @@ if TYPE_CHECKING:
 __all__ = ["BrokerController"]
 
 log = logging.getLogger(__name__)
+
+
+class _StartingRefusal:
+    """The processor of every request before the broker serves: SERVICE_NOT_AVAILABLE (counted)."""
+
+    def __init__(self) -> None:
+        self.refused = 0
+
+    def __call__(self, _ctx: Any, request: RemotingCommand) -> RemotingCommand:
+        self.refused += 1
+        return create_response(
+            request, ResponseCode.SERVICE_NOT_AVAILABLE, "broker is starting, try again later"
+        )
 
 
 class BrokerController:
@@ -123,6 +138,11 @@ class BrokerController:
         # The store opens (and recovers) with the GIL released; keep the loop responsive.
         # The real port is needed for the store host, so bind first.
         ha_port = cfg.ha_port
+        # Until the processors are registered (after the store's recovery), requests are answered
+        # SERVICE_NOT_AVAILABLE, which clients retry (a send on another broker), not
+        # REQUEST_CODE_NOT_SUPPORTED, which they take as final.
+        starting = _StartingRefusal()
+        self.remoting.dispatcher.register_default(starting)
         await self.remoting.start(host or cfg.bind_address, cfg.listen_port)
         cfg.listen_port = self.remoting.port
         store = await loop.run_in_executor(None, lambda: MessageStore(cfg.store_config()))
@@ -183,7 +203,9 @@ class BrokerController:
         if cfg.is_slave:
             self.ha_client = HAClient(store, ha_settings, cfg.ha_master_address)
         else:
-            self.ha_master = HAMaster(store, astore, ha_settings)
+            self.ha_master = HAMaster(
+                store, astore, ha_settings, os.path.join(cfg.config_dir, "haDivergedSlaves.json")
+            )
             await self.ha_master.start(host or cfg.bind_address, ha_port)
             cfg.ha_listen_port = self.ha_master.port
             s.ha_master = self.ha_master
@@ -272,6 +294,12 @@ class BrokerController:
         ):
             for code, proc in group.table().items():
                 self.remoting.register(code, proc)
+        self.remoting.dispatcher.register_default(None)
+        if starting.refused:
+            log.warning(
+                "%d requests answered SERVICE_NOT_AVAILABLE while the broker started (its store recovering)",
+                starting.refused,
+            )
         self.remoting.add_close_listener(self._channel_closed)
         if cfg.metrics_exporter_type == "PROM":
             self._start_metrics(s)

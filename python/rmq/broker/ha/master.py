@@ -5,7 +5,10 @@ acknowledged (`push2SlaveMaxOffset`), which SYNC_MASTER answers wait for.
 A slave starting empty (offset 0) gets the master's log from the start of its last CommitLog file, as
 RocketMQ's master sends. A slave reporting an offset past the master's end (it holds data the master
 lost, e.g. after an unclean master restart) is refused with a warning naming both offsets, so it is
-never streamed to at a wrong offset; so is one asking for data the master already deleted.
+never streamed to at a wrong offset; so is one whose offset lies past both where the master's log
+ended when it started and what it streamed to slaves since (its tail was written by this master before
+an unclean restart lost it, and the offsets now hold other messages here, however far this log grew:
+accepting it would diverge it silently); so is one asking for data the master already deleted.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import time
 from collections.abc import Callable
 
 from rmq.broker.ha.codec import OFFSET_REPORT, frame_header, parse_offset
+from rmq.broker.persist import load_json, persist_json
 from rmq.store import AsyncStore, MessageStore
 
 __all__ = ["HAMaster", "HASettings"]
@@ -75,24 +79,13 @@ class _SlaveConnection:
         ]
 
     async def _read(self) -> None:
-        store = self.master.store
         try:
             while True:
                 data = await asyncio.wait_for(
                     self.reader.readexactly(OFFSET_REPORT), self.master.settings.housekeeping_s
                 )
                 offset = parse_offset(data)
-                master_max = store.commitlog_max_offset()
-                if offset > master_max:
-                    log.warning(
-                        "HA: slave %s reports CommitLog offset %d, beyond this master's max offset %d: "
-                        "it holds %d bytes this master does not (an unclean master restart?); "
-                        "connection closed, nothing streamed to it",
-                        self.addr,
-                        offset,
-                        master_max,
-                        offset - master_max,
-                    )
+                if self._diverged(offset):
                     return
                 self.ack_offset = offset
                 if self.request_offset < 0:
@@ -110,6 +103,53 @@ class _SlaveConnection:
             log.info("HA: slave %s disconnected (%s)", self.addr, e.__class__.__name__)
         finally:
             self.close()
+
+    def _diverged(self, offset: int) -> bool:
+        """Whether a slave reporting `offset` holds a log that is not a prefix of this master's (warned
+        about, with the offsets, and remembered in `haDivergedSlaves.json` across restarts)."""
+        master = self.master
+        master_max = master.store.commitlog_max_offset()
+        if offset > master_max:
+            log.warning(
+                "HA: slave %s reports CommitLog offset %d, beyond this master's max offset %d: "
+                "it holds %d bytes this master does not (an unclean master restart?); "
+                "connection closed, nothing streamed to it",
+                self.addr,
+                offset,
+                master_max,
+                offset - master_max,
+            )
+        elif self.request_offset >= 0:
+            return False
+        elif offset > master.trusted_end():
+            log.warning(
+                "HA: slave %s reports CommitLog offset %d, beyond the %d bytes this master held when "
+                "it started and the offset %d it streamed to slaves since: its log from offset %d "
+                "holds %d bytes this master never sent it (written by this master before an unclean "
+                "restart lost them, since overwritten here by other messages); connection closed, "
+                "nothing streamed to it: it diverged, rebuild it from this master",
+                self.addr,
+                offset,
+                master.recovered_end,
+                master.streamed_max,
+                master.trusted_end(),
+                offset - master.trusted_end(),
+            )
+        elif offset in master.diverged:
+            log.warning(
+                "HA: slave %s reports CommitLog offset %d, where a slave ahead of this master was refused "
+                "before (recorded in %s): its log is not a prefix of this master's; connection closed, "
+                "nothing streamed to it: it diverged, rebuild it from this master (or remove the offset "
+                "from that file)",
+                self.addr,
+                offset,
+                master.diverged_path,
+            )
+            return True
+        else:
+            return False
+        master.remember_diverged(offset)
+        return True
 
     def _start_offset(self) -> int | None:
         store = self.master.store
@@ -150,6 +190,7 @@ class _SlaveConnection:
                         self.writer.write(frame_header(self.next_offset, len(chunk)))
                         self.writer.write(chunk)
                         self.next_offset += len(chunk)
+                    self.master.streamed_max = max(self.master.streamed_max, self.next_offset)
                     await self.writer.drain()
                     last_write = time.monotonic()
                     continue
@@ -188,11 +229,24 @@ class _SlaveConnection:
 class HAMaster:
     """Accepts slaves on the HA port; `push2slave_max` is the highest offset a slave acknowledged."""
 
-    def __init__(self, store: MessageStore, astore: AsyncStore, settings: HASettings) -> None:
+    def __init__(
+        self, store: MessageStore, astore: AsyncStore, settings: HASettings, diverged_path: str | None = None
+    ) -> None:
+        """`diverged_path`: the JSON file remembering the offsets of slaves refused as diverged, so a
+        later run whose log grew past them refuses them still (None: remembered in memory only)."""
         self.store = store
         self.astore = astore
         self.settings = settings
         self.push2slave_max = 0
+        self.recovered_end = store.commitlog_max_offset()
+        """Where the CommitLog ended when this master started: a slave may hold all of it."""
+        self.streamed_max = 0
+        """The highest offset this master streamed a slave to since it started."""
+        self.diverged_path = diverged_path
+        loaded = load_json(diverged_path) if diverged_path else None
+        self.diverged: set[int] = {int(o) for o in loaded} if isinstance(loaded, list) else set()
+        """Offsets of slaves refused as diverged (a refused slave appends nothing: it reports the
+        same offset again)."""
         self.connections: set[_SlaveConnection] = set()
         self._server: asyncio.Server | None = None
         self._ack_listeners: list[Callable[[int], None]] = []
@@ -210,6 +264,19 @@ class HAMaster:
     def add_ack_listener(self, listener: Callable[[int], None]) -> None:
         """Call `listener(push2slave_max)` whenever a slave acknowledges a higher offset."""
         self._ack_listeners.append(listener)
+
+    def trusted_end(self) -> int:
+        """The highest offset a connecting slave's log may end at and still be a prefix of this master's:
+        what this master held when it started, or streamed to a slave since. A slave ending beyond it holds
+        bytes this master did not send (an unclean restart lost them), even once this log grows past it."""
+        return max(self.recovered_end, self.streamed_max)
+
+    def remember_diverged(self, offset: int) -> None:
+        if offset in self.diverged:
+            return
+        self.diverged.add(offset)
+        if self.diverged_path:
+            persist_json(self.diverged_path, sorted(self.diverged))
 
     def is_slave_ok(self, master_put_where: int) -> bool:
         """A slave is connected and no more than `haSlaveFallbehindMax` behind `master_put_where`."""
