@@ -1,0 +1,740 @@
+"""rmq beside Apache RocketMQ, driven by the same Java client code in one run (issue 14 item 3, issue 15
+item 5).
+
+Usage (from the repository root, with the package built and Java 17 + Maven on the PATH)::
+
+    python benches/apache_bench.py                 # full run (~10 min), rewrites the apache section of
+                                                   # benches/RESULTS.md
+    python benches/apache_bench.py --quick         # 3 s windows, one run per row, a smaller backlog
+    python benches/apache_bench.py --no-write      # print only
+    python benches/apache_bench.py --only async,sync,consume,sync-master --threads 64 --producers 1
+
+What runs (every process is a child of this script, on loopback, stopped on exit):
+
+* the brokers, one pair at a time, each on a fresh store under ``--store-root``, both with 1 GiB CommitLog
+  files and 6 MB ConsumeQueue files and the flush type of the row: rmq as ``python -m rmq.broker`` (its
+  name server embedded), Apache RocketMQ 4.9.7 (the newest 4.x broker on Maven Central) as
+  ``NamesrvStartup`` + ``BrokerStartup`` through ``tests/peers/apache.py`` with a JVM sized for this
+  machine (``APACHE_BROKER_JVM``: G1 and the flags of Apache's ``runbroker.sh``, a 2 GiB heap; the full
+  JIT). The peer's jars come from ``scripts/peers`` (Maven Central); a peer that cannot be fetched or
+  started stops the run with its error — there is no row without its peer.
+* the load: ``tests/peers/java/src/rmqpeer/BenchLoad.java``, the Java client 4.9.8, the same code against
+  both brokers. Produce: like Apache's benchmark ``Producer``, ``--threads`` threads (64) each doing a
+  synchronous ``send`` of 1 KiB in a loop on one ``DefaultMQProducer`` (``--producers`` instances), a
+  ``--warmup`` unmeasured, then the sends answered SEND_OK in a ``--duration`` window; latency is send
+  to answer for the sends started in the window. Consume: a backlog of ``--backlog`` messages written by
+  the same program (unmeasured), then drained by a ``DefaultMQPushConsumer`` (Apache's benchmark
+  ``Consumer``; ``--consumer lite`` for a ``DefaultLitePullConsumer``) of a new group from the first
+  offset: first message to last.
+* SYNC_MASTER (issue 15): a master (``brokerRole=SYNC_MASTER``, ASYNC_FLUSH) and a slave
+  (``brokerRole=SLAVE``, ``brokerId=1``) on this machine, rmq's pair then Apache's, the same produce load;
+  each send is answered once the slave has it. During the window a thread asks master and slave for
+  GET_BROKER_RUNTIME_INFO together every ``LAG_EVERY`` s: the slave's replication lag is the master's
+  ``commitLogMaxOffset`` minus the slave's (bytes, and messages of the row's average record size).
+
+Per row, from /proc: broker CPU per message (user + system of the broker process over the window —
+for Apache the broker plus its name server, since rmq's process holds its name server too; for
+SYNC_MASTER master plus slave), the load generator's CPU per message and the share of the machine's cores
+the JVM used (it competes with the brokers for this machine's 2 cores; above ``GEN_BOUND_PCT`` % of all
+cores the row is marked *generator-bound*), the machine's other CPU use just before the run and the
+1-minute load average (rows above ``PROVISIONAL_ABOVE`` % are provisional), and the share of CPU time the
+hypervisor stole during it. Each figure is the run with the median rate of ``--repeat`` runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime as _dt
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(REPO))
+
+import broker_bench as bb  # noqa: E402
+
+BEGIN = "<!-- apache-bench:begin -->"
+END = "<!-- apache-bench:end -->"
+TOPIC = "BenchTopic"
+BACKLOG_TOPIC = "BenchBacklog"
+QUEUES = 8
+BODY = 1024
+COMMITLOG_FILE = 1 << 30
+CONSUMEQUEUE_FILE = 300_000 * 20
+STORE_PROPS = (f"mappedFileSizeCommitLog={COMMITLOG_FILE}", f"mappedFileSizeConsumeQueue={CONSUMEQUEUE_FILE}")
+LAG_EVERY = 0.1
+GEN_BOUND_PCT = 90.0
+"""The generator JVM above this share of all the machine's cores may be what limits the row."""
+PROVISIONAL_ABOVE = bb.PROVISIONAL_ABOVE
+
+# Apache's runbroker.sh (JDK 9+): G1 with its region size, reserve and occupancy; heap sized for a 24 GiB
+# machine shared with the other broker and the load (runbroker.sh's 8 GiB is for a dedicated host).
+APACHE_BROKER_JVM = [
+    "-server",
+    "-Xms2g",
+    "-Xmx2g",
+    "-XX:MaxDirectMemorySize=2g",
+    "-XX:+UseG1GC",
+    "-XX:G1HeapRegionSize=16m",
+    "-XX:G1ReservePercent=25",
+    "-XX:InitiatingHeapOccupancyPercent=30",
+    "-XX:SoftRefLRUPolicyMSPerMB=0",
+    "-XX:-OmitStackTraceInFastThrow",
+    "-XX:-UseLargePages",
+]
+# The load generator: full JIT (C1-only would make the client the bottleneck), a heap that never GCs hard.
+GEN_JVM = ["-server", "-Xms512m", "-Xmx512m", "-XX:+UseParallelGC", "-Xss512k"]
+
+_STOP: list[Callable[[], None]] = []
+
+
+def log(msg: str) -> None:
+    print(f"[apache-bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+# --- measures ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Run:
+    rate: float | None = None  # msgs/s
+    p50: float | None = None  # µs
+    p99: float | None = None
+    msgs: int = 0
+    server_cpu_us: float | None = None  # broker CPU per message (all the row's broker processes)
+    gen_cpu_us: float | None = None  # load generator JVM CPU per message
+    gen_pct: float | None = None  # load generator JVM: its CPU over the window, % of one core
+    background: float | None = None  # other CPU use just before the run, % of the machine
+    loadavg: float | None = None
+    steal: float | None = None  # % of the machine's CPU time stolen by the hypervisor in the window
+    failed: int = 0
+    problems: dict[str, int] = field(default_factory=dict)  # statuses other than SEND_OK, exceptions
+    lag_p50: float | None = None  # bytes the slave's CommitLog ends behind the master's
+    lag_max: float | None = None
+    lag_samples: int = 0
+    record_bytes: float | None = None  # CommitLog bytes per message over the window (SYNC_MASTER rows)
+    note: str = ""
+
+
+def gen_bound(r: Run) -> str | None:
+    cores = os.cpu_count() or 1
+    if r.gen_pct is not None and r.gen_pct > GEN_BOUND_PCT * cores:
+        return f"the generator JVM used {r.gen_pct / 100:.2f} of the machine's {cores} cores"
+    return None
+
+
+class Java:
+    """The BenchLoad program in a child JVM; its stdout lines are read through ``broker_bench.Child``."""
+
+    def __init__(self, classes: Path, libs: Path, home: Path) -> None:
+        self.classes, self.libs, self.home = classes, libs, home
+
+    def start(self, mode: str, **kv: object) -> bb.Child:
+        from tests.peers import apache
+
+        home = self.home
+        argv = [
+            "java",
+            *GEN_JVM,
+            f"-Drocketmq.client.logRoot={home / 'client-logs'}",
+            f"-Duser.home={home}",
+            f"-Dlogback.configurationFile={apache._driver_logback(home)}",
+            "-cp",
+            f"{self.classes}:{self.libs}/*",
+            "rmqpeer.BenchLoad",
+            mode,
+            *(f"{k}={v}" for k, v in kv.items()),
+        ]
+        return bb.Child(argv)
+
+    def result(self, child: bb.Child, timeout: float) -> dict[str, Any]:
+        line = child.expect("{", timeout)
+        out = json.loads(line)
+        child.proc.wait(30)
+        if "error" in out:
+            raise RuntimeError(f"BenchLoad failed: {out['error']}\n{child.stderr_tail()}")
+        return out
+
+
+def cpu_of(pids: list[int]) -> float:
+    return sum(bb.proc_cpu(p) for p in pids)
+
+
+def measured(
+    java: Java,
+    mode: str,
+    servers: list[int],
+    timeout: float,
+    during: Callable[[threading.Event], Callable[[Run], None]] | None = None,
+    **kv: object,
+) -> Run:
+    """One BenchLoad run; CPU of ``servers`` and of the JVM, machine busy and steal between its
+    MEASURE-BEGIN and MEASURE-END lines. ``during`` starts a sampler at MEASURE-BEGIN (given a stop
+    event) and returns what fills its figures into the run."""
+    s0, s1 = bb.wait_quiet()
+    run = Run(loadavg=os.getloadavg()[0])
+    run.background = 100.0 * (s1[0] - s0[0]) / max(1.0, s1[1] - s0[1])
+    child = java.start(mode, **kv)
+    try:
+        child.expect("MEASURE-BEGIN", timeout)
+        srv0, gen0, t0 = cpu_of(servers), bb.proc_cpu(child.proc.pid), time.monotonic()
+        steal0 = bb.steal_cpu()
+        stop = threading.Event()
+        finish = during(stop) if during is not None else None
+        child.expect("MEASURE-END", timeout)
+        srv1, gen1, t1 = cpu_of(servers), bb.proc_cpu(child.proc.pid), time.monotonic()
+        steal1 = bb.steal_cpu()
+        stop.set()
+        out = java.result(child, 120)
+    finally:
+        child.stop()
+    run.msgs = int(out["msgs"]) if mode == "produce" else int(kv["count"])  # type: ignore[call-overload]
+    run.rate = out.get("rate")
+    run.p50, run.p99 = out.get("p50_us"), out.get("p99_us")
+    if run.msgs:
+        run.server_cpu_us = 1e6 * (srv1 - srv0) / run.msgs
+        run.gen_cpu_us = 1e6 * (gen1 - gen0) / run.msgs
+    run.gen_pct = 100.0 * (gen1 - gen0) / max(1e-9, t1 - t0)
+    run.steal = 100.0 * (steal1[0] - steal0[0]) / max(1.0, steal1[1] - steal0[1])
+    if mode == "produce":
+        run.failed = int(out.get("failed", 0))
+        problems = {k: v for k, v in out.get("statuses", {}).items() if k != "SEND_OK"}
+        problems.update(out.get("errors", {}))
+        run.problems = problems
+    elif not out.get("finished"):
+        run.note = f"drained only {out.get('msgs')} of {kv['count']}"
+    if finish is not None:
+        finish(run)
+    return run
+
+
+def median(runs: list[Run]) -> Run:
+    runs = sorted(runs, key=lambda r: r.rate or 0.0)
+    mid = runs[len(runs) // 2]
+    if len(runs) > 1:
+        mid.note = "; ".join(x for x in (mid.note, "runs " + " / ".join(fmt_rate(r.rate) for r in runs)) if x)
+    return mid
+
+
+# --- brokers -----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Brokers:
+    """The row's brokers: where producers find them, what to create topics on, whose CPU counts."""
+
+    kind: str  # "rmq" / "Apache"
+    namesrv: str
+    master: str
+    pids: list[int]
+    slave: str | None = None
+    stop: Callable[[], None] = lambda: None
+
+
+def start_rmq(root: Path, flush: str, role: str = "ASYNC_MASTER", slave: bool = False) -> Brokers:
+    from tests.brokerproc import start_broker
+
+    props = (*STORE_PROPS, f"flushDiskType={flush}", f"brokerRole={role}")
+    quiet = ["--log-level", "WARNING"]
+    m = start_broker(root / "rmq-m", *props, extra_args=quiet)
+    procs = [m]
+    try:
+        if slave:
+            s_props = (*STORE_PROPS, f"flushDiskType={flush}", "brokerRole=SLAVE", "brokerId=1")
+            procs.append(start_broker(root / "rmq-s", *s_props, namesrv=m.namesrv_addr, extra_args=quiet))
+    except BaseException:
+        m.stop()
+        raise
+
+    def stop() -> None:
+        for p in reversed(procs):
+            p.stop()
+
+    _STOP.append(stop)
+    return Brokers(
+        "rmq",
+        m.namesrv_addr,
+        m.broker_addr,
+        [p.proc.pid for p in procs],
+        procs[1].broker_addr if slave else None,
+        stop,
+    )
+
+
+def start_apache(root: Path, flush: str, role: str = "ASYNC_MASTER", slave: bool = False) -> Brokers:
+    from tests.peers import apache
+
+    props = (*STORE_PROPS, f"flushDiskType={flush}", f"brokerRole={role}")
+    peer = apache.start_apache(root / "apache-m", *props, jvm=APACHE_BROKER_JVM)
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        slave_addr = None
+        if slave:
+            s_props = (*STORE_PROPS, f"flushDiskType={flush}", "brokerRole=SLAVE", "brokerId=1")
+            proc, slave_addr = apache.start_apache_broker(
+                root / "apache-s", peer.namesrv_addr, *s_props, log=peer.log, jvm=APACHE_BROKER_JVM
+            )
+            procs.append(proc)
+    except BaseException:
+        peer.stop()
+        raise
+
+    def stop() -> None:
+        for p in procs:
+            apache.ApachePeer(p, p, "", "", root, []).stop()
+        peer.stop()
+
+    _STOP.append(stop)
+    pids = [peer.broker.pid, peer.namesrv.pid, *(p.pid for p in procs)]
+    return Brokers("Apache", peer.namesrv_addr, peer.broker_addr, pids, slave_addr, stop)
+
+
+@contextlib.contextmanager
+def brokers(
+    kind: str, root: Path, flush: str, role: str = "ASYNC_MASTER", slave: bool = False
+) -> Iterator[Brokers]:
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    start = start_rmq if kind == "rmq" else start_apache
+    b = start(root, flush, role, slave)
+    try:
+        for topic in (TOPIC, BACKLOG_TOPIC):
+            bb.create_topic(b.master, b.namesrv, topic, QUEUES)
+        if slave:
+            await_slave(b)
+        yield b
+    finally:
+        b.stop()
+        if b.stop in _STOP:
+            _STOP.remove(b.stop)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def await_slave(b: Brokers, timeout: float = 90.0) -> None:
+    """Send to the SYNC_MASTER until it answers SEND_OK: the slave is connected and acknowledging."""
+    from rmq.remoting.client import invoke_sync
+
+    from tests.broker.test_replication import send_request
+
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        resp = invoke_sync(b.master, send_request(0, 0, BODY, TOPIC), 5000)
+        if resp.code == 0:
+            return
+        last = f"{resp.code} {resp.remark!r}"
+        time.sleep(0.5)
+    raise RuntimeError(f"{b.kind} SYNC_MASTER never answered SEND_OK in {timeout:.0f} s: {last}")
+
+
+# --- replication lag ---------------------------------------------------------------------------------------
+
+
+def lag_sampler(b: Brokers) -> Callable[[threading.Event], Callable[[Run], None]]:
+    """Sample master and slave CommitLog ends together every LAG_EVERY s until stopped."""
+
+    def start(stop: threading.Event) -> Callable[[Run], None]:
+        samples: list[tuple[int, int]] = []
+        failures: list[str] = []
+
+        async def sample() -> None:
+            from rmq.remoting.client import RemotingClient
+            from rmq.remoting.command import create_request
+
+            async def end(client: RemotingClient, addr: str) -> int:
+                req = create_request(28, {})  # GET_BROKER_RUNTIME_INFO
+                resp = await client.invoke(addr, req, 5000)
+                if resp.code != 0:
+                    raise RuntimeError(f"runtime info of {addr}: {resp.code} {resp.remark!r}")
+                return int(json.loads(bytes(resp.body))["table"]["commitLogMaxOffset"])
+
+            async with RemotingClient() as cm, RemotingClient() as cs:
+                assert b.slave is not None
+                while not stop.is_set():
+                    try:
+                        m, s = await asyncio.gather(end(cm, b.master), end(cs, b.slave))
+                        samples.append((m, s))
+                    except (RuntimeError, OSError, asyncio.TimeoutError) as exc:
+                        failures.append(str(exc))
+                    await asyncio.sleep(LAG_EVERY)
+
+        thread = threading.Thread(target=lambda: asyncio.run(sample()), daemon=True)
+        thread.start()
+
+        def finish(run: Run) -> None:
+            thread.join(30)
+            lags = sorted(m - s for m, s in samples)
+            run.lag_samples = len(lags)
+            if lags:
+                run.lag_p50 = float(lags[len(lags) // 2])
+                run.lag_max = float(lags[-1])
+            if len(samples) > 1 and run.msgs:
+                run.record_bytes = (samples[-1][0] - samples[0][0]) / max(1, run.msgs)
+            if failures:
+                run.problems[f"lag samples failed: {failures[0][:100]}"] = len(failures)
+
+        return finish
+
+    return start
+
+
+# --- scenarios ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    scenario: str  # "produce" / "consume" / "produce, SYNC_MASTER + slave"
+    flush: str
+    rmq: Run
+    apache: Run
+    target: str = ""
+    met: bool | None = None
+
+    @property
+    def ratio(self) -> float | None:
+        if self.rmq.rate and self.apache.rate:
+            return self.rmq.rate / self.apache.rate
+        return None
+
+    @property
+    def cpu_ratio(self) -> float | None:
+        if self.rmq.server_cpu_us and self.apache.server_cpu_us:
+            return self.rmq.server_cpu_us / self.apache.server_cpu_us
+        return None
+
+
+def produce_load(a: argparse.Namespace) -> dict[str, object]:
+    return {"threads": a.threads, "producers": a.producers, "size": BODY}
+
+
+def run_pair(a: argparse.Namespace, root: Path, java: Java, flush: str, want_consume: bool) -> list[Row]:
+    """Produce (and consume) rows for one flush type: rmq's broker, then Apache's, same load."""
+    got: dict[str, dict[str, Run]] = {}
+    for kind in ("rmq", "Apache"):
+        log(f"{kind} {flush}: starting")
+        with brokers(kind, root / kind, flush) as b:
+            runs = []
+            for i in range(a.repeat):
+                warm = a.warmup + (a.broker_warmup if i == 0 else 0.0)
+                r = measured(
+                    java,
+                    "produce",
+                    b.pids,
+                    warm + a.duration + 120,
+                    namesrv=b.namesrv,
+                    topic=TOPIC,
+                    warmup=warm,
+                    duration=a.duration,
+                    **produce_load(a),
+                )
+                log(f"  {kind} {flush} produce run {i + 1}: {describe(r)}")
+                runs.append(r)
+            got.setdefault("produce", {})[kind] = median(runs)
+            if want_consume:
+                got.setdefault("consume", {})[kind] = consume(a, java, b)
+    rows = [Row("produce", flush, got["produce"]["rmq"], got["produce"]["Apache"])]
+    if want_consume:
+        rows.append(Row("consume", flush, got["consume"]["rmq"], got["consume"]["Apache"]))
+    return rows
+
+
+def consume(a: argparse.Namespace, java: Java, b: Brokers) -> Run:
+    log(f"  {b.kind}: writing a backlog of {a.backlog:,} messages")
+    fill = java.start("produce", namesrv=b.namesrv, topic=BACKLOG_TOPIC, count=a.backlog, **produce_load(a))
+    try:
+        out = java.result(fill, 900)
+    finally:
+        fill.stop()
+    if out.get("sent_ok", 0) < a.backlog:
+        raise RuntimeError(f"{b.kind}: backlog of {a.backlog} got {out}")
+    total = sum(bb.max_offsets(b.master, BACKLOG_TOPIC, QUEUES))
+    runs = []
+    for i in range(a.repeat):
+        r = measured(
+            java,
+            "consume",
+            b.pids,
+            600,
+            namesrv=b.namesrv,
+            topic=BACKLOG_TOPIC,
+            group=f"bench_cg_{i}_{int(time.time())}",
+            count=total,
+            kind=a.consumer,
+        )
+        log(f"  {b.kind} consume run {i + 1}: {describe(r)}")
+        runs.append(r)
+    return median(runs)
+
+
+def run_sync_master(a: argparse.Namespace, root: Path, java: Java) -> Row:
+    got: dict[str, Run] = {}
+    for kind in ("rmq", "Apache"):
+        log(f"{kind} SYNC_MASTER + slave: starting")
+        with brokers(kind, root / kind, "ASYNC_FLUSH", role="SYNC_MASTER", slave=True) as b:
+            runs = []
+            for i in range(a.repeat):
+                warm = a.warmup + (a.broker_warmup if i == 0 else 0.0)
+                r = measured(
+                    java,
+                    "produce",
+                    b.pids,
+                    warm + a.duration + 120,
+                    during=lag_sampler(b),
+                    namesrv=b.namesrv,
+                    topic=TOPIC,
+                    warmup=warm,
+                    duration=a.duration,
+                    **produce_load(a),
+                )
+                log(f"  {kind} SYNC_MASTER run {i + 1}: {describe(r)}")
+                runs.append(r)
+            got[kind] = median(runs)
+    return Row("produce, SYNC_MASTER + slave", "ASYNC_FLUSH", got["rmq"], got["Apache"])
+
+
+def targets(row: Row) -> None:
+    ratio, cpu = row.ratio, row.cpu_ratio
+    if row.scenario == "produce":
+        row.target = "≥ 2× msgs/s, ≤ 0.5× CPU/msg"
+        row.met = ratio is not None and cpu is not None and ratio >= 2.0 and cpu <= 0.5
+    elif row.scenario == "consume":
+        row.target = "≥ 2× msgs/s"
+        row.met = ratio is not None and ratio >= 2.0
+
+
+def bench(a: argparse.Namespace) -> list[Row]:
+    from tests.peers import apache
+
+    try:
+        libs = apache.peer_libs()
+    except BaseException as exc:  # pytest.fail / skip outside pytest: say why and stop
+        raise SystemExit(f"the Apache RocketMQ peer is missing: {exc}") from None
+    classes = apache.compile_drivers(libs)
+    store_root = Path(tempfile.mkdtemp(prefix="rmq-apache-bench-", dir=a.store_root))
+    java = Java(classes, libs.client, store_root / "java")
+    (store_root / "java").mkdir()
+    only = set(a.only.split(",")) if a.only else {"async", "sync", "consume", "sync-master"}
+    rows: list[Row] = []
+    try:
+        if only & {"async", "consume"}:
+            rows += run_pair(a, store_root, java, "ASYNC_FLUSH", "consume" in only)
+            if "async" not in only:
+                rows = [r for r in rows if r.scenario != "produce"]
+        if "sync" in only:
+            rows += run_pair(a, store_root, java, "SYNC_FLUSH", False)
+        if "sync-master" in only:
+            rows.append(run_sync_master(a, store_root, java))
+    finally:
+        shutil.rmtree(store_root, ignore_errors=True)
+    for r in rows:
+        targets(r)
+    return rows
+
+
+# --- report ------------------------------------------------------------------------------------------------
+
+
+def fmt_rate(v: float | None) -> str:
+    return f"{v:,.0f}" if v else "n/a"
+
+
+def fmt_us(v: float | None) -> str:
+    if v is None:
+        return "n/a"
+    return f"{v / 1000:.1f} ms" if v >= 10_000 else f"{v:,.0f} µs"
+
+
+def describe(r: Run) -> str:
+    cpu = f"{r.server_cpu_us:.1f}" if r.server_cpu_us is not None else "n/a"
+    gen = f"{r.gen_cpu_us:.1f}" if r.gen_cpu_us is not None else "n/a"
+    s = f"{fmt_rate(r.rate)} msgs/s, broker {cpu} µs/msg, generator {gen} µs/msg ({r.gen_pct or 0:.0f}%)"
+    if r.lag_max is not None:
+        s += f", lag p50 {r.lag_p50:,.0f} B max {r.lag_max:,.0f} B"
+    if r.problems:
+        s += f", problems {r.problems}"
+    return s
+
+
+def fmt_lag(r: Run) -> str:
+    if r.lag_max is None:
+        return "n/a"
+    per = r.record_bytes or 0.0
+    msgs = f" ({(r.lag_p50 or 0) / per:,.0f} / {r.lag_max / per:,.0f} msgs)" if per else ""
+    return f"{r.lag_p50 or 0:,.0f} / {r.lag_max:,.0f} B{msgs}, {r.lag_samples} samples"
+
+
+HEADER = (
+    "| scenario | flush | broker | msgs/s | p50 | p99 | broker CPU/msg | generator CPU/msg, % of a core "
+    "| slave lag p50 / max | other load | steal | notes |"
+)
+
+
+def table(rows: list[Row]) -> list[str]:
+    out = [HEADER, "|" + "---|" * 12]
+    for row in rows:
+        for kind, r in (("rmq", row.rmq), ("Apache 4.9.7", row.apache)):
+            cpu = f"{r.server_cpu_us:.1f} µs" if r.server_cpu_us is not None else "n/a"
+            gen = f"{r.gen_cpu_us:.1f} µs, {r.gen_pct or 0:.0f}%" if r.gen_cpu_us is not None else "n/a"
+            if gen_bound(r):
+                gen += " **generator-bound**"
+            bg = f"{r.background:.0f}%, load {r.loadavg:.1f}" if r.background is not None else "n/a"
+            if (r.background or 0.0) > PROVISIONAL_ABOVE:
+                bg += " (provisional: other jobs running)"
+            notes = [r.note] if r.note else []
+            if r.problems:
+                notes.append("not SEND_OK: " + ", ".join(f"{k} ×{v}" for k, v in r.problems.items()))
+            lag = fmt_lag(r) if row.scenario.startswith("produce, SYNC") else ""
+            out.append(
+                f"| {row.scenario} | {row.flush} | {kind} | {fmt_rate(r.rate)} | {fmt_us(r.p50)} "
+                f"| {fmt_us(r.p99)} | {cpu} | {gen} | {lag} | {bg} | {r.steal or 0:.0f}% "
+                f"| {'; '.join(notes)} |"
+            )
+    return out
+
+
+def ratios(rows: list[Row]) -> list[str]:
+    out = [
+        "| scenario | flush | rmq ÷ Apache msgs/s | rmq ÷ Apache broker CPU/msg | target | met |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        ratio = f"{r.ratio:.2f}×" if r.ratio is not None else "n/a"
+        cpu = f"{r.cpu_ratio:.2f}×" if r.cpu_ratio is not None else "n/a"
+        met = "" if r.met is None else ("**met**" if r.met else "**missed**")
+        out.append(f"| {r.scenario} | {r.flush} | {ratio} | {cpu} | {r.target or '(none set)'} | {met} |")
+    return out
+
+
+def section(rows: list[Row], a: argparse.Namespace, elapsed: float, problems: list[str]) -> str:
+    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    consumer = "DefaultMQPushConsumer" if a.consumer == "push" else "DefaultLitePullConsumer"
+    lines = [
+        "## rmq beside Apache RocketMQ (`python benches/apache_bench.py`)",
+        "",
+        f"Measured {now} on this machine: {bb.machine_info()}. The same Java client 4.9.8 program "
+        "(`tests/peers/java/src/rmqpeer/BenchLoad.java`) drives rmq (`python -m rmq.broker`) and Apache "
+        "RocketMQ 4.9.7 (Maven Central has no 4.9.8 broker), one broker (pair) at a time, in one run: "
+        f"{a.threads} threads of synchronous 1 KiB sends on {a.producers} `DefaultMQProducer`"
+        f"{'s' if a.producers > 1 else ''} (as Apache's benchmark Producer), windows of {a.duration:g} s "
+        f"after {a.warmup:g} s warm-up (a fresh broker's first run {a.warmup + a.broker_warmup:g} s, for "
+        "the JIT); consume: a `{consumer}` "
+        f"of a new group draining a backlog of {a.backlog:,} messages; medians of {a.repeat} run"
+        f"{'s' if a.repeat > 1 else ''}; whole run {elapsed:.0f} s{' (--quick)' if a.quick else ''}. "
+        "Both brokers: 1 GiB CommitLog files, 6 MB ConsumeQueue files, a topic of 8 queues, the row's "
+        "flush type; Apache's JVM: G1 with `runbroker.sh`'s flags and a 2 GiB heap.",
+        "",
+        "- *Broker CPU/msg*: user + system CPU over the window divided by the messages (rmq: its one "
+        "process, name server included; Apache: broker plus name server; SYNC_MASTER: master plus slave). "
+        "*Generator*: the load JVM's CPU per message and its share of one core over the window — it runs on "
+        f"the same {os.cpu_count()} cores as the broker, so its CPU is CPU the broker does not get; above "
+        f"{GEN_BOUND_PCT:.0f}% of all cores a row is marked generator-bound. *Other load*: CPU use just "
+        f"before the run from other processes, and the 1-minute load average (above {PROVISIONAL_ABOVE:.0f}% "
+        "provisional). *Steal*: CPU time the hypervisor gave to other guests during the window.",
+        "- *SYNC_MASTER + slave* (issue 15): master `brokerRole=SYNC_MASTER` (ASYNC_FLUSH) and slave "
+        "(`brokerId=1`) on this machine, each send answered once the slave has acknowledged it. *Slave lag*: "
+        "master's minus slave's `commitLogMaxOffset` (GET_BROKER_RUNTIME_INFO to both at once, every "
+        f"{LAG_EVERY:g} s of the window), p50 and max, in bytes and in messages of the window's average "
+        "CommitLog record.",
+        "",
+        *table(rows),
+        "",
+        *ratios(rows),
+    ]
+    if problems:
+        lines += ["", "Problems in this run:", "", *[f"- {p}" for p in problems]]
+    return "\n".join(lines)
+
+
+def run_problems(rows: list[Row]) -> list[str]:
+    out = []
+    for row in rows:
+        for kind, r in (("rmq", row.rmq), ("Apache", row.apache)):
+            name = f"{row.scenario} {row.flush} {kind}"
+            why = gen_bound(r)
+            if why:
+                out.append(f"{name}: the load generator may be the limit: {why}")
+            if r.problems:
+                out.append(f"{name}: answers other than SEND_OK: {r.problems}")
+            if r.note.startswith("drained only"):
+                out.append(f"{name}: {r.note}")
+    return out
+
+
+def write_section(path: Path, text: str) -> None:
+    """Replace the text between this bench's markers in ``path`` (append it the first time)."""
+    old = path.read_text() if path.exists() else ""
+    block = f"{BEGIN}\n{text}\n{END}"
+    i, j = old.find(BEGIN), old.find(END)
+    if i != -1 and j > i:
+        new = old[:i] + block + old[j + len(END) :]
+    else:
+        new = old.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(new)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description="rmq beside Apache RocketMQ (see the module docstring)")
+    ap.add_argument("--duration", type=float, default=None, help="measured seconds per run (default 10)")
+    ap.add_argument("--warmup", type=float, default=None, help="unmeasured seconds first (default 5)")
+    ap.add_argument(
+        "--broker-warmup",
+        type=float,
+        default=None,
+        help="extra unmeasured seconds before a fresh broker's first run (JIT; default 10)",
+    )
+    ap.add_argument("--repeat", type=int, default=None, help="runs per row, median reported (default 3)")
+    ap.add_argument("--quick", action="store_true", help="3 s windows, 1 run, a backlog of 30,000")
+    ap.add_argument("--threads", type=int, default=64, help="producer threads (sync sends in flight)")
+    ap.add_argument("--producers", type=int, default=1, help="DefaultMQProducer instances shared by them")
+    ap.add_argument("--backlog", type=int, default=None, help="messages drained by consume (200,000)")
+    ap.add_argument("--consumer", choices=("push", "lite"), default="push")
+    ap.add_argument("--only", default="", help="comma list of async,sync,consume,sync-master")
+    ap.add_argument("--store-root", default=None, help="parent directory of the temporary stores")
+    ap.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
+    ap.add_argument("--no-write", action="store_true", help="print only, leave RESULTS.md alone")
+    ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="S")
+    ap.add_argument("--quiet-below", type=float, default=10.0, metavar="PCT")
+    a = ap.parse_args()
+    a.duration = a.duration or (3.0 if a.quick else 10.0)
+    a.warmup = a.warmup or (3.0 if a.quick else 5.0)
+    a.repeat = a.repeat or (1 if a.quick else 3)
+    if a.broker_warmup is None:
+        a.broker_warmup = 3.0 if a.quick else 10.0
+    a.backlog = a.backlog or (30_000 if a.quick else 200_000)
+    bb.QUIET["wait"], bb.QUIET["below"] = a.wait_quiet, a.quiet_below
+    if shutil.which("java") is None or shutil.which("javac") is None:
+        raise SystemExit("java and javac (JDK 17) are needed: the Apache peer and the load are Java")
+    signal.signal(signal.SIGTERM, bb._on_signal)
+    t0 = time.monotonic()
+    try:
+        rows = bench(a)
+    finally:
+        for stop in reversed(_STOP):
+            with contextlib.suppress(Exception):
+                stop()
+        bb._kill_children()
+    text = section(rows, a, time.monotonic() - t0, run_problems(rows))
+    print(text)
+    if not a.no_write:
+        write_section(a.out, text)
+        log(f"wrote the apache section of {a.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
