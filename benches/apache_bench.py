@@ -632,7 +632,7 @@ def section(rows: list[Row], a: argparse.Namespace, elapsed: float, problems: li
         f"{a.threads} threads of synchronous 1 KiB sends on {a.producers} `DefaultMQProducer`"
         f"{'s' if a.producers > 1 else ''} (as Apache's benchmark Producer), windows of {a.duration:g} s "
         f"after {a.warmup:g} s warm-up (a fresh broker's first run {a.warmup + a.broker_warmup:g} s, for "
-        "the JIT); consume: a `{consumer}` "
+        f"the JIT); consume: a `{consumer}` "
         f"of a new group draining a backlog of {a.backlog:,} messages; medians of {a.repeat} run"
         f"{'s' if a.repeat > 1 else ''}; whole run {elapsed:.0f} s{' (--quick)' if a.quick else ''}. "
         "Both brokers: 1 GiB CommitLog files, 6 MB ConsumeQueue files, a topic of 8 queues, the row's "
