@@ -80,6 +80,9 @@ STORE_PROPS = (f"mappedFileSizeCommitLog={COMMITLOG_FILE}", f"mappedFileSizeCons
 LAG_EVERY = 0.1
 GEN_BOUND_PCT = 90.0
 """The generator JVM above this share of all the machine's cores may be what limits the row."""
+GEN_THREAD_BOUND_PCT = 70.0
+"""One generator thread above this share of a core (a client's single pull or selector thread) may be
+what limits the row."""
 PROVISIONAL_ABOVE = bb.PROVISIONAL_ABOVE
 
 # Apache's runbroker.sh (JDK 9+): G1 with its region size, reserve and occupancy; heap sized for a 24 GiB
@@ -119,6 +122,8 @@ class Run:
     server_cpu_us: float | None = None  # broker CPU per message (all the row's broker processes)
     gen_cpu_us: float | None = None  # load generator JVM CPU per message
     gen_pct: float | None = None  # load generator JVM: its CPU over the window, % of one core
+    gen_thread: str = ""  # the generator's busiest thread over the window
+    gen_thread_pct: float | None = None  # ...its CPU, % of one core
     background: float | None = None  # other CPU use just before the run, % of the machine
     loadavg: float | None = None
     steal: float | None = None  # % of the machine's CPU time stolen by the hypervisor in the window
@@ -135,6 +140,8 @@ def gen_bound(r: Run) -> str | None:
     cores = os.cpu_count() or 1
     if r.gen_pct is not None and r.gen_pct > GEN_BOUND_PCT * cores:
         return f"the generator JVM used {r.gen_pct / 100:.2f} of the machine's {cores} cores"
+    if r.gen_thread_pct is not None and r.gen_thread_pct > GEN_THREAD_BOUND_PCT:
+        return f"its thread {r.gen_thread!r} used {r.gen_thread_pct:.0f}% of a core"
     return None
 
 
@@ -175,6 +182,30 @@ def cpu_of(pids: list[int]) -> float:
     return sum(bb.proc_cpu(p) for p in pids)
 
 
+def thread_cpu(pid: int) -> dict[int, tuple[str, float]]:
+    """CPU seconds of each thread of a process, with its name (a JVM names its threads), from /proc."""
+    out = {}
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            text = (task / "stat").read_text()
+        except OSError:
+            continue
+        name = text[text.find("(") + 1 : text.rfind(")")]
+        fields = text.rsplit(")", 1)[1].split()
+        out[int(task.name)] = (name, (int(fields[11]) + int(fields[12])) / bb._TICK)
+    return out
+
+
+def busiest(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, float]]) -> tuple[str, float]:
+    """The thread that used the most CPU between two :func:`thread_cpu` snapshots, and how much."""
+    best = ("", 0.0)
+    for tid, (name, cpu) in after.items():
+        used = cpu - before.get(tid, (name, 0.0))[1]
+        if used > best[1]:
+            best = (name, used)
+    return best
+
+
 def measured(
     java: Java,
     mode: str,
@@ -193,11 +224,13 @@ def measured(
     try:
         child.expect("MEASURE-BEGIN", timeout)
         srv0, gen0, t0 = cpu_of(servers), bb.proc_cpu(child.proc.pid), time.monotonic()
+        threads0 = thread_cpu(child.proc.pid)
         steal0 = bb.steal_cpu()
         stop = threading.Event()
         finish = during(stop) if during is not None else None
         child.expect("MEASURE-END", timeout)
         srv1, gen1, t1 = cpu_of(servers), bb.proc_cpu(child.proc.pid), time.monotonic()
+        threads1 = thread_cpu(child.proc.pid)
         steal1 = bb.steal_cpu()
         stop.set()
         out = java.result(child, 120)
@@ -210,6 +243,8 @@ def measured(
         run.server_cpu_us = 1e6 * (srv1 - srv0) / run.msgs
         run.gen_cpu_us = 1e6 * (gen1 - gen0) / run.msgs
     run.gen_pct = 100.0 * (gen1 - gen0) / max(1e-9, t1 - t0)
+    run.gen_thread, used = busiest(threads0, threads1)
+    run.gen_thread_pct = 100.0 * used / max(1e-9, t1 - t0)
     run.steal = 100.0 * (steal1[0] - steal0[0]) / max(1.0, steal1[1] - steal0[1])
     if mode == "produce":
         run.failed = int(out.get("failed", 0))
@@ -346,10 +381,11 @@ def await_slave(b: Brokers, timeout: float = 90.0) -> None:
 
 
 def lag_sampler(b: Brokers) -> Callable[[threading.Event], Callable[[Run], None]]:
-    """Sample master and slave CommitLog ends together every LAG_EVERY s until stopped."""
+    """Every LAG_EVERY s until stopped: the master's CommitLog end, the slave's, the master's again; the
+    lag is the mean of the two master reads minus the slave's (the slave was read between them)."""
 
     def start(stop: threading.Event) -> Callable[[Run], None]:
-        samples: list[tuple[int, int]] = []
+        samples: list[tuple[int, int]] = []  # (master's CommitLog end around the slave read, slave's)
         failures: list[str] = []
 
         async def sample() -> None:
@@ -363,12 +399,14 @@ def lag_sampler(b: Brokers) -> Callable[[threading.Event], Callable[[Run], None]
                     raise RuntimeError(f"runtime info of {addr}: {resp.code} {resp.remark!r}")
                 return int(json.loads(bytes(resp.body))["table"]["commitLogMaxOffset"])
 
-            async with RemotingClient() as cm, RemotingClient() as cs:
+            async with RemotingClient() as client:
                 assert b.slave is not None
                 while not stop.is_set():
                     try:
-                        m, s = await asyncio.gather(end(cm, b.master), end(cs, b.slave))
-                        samples.append((m, s))
+                        m0 = await end(client, b.master)
+                        s = await end(client, b.slave)
+                        m1 = await end(client, b.master)
+                        samples.append(((m0 + m1) // 2, s))
                     except (RuntimeError, OSError, asyncio.TimeoutError) as exc:
                         failures.append(str(exc))
                     await asyncio.sleep(LAG_EVERY)
@@ -446,14 +484,17 @@ def run_pair(a: argparse.Namespace, root: Path, java: Java, flush: str, want_con
                 runs.append(r)
             got.setdefault("produce", {})[kind] = median(runs)
             if want_consume:
-                got.setdefault("consume", {})[kind] = consume(a, java, b)
-    rows = [Row("produce", flush, got["produce"]["rmq"], got["produce"]["Apache"])]
-    if want_consume:
-        rows.append(Row("consume", flush, got["consume"]["rmq"], got["consume"]["Apache"]))
-    return rows
+                for consumer, run in consume(a, java, b).items():
+                    got.setdefault(f"consume ({CONSUMERS[consumer]})", {})[kind] = run
+    return [Row(scenario, flush, by["rmq"], by["Apache"]) for scenario, by in got.items()]
 
 
-def consume(a: argparse.Namespace, java: Java, b: Brokers) -> Run:
+CONSUMERS = {"push": "DefaultMQPushConsumer", "lite": "DefaultLitePullConsumer"}
+
+
+def consume(a: argparse.Namespace, java: Java, b: Brokers) -> dict[str, Run]:
+    """A backlog written by the produce load, then drained by each ``--consumer`` kind (a new group each
+    time, from the first offset): the run with the median rate of each."""
     log(f"  {b.kind}: writing a backlog of {a.backlog:,} messages")
     fill = java.start("produce", namesrv=b.namesrv, topic=BACKLOG_TOPIC, count=a.backlog, **produce_load(a))
     try:
@@ -463,22 +504,25 @@ def consume(a: argparse.Namespace, java: Java, b: Brokers) -> Run:
     if out.get("sent_ok", 0) < a.backlog:
         raise RuntimeError(f"{b.kind}: backlog of {a.backlog} got {out}")
     total = sum(bb.max_offsets(b.master, BACKLOG_TOPIC, QUEUES))
-    runs = []
-    for i in range(a.repeat):
-        r = measured(
-            java,
-            "consume",
-            b.pids,
-            600,
-            namesrv=b.namesrv,
-            topic=BACKLOG_TOPIC,
-            group=f"bench_cg_{i}_{int(time.time())}",
-            count=total,
-            kind=a.consumer,
-        )
-        log(f"  {b.kind} consume run {i + 1}: {describe(r)}")
-        runs.append(r)
-    return median(runs)
+    out = {}
+    for consumer in a.consumer.split(","):
+        runs = []
+        for i in range(a.repeat):
+            r = measured(
+                java,
+                "consume",
+                b.pids,
+                600,
+                namesrv=b.namesrv,
+                topic=BACKLOG_TOPIC,
+                group=f"bench_{consumer}_{i}_{time.time_ns()}",
+                count=total,
+                kind=consumer,
+            )
+            log(f"  {b.kind} consume ({consumer}) run {i + 1}: {describe(r)}")
+            runs.append(r)
+        out[consumer] = median(runs)
+    return out
 
 
 def run_sync_master(a: argparse.Namespace, root: Path, java: Java) -> Row:
@@ -512,7 +556,7 @@ def targets(row: Row) -> None:
     if row.scenario == "produce":
         row.target = "≥ 2× msgs/s, ≤ 0.5× CPU/msg"
         row.met = ratio is not None and cpu is not None and ratio >= 2.0 and cpu <= 0.5
-    elif row.scenario == "consume":
+    elif row.scenario.startswith("consume"):
         row.target = "≥ 2× msgs/s"
         row.met = ratio is not None and ratio >= 2.0
 
@@ -562,7 +606,8 @@ def fmt_us(v: float | None) -> str:
 def describe(r: Run) -> str:
     cpu = f"{r.server_cpu_us:.1f}" if r.server_cpu_us is not None else "n/a"
     gen = f"{r.gen_cpu_us:.1f}" if r.gen_cpu_us is not None else "n/a"
-    s = f"{fmt_rate(r.rate)} msgs/s, broker {cpu} µs/msg, generator {gen} µs/msg ({r.gen_pct or 0:.0f}%)"
+    s = f"{fmt_rate(r.rate)} msgs/s, broker {cpu} µs/msg, generator {gen} µs/msg ({r.gen_pct or 0:.0f}%"
+    s += f", thread {r.gen_thread!r} {r.gen_thread_pct or 0:.0f}%)"
     if r.lag_max is not None:
         s += f", lag p50 {r.lag_p50:,.0f} B max {r.lag_max:,.0f} B"
     if r.problems:
@@ -589,7 +634,10 @@ def table(rows: list[Row]) -> list[str]:
     for row in rows:
         for kind, r in (("rmq", row.rmq), ("Apache 4.9.7", row.apache)):
             cpu = f"{r.server_cpu_us:.1f} µs" if r.server_cpu_us is not None else "n/a"
-            gen = f"{r.gen_cpu_us:.1f} µs, {r.gen_pct or 0:.0f}%" if r.gen_cpu_us is not None else "n/a"
+            gen = "n/a"
+            if r.gen_cpu_us is not None:
+                gen = f"{r.gen_cpu_us:.1f} µs, {r.gen_pct or 0:.0f}%"
+                gen += f" (busiest thread {r.gen_thread_pct or 0:.0f}%)"
             if gen_bound(r):
                 gen += " **generator-bound**"
             bg = f"{r.background:.0f}%, load {r.loadavg:.1f}" if r.background is not None else "n/a"
@@ -622,7 +670,7 @@ def ratios(rows: list[Row]) -> list[str]:
 
 def section(rows: list[Row], a: argparse.Namespace, elapsed: float, problems: list[str]) -> str:
     now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    consumer = "DefaultMQPushConsumer" if a.consumer == "push" else "DefaultLitePullConsumer"
+    consumer = " and a ".join(f"`{CONSUMERS[c]}`" for c in a.consumer.split(","))
     lines = [
         "## rmq beside Apache RocketMQ (`python benches/apache_bench.py`)",
         "",
@@ -632,7 +680,7 @@ def section(rows: list[Row], a: argparse.Namespace, elapsed: float, problems: li
         f"{a.threads} threads of synchronous 1 KiB sends on {a.producers} `DefaultMQProducer`"
         f"{'s' if a.producers > 1 else ''} (as Apache's benchmark Producer), windows of {a.duration:g} s "
         f"after {a.warmup:g} s warm-up (a fresh broker's first run {a.warmup + a.broker_warmup:g} s, for "
-        f"the JIT); consume: a `{consumer}` "
+        f"the JIT); consume: a {consumer} "
         f"of a new group draining a backlog of {a.backlog:,} messages; medians of {a.repeat} run"
         f"{'s' if a.repeat > 1 else ''}; whole run {elapsed:.0f} s{' (--quick)' if a.quick else ''}. "
         "Both brokers: 1 GiB CommitLog files, 6 MB ConsumeQueue files, a topic of 8 queues, the row's "
@@ -641,15 +689,17 @@ def section(rows: list[Row], a: argparse.Namespace, elapsed: float, problems: li
         "- *Broker CPU/msg*: user + system CPU over the window divided by the messages (rmq: its one "
         "process, name server included; Apache: broker plus name server; SYNC_MASTER: master plus slave). "
         "*Generator*: the load JVM's CPU per message and its share of one core over the window — it runs on "
-        f"the same {os.cpu_count()} cores as the broker, so its CPU is CPU the broker does not get; above "
-        f"{GEN_BOUND_PCT:.0f}% of all cores a row is marked generator-bound. *Other load*: CPU use just "
+        f"the same {os.cpu_count()} cores as the broker, so its CPU is CPU the broker does not get; with "
+        f"its busiest thread's share (a client's single pull or selector thread): above {GEN_BOUND_PCT:.0f}% "
+        f"of all cores, or a thread above {GEN_THREAD_BOUND_PCT:.0f}% of a core, a row is marked "
+        "generator-bound. *Other load*: CPU use just "
         f"before the run from other processes, and the 1-minute load average (above {PROVISIONAL_ABOVE:.0f}% "
         "provisional). *Steal*: CPU time the hypervisor gave to other guests during the window.",
         "- *SYNC_MASTER + slave* (issue 15): master `brokerRole=SYNC_MASTER` (ASYNC_FLUSH) and slave "
         "(`brokerId=1`) on this machine, each send answered once the slave has acknowledged it. *Slave lag*: "
-        "master's minus slave's `commitLogMaxOffset` (GET_BROKER_RUNTIME_INFO to both at once, every "
-        f"{LAG_EVERY:g} s of the window), p50 and max, in bytes and in messages of the window's average "
-        "CommitLog record.",
+        "master's minus slave's `commitLogMaxOffset` (GET_BROKER_RUNTIME_INFO: master, slave, master "
+        f"again, every {LAG_EVERY:g} s of the window; the mean of the two master reads minus the "
+        "slave's), p50 and max, in bytes and in messages of the window's average CommitLog record.",
         "",
         *table(rows),
         "",
@@ -702,7 +752,12 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=64, help="producer threads (sync sends in flight)")
     ap.add_argument("--producers", type=int, default=1, help="DefaultMQProducer instances shared by them")
     ap.add_argument("--backlog", type=int, default=None, help="messages drained by consume (200,000)")
-    ap.add_argument("--consumer", choices=("push", "lite"), default="push")
+    ap.add_argument(
+        "--consumer",
+        default="push,lite",
+        help="comma list: push (DefaultMQPushConsumer, as Apache's benchmark Consumer), lite "
+        "(DefaultLitePullConsumer, batches of 32)",
+    )
     ap.add_argument("--only", default="", help="comma list of async,sync,consume,sync-master")
     ap.add_argument("--store-root", default=None, help="parent directory of the temporary stores")
     ap.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
@@ -717,6 +772,9 @@ def main() -> int:
         a.broker_warmup = 3.0 if a.quick else 10.0
     a.backlog = a.backlog or (30_000 if a.quick else 200_000)
     bb.QUIET["wait"], bb.QUIET["below"] = a.wait_quiet, a.quiet_below
+    unknown = set(a.consumer.split(",")) - set(CONSUMERS)
+    if unknown:
+        ap.error(f"--consumer: unknown {sorted(unknown)}; choose from {sorted(CONSUMERS)}")
     if shutil.which("java") is None or shutil.which("javac") is None:
         raise SystemExit("java and javac (JDK 17) are needed: the Apache peer and the load are Java")
     signal.signal(signal.SIGTERM, bb._on_signal)
