@@ -21,11 +21,12 @@ What runs (every process is a child of this script, on loopback, stopped on exit
 * the load: ``tests/peers/java/src/rmqpeer/BenchLoad.java``, the Java client 4.9.8, the same code against
   both brokers. Produce: like Apache's benchmark ``Producer``, ``--threads`` threads (64) each doing a
   synchronous ``send`` of 1 KiB in a loop on one ``DefaultMQProducer`` (``--producers`` instances), a
-  ``--warmup`` unmeasured, then the sends answered SEND_OK in a ``--duration`` window; latency is send
-  to answer for the sends started in the window. Consume: a backlog of ``--backlog`` messages written by
+  ``--warmup`` unmeasured (a fresh broker's first run ``--broker-warmup`` more: Apache's JIT needs
+  them), then the sends answered SEND_OK in a ``--duration`` window; latency is send to answer for the
+  sends started in the window. Consume: a backlog of ``--backlog`` messages written by
   the same program (unmeasured), then drained by a ``DefaultMQPushConsumer`` (Apache's benchmark
   ``Consumer``; ``--consumer lite`` for a ``DefaultLitePullConsumer``) of a new group from the first
-  offset: first message to last.
+  offset: first message to last, after one unmeasured drain (the broker's pull path warm).
 * SYNC_MASTER (issue 15): a master (``brokerRole=SYNC_MASTER``, ASYNC_FLUSH) and a slave
   (``brokerRole=SLAVE``, ``brokerId=1``) on this machine, rmq's pair then Apache's, the same produce load;
   each send is answered once the slave has it. During the window a thread asks master and slave for
@@ -104,6 +105,7 @@ APACHE_BROKER_JVM = [
 GEN_JVM = ["-server", "-Xms512m", "-Xmx512m", "-XX:+UseParallelGC", "-Xss512k"]
 
 _STOP: list[Callable[[], None]] = []
+QUIET = [0.0, 10.0]  # --wait-quiet S, --quiet-below PCT
 
 
 def log(msg: str) -> None:
@@ -206,6 +208,21 @@ def busiest(before: dict[int, tuple[str, float]], after: dict[int, tuple[str, fl
     return best
 
 
+def other_load(servers: list[int], wait_s: float, below: float) -> float:
+    """CPU use of processes other than ``servers`` (the row's idle brokers) over 0.5 s, % of the
+    machine; with ``wait_s`` > 0 sampled again (up to that long) until it is below ``below``."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        s0, c0 = bb.sys_cpu(), cpu_of(servers)
+        time.sleep(0.5)
+        s1, c1 = bb.sys_cpu(), cpu_of(servers)
+        ours = (c1 - c0) * bb._TICK  # jiffies
+        other = 100.0 * max(0.0, s1[0] - s0[0] - ours) / max(1.0, s1[1] - s0[1])
+        if other < below or time.monotonic() >= deadline:
+            return other
+        time.sleep(0.5)
+
+
 def measured(
     java: Java,
     mode: str,
@@ -217,9 +234,7 @@ def measured(
     """One BenchLoad run; CPU of ``servers`` and of the JVM, machine busy and steal between its
     MEASURE-BEGIN and MEASURE-END lines. ``during`` starts a sampler at MEASURE-BEGIN (given a stop
     event) and returns what fills its figures into the run."""
-    s0, s1 = bb.wait_quiet()
-    run = Run(loadavg=os.getloadavg()[0])
-    run.background = 100.0 * (s1[0] - s0[0]) / max(1.0, s1[1] - s0[1])
+    run = Run(loadavg=os.getloadavg()[0], background=other_load(servers, *QUIET))
     child = java.start(mode, **kv)
     try:
         child.expect("MEASURE-BEGIN", timeout)
@@ -450,6 +465,15 @@ class Row:
         return None
 
     @property
+    def cpu_bound_ratio(self) -> float | None:
+        """The ratio of rates when the machine's CPU, shared by broker and client, is all that limits:
+        Apache's (broker + client) CPU per message over rmq's."""
+        r, p = self.rmq, self.apache
+        if r.server_cpu_us and r.gen_cpu_us and p.server_cpu_us and p.gen_cpu_us:
+            return (p.server_cpu_us + p.gen_cpu_us) / (r.server_cpu_us + r.gen_cpu_us)
+        return None
+
+    @property
     def cpu_ratio(self) -> float | None:
         if self.rmq.server_cpu_us and self.apache.server_cpu_us:
             return self.rmq.server_cpu_us / self.apache.server_cpu_us
@@ -504,6 +528,15 @@ def consume(a: argparse.Namespace, java: Java, b: Brokers) -> dict[str, Run]:
     if out.get("sent_ok", 0) < a.backlog:
         raise RuntimeError(f"{b.kind}: backlog of {a.backlog} got {out}")
     total = sum(bb.max_offsets(b.master, BACKLOG_TOPIC, QUEUES))
+    # One drain unmeasured first: the broker's pull path compiled by its JIT, as the send path is by the
+    # produce runs' warm-up.
+    warm = java.start(
+        "consume", namesrv=b.namesrv, topic=BACKLOG_TOPIC, group=f"bench_warm_{time.time_ns()}", count=total
+    )
+    try:
+        java.result(warm, 600)
+    finally:
+        warm.stop()
     out = {}
     for consumer in a.consumer.split(","):
         runs = []
@@ -657,14 +690,18 @@ def table(rows: list[Row]) -> list[str]:
 
 def ratios(rows: list[Row]) -> list[str]:
     out = [
-        "| scenario | flush | rmq ÷ Apache msgs/s | rmq ÷ Apache broker CPU/msg | target | met |",
-        "|---|---|---|---|---|---|",
+        "| scenario | flush | rmq ÷ Apache msgs/s | rmq ÷ Apache broker CPU/msg "
+        "| msgs/s ratio if CPU-bound | target | met |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         ratio = f"{r.ratio:.2f}×" if r.ratio is not None else "n/a"
         cpu = f"{r.cpu_ratio:.2f}×" if r.cpu_ratio is not None else "n/a"
         met = "" if r.met is None else ("**met**" if r.met else "**missed**")
-        out.append(f"| {r.scenario} | {r.flush} | {ratio} | {cpu} | {r.target or '(none set)'} | {met} |")
+        bound = f"{r.cpu_bound_ratio:.2f}×" if r.cpu_bound_ratio is not None else "n/a"
+        out.append(
+            f"| {r.scenario} | {r.flush} | {ratio} | {cpu} | {bound} | {r.target or '(none set)'} | {met} |"
+        )
     return out
 
 
@@ -688,6 +725,8 @@ def section(rows: list[Row], a: argparse.Namespace, elapsed: float, problems: li
         "",
         "- *Broker CPU/msg*: user + system CPU over the window divided by the messages (rmq: its one "
         "process, name server included; Apache: broker plus name server; SYNC_MASTER: master plus slave). "
+        "*Msgs/s ratio if CPU-bound*: Apache's broker + client CPU per message over rmq's — the ratio of "
+        "rates to expect when this machine's CPU, which broker and client share, is what limits both. "
         "*Generator*: the load JVM's CPU per message and its share of one core over the window — it runs on "
         f"the same {os.cpu_count()} cores as the broker, so its CPU is CPU the broker does not get; with "
         f"its busiest thread's share (a client's single pull or selector thread): above {GEN_BOUND_PCT:.0f}% "
@@ -706,7 +745,7 @@ def section(rows: list[Row], a: argparse.Namespace, elapsed: float, problems: li
         *ratios(rows),
     ]
     if problems:
-        lines += ["", "Problems in this run:", "", *[f"- {p}" for p in problems]]
+        lines += ["", "Notes and problems of this run:", "", *[f"- {p}" for p in problems]]
     return "\n".join(lines)
 
 
@@ -718,6 +757,12 @@ def run_problems(rows: list[Row]) -> list[str]:
             why = gen_bound(r)
             if why:
                 out.append(f"{name}: the load generator may be the limit: {why}")
+            elif r.gen_cpu_us and r.server_cpu_us and r.gen_cpu_us > r.server_cpu_us:
+                out.append(
+                    f"{name}: the Java client spent {r.gen_cpu_us:.1f} µs of CPU per message, the broker "
+                    f"{r.server_cpu_us:.1f} µs, on the same {os.cpu_count()} cores: the rate is bounded by "
+                    "the machine's CPU shared between them, the client's share the larger"
+                )
             if r.problems:
                 out.append(f"{name}: answers other than SEND_OK: {r.problems}")
             if r.note.startswith("drained only"):
@@ -745,7 +790,8 @@ def main() -> int:
         "--broker-warmup",
         type=float,
         default=None,
-        help="extra unmeasured seconds before a fresh broker's first run (JIT; default 10)",
+        help="extra unmeasured seconds before a fresh broker's first run (Apache's JIT needs them: with 5 s "
+        "its broker took 3x the CPU per send; default 20, --quick 15)",
     )
     ap.add_argument("--repeat", type=int, default=None, help="runs per row, median reported (default 3)")
     ap.add_argument("--quick", action="store_true", help="3 s windows, 1 run, a backlog of 30,000")
@@ -769,9 +815,9 @@ def main() -> int:
     a.warmup = a.warmup or (3.0 if a.quick else 5.0)
     a.repeat = a.repeat or (1 if a.quick else 3)
     if a.broker_warmup is None:
-        a.broker_warmup = 3.0 if a.quick else 10.0
+        a.broker_warmup = 15.0 if a.quick else 20.0
     a.backlog = a.backlog or (30_000 if a.quick else 200_000)
-    bb.QUIET["wait"], bb.QUIET["below"] = a.wait_quiet, a.quiet_below
+    QUIET[:] = [a.wait_quiet, a.quiet_below]
     unknown = set(a.consumer.split(",")) - set(CONSUMERS)
     if unknown:
         ap.error(f"--consumer: unknown {sorted(unknown)}; choose from {sorted(CONSUMERS)}")
