@@ -25,21 +25,25 @@ What runs (every process is a child of this script, on loopback, stopped on exit
   them), then the sends answered SEND_OK in a ``--duration`` window; latency is send to answer for the
   sends started in the window. Consume: a backlog of ``--backlog`` messages written by
   the same program (unmeasured), then drained by a ``DefaultMQPushConsumer`` (Apache's benchmark
-  ``Consumer``; ``--consumer lite`` for a ``DefaultLitePullConsumer``) of a new group from the first
+  ``Consumer``) and by a ``DefaultLitePullConsumer`` (``--consumer``), each of a new group from the first
   offset: first message to last, after one unmeasured drain (the broker's pull path warm).
 * SYNC_MASTER (issue 15): a master (``brokerRole=SYNC_MASTER``, ASYNC_FLUSH) and a slave
   (``brokerRole=SLAVE``, ``brokerId=1``) on this machine, rmq's pair then Apache's, the same produce load;
-  each send is answered once the slave has it. During the window a thread asks master and slave for
-  GET_BROKER_RUNTIME_INFO together every ``LAG_EVERY`` s: the slave's replication lag is the master's
-  ``commitLogMaxOffset`` minus the slave's (bytes, and messages of the row's average record size).
+  each send is answered once the slave has it. During the window a thread asks the master, the slave and
+  the master again for GET_BROKER_RUNTIME_INFO every ``LAG_EVERY`` s: the slave's replication lag is the
+  mean of the master's two ``commitLogMaxOffset`` minus the slave's (bytes, and messages of the row's
+  average record size).
 
 Per row, from /proc: broker CPU per message (user + system of the broker process over the window —
 for Apache the broker plus its name server, since rmq's process holds its name server too; for
-SYNC_MASTER master plus slave), the load generator's CPU per message and the share of the machine's cores
-the JVM used (it competes with the brokers for this machine's 2 cores; above ``GEN_BOUND_PCT`` % of all
-cores the row is marked *generator-bound*), the machine's other CPU use just before the run and the
-1-minute load average (rows above ``PROVISIONAL_ABOVE`` % are provisional), and the share of CPU time the
-hypervisor stole during it. Each figure is the run with the median rate of ``--repeat`` runs.
+SYNC_MASTER master plus slave); the load generator's CPU per message, the share of a core the JVM used
+and its busiest thread (it competes with the brokers for this machine's cores: above ``GEN_BOUND_PCT`` %
+of all cores, or one thread above ``GEN_THREAD_BOUND_PCT`` % of a core, the row is marked
+*generator-bound*); the CPU use of other processes just before the run and the 1-minute load average
+(rows above ``PROVISIONAL_ABOVE`` % are provisional); and the share of CPU time the hypervisor stole
+during it. Each figure is the run with the median rate of ``--repeat`` runs. The ratio table adds the
+ratio of rates to expect when the machine's CPU is the limit: Apache's broker + client CPU per message
+over rmq's.
 """
 
 from __future__ import annotations
