@@ -802,7 +802,7 @@ def main() -> int:
         "its broker took 3x the CPU per send; default 20, --quick 15)",
     )
     ap.add_argument("--repeat", type=int, default=None, help="runs per row, median reported (default 3)")
-    ap.add_argument("--quick", action="store_true", help="3 s windows, 1 run, a backlog of 30,000")
+    ap.add_argument("--quick", action="store_true", help="3 s windows, 1 run, a backlog of 60,000")
     ap.add_argument("--threads", type=int, default=64, help="producer threads (sync sends in flight)")
     ap.add_argument("--producers", type=int, default=1, help="DefaultMQProducer instances shared by them")
     ap.add_argument("--backlog", type=int, default=None, help="messages drained by consume (200,000)")
@@ -824,7 +824,7 @@ def main() -> int:
     a.repeat = a.repeat or (1 if a.quick else 3)
     if a.broker_warmup is None:
         a.broker_warmup = 15.0 if a.quick else 20.0
-    a.backlog = a.backlog or (30_000 if a.quick else 200_000)
+    a.backlog = a.backlog or (60_000 if a.quick else 200_000)
     QUIET[:] = [a.wait_quiet, a.quiet_below]
     unknown = set(a.consumer.split(",")) - set(CONSUMERS)
     if unknown:
