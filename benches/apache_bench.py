@@ -30,9 +30,9 @@ What runs (every process is a child of this script, on loopback, stopped on exit
 * SYNC_MASTER (issue 15): a master (``brokerRole=SYNC_MASTER``, ASYNC_FLUSH) and a slave
   (``brokerRole=SLAVE``, ``brokerId=1``) on this machine, rmq's pair then Apache's, the same produce load;
   each send is answered once the slave has it. During the window a thread asks the master, the slave and
-  the master again for GET_BROKER_RUNTIME_INFO every ``LAG_EVERY`` s: the slave's replication lag is the
-  mean of the master's two ``commitLogMaxOffset`` minus the slave's (bytes, and messages of the row's
-  average record size).
+  the master again for GET_BROKER_RUNTIME_INFO every ``LAG_EVERY`` s: the slave's replication lag lies
+  between the master's first ``commitLogMaxOffset`` minus the slave's and its second minus the slave's
+  (both reported; KiB, and messages of the row's average record size).
 
 Per row, from /proc: broker CPU per message (user + system of the broker process over the window —
 for Apache the broker plus its name server, since rmq's process holds its name server too; for
@@ -135,8 +135,10 @@ class Run:
     steal: float | None = None  # % of the machine's CPU time stolen by the hypervisor in the window
     failed: int = 0
     problems: dict[str, int] = field(default_factory=dict)  # statuses other than SEND_OK, exceptions
-    lag_p50: float | None = None  # bytes the slave's CommitLog ends behind the master's
-    lag_max: float | None = None
+    # Bytes the slave's CommitLog ends behind the master's, each as (at least, at most): the slave is read
+    # between two reads of the master, so its lag lies between the first's and the second's difference.
+    lag_p50: tuple[float, float] | None = None
+    lag_max: tuple[float, float] | None = None
     lag_samples: int = 0
     record_bytes: float | None = None  # CommitLog bytes per message over the window (SYNC_MASTER rows)
     note: str = ""
@@ -401,10 +403,11 @@ def await_slave(b: Brokers, timeout: float = 90.0) -> None:
 
 def lag_sampler(b: Brokers) -> Callable[[threading.Event], Callable[[Run], None]]:
     """Every LAG_EVERY s until stopped: the master's CommitLog end, the slave's, the master's again; the
-    lag is the mean of the two master reads minus the slave's (the slave was read between them)."""
+    slave's lag at its read is at least the first master read minus it (never below 0) and at most the
+    second minus it."""
 
     def start(stop: threading.Event) -> Callable[[Run], None]:
-        samples: list[tuple[int, int]] = []  # (master's CommitLog end around the slave read, slave's)
+        samples: list[tuple[int, int, int]] = []  # master's CommitLog end, slave's, master's again
         failures: list[str] = []
 
         async def sample() -> None:
@@ -425,7 +428,7 @@ def lag_sampler(b: Brokers) -> Callable[[threading.Event], Callable[[Run], None]
                         m0 = await end(client, b.master)
                         s = await end(client, b.slave)
                         m1 = await end(client, b.master)
-                        samples.append(((m0 + m1) // 2, s))
+                        samples.append((m0, s, m1))
                     except (RuntimeError, OSError, asyncio.TimeoutError) as exc:
                         failures.append(str(exc))
                     await asyncio.sleep(LAG_EVERY)
@@ -435,11 +438,13 @@ def lag_sampler(b: Brokers) -> Callable[[threading.Event], Callable[[Run], None]
 
         def finish(run: Run) -> None:
             thread.join(30)
-            lags = sorted(m - s for m, s in samples)
-            run.lag_samples = len(lags)
-            if lags:
-                run.lag_p50 = float(lags[len(lags) // 2])
-                run.lag_max = float(lags[-1])
+            low = sorted(max(0, m0 - s) for m0, s, _ in samples)
+            high = sorted(m1 - s for _, s, m1 in samples)
+            run.lag_samples = len(samples)
+            if samples:
+                mid = len(samples) // 2
+                run.lag_p50 = (float(low[mid]), float(high[mid]))
+                run.lag_max = (float(low[-1]), float(high[-1]))
             if len(samples) > 1 and run.msgs:
                 run.record_bytes = (samples[-1][0] - samples[0][0]) / max(1, run.msgs)
             if failures:
@@ -646,18 +651,26 @@ def describe(r: Run) -> str:
     s = f"{fmt_rate(r.rate)} msgs/s, broker {cpu} µs/msg, generator {gen} µs/msg ({r.gen_pct or 0:.0f}%"
     s += f", thread {r.gen_thread!r} {r.gen_thread_pct or 0:.0f}%)"
     if r.lag_max is not None:
-        s += f", lag p50 {r.lag_p50:,.0f} B max {r.lag_max:,.0f} B"
+        s += f", slave lag {fmt_lag(r)}"
     if r.problems:
         s += f", problems {r.problems}"
     return s
 
 
 def fmt_lag(r: Run) -> str:
-    if r.lag_max is None:
+    """p50 and max of the slave's lag, each as "at least–at most", in KiB and in messages."""
+    if r.lag_max is None or r.lag_p50 is None:
         return "n/a"
-    per = r.record_bytes or 0.0
-    msgs = f" ({(r.lag_p50 or 0) / per:,.0f} / {r.lag_max / per:,.0f} msgs)" if per else ""
-    return f"{r.lag_p50 or 0:,.0f} / {r.lag_max:,.0f} B{msgs}, {r.lag_samples} samples"
+
+    def span(v: tuple[float, float], unit: float, fmt: str) -> str:
+        return f"{v[0] / unit:{fmt}}–{v[1] / unit:{fmt}}"
+
+    text = f"{span(r.lag_p50, 1024, ',.0f')} / {span(r.lag_max, 1024, ',.0f')} KiB"
+    if r.record_bytes:
+        text += (
+            f" ({span(r.lag_p50, r.record_bytes, ',.0f')} / {span(r.lag_max, r.record_bytes, ',.0f')} msgs)"
+        )
+    return f"{text}, {r.lag_samples} samples"
 
 
 HEADER = (
@@ -741,8 +754,9 @@ def section(rows: list[Row], a: argparse.Namespace, elapsed: float, problems: li
         "- *SYNC_MASTER + slave* (issue 15): master `brokerRole=SYNC_MASTER` (ASYNC_FLUSH) and slave "
         "(`brokerId=1`) on this machine, each send answered once the slave has acknowledged it. *Slave lag*: "
         "master's minus slave's `commitLogMaxOffset` (GET_BROKER_RUNTIME_INFO: master, slave, master "
-        f"again, every {LAG_EVERY:g} s of the window; the mean of the two master reads minus the "
-        "slave's), p50 and max, in bytes and in messages of the window's average CommitLog record.",
+        f"again, every {LAG_EVERY:g} s of the window: the lag at the slave's read is at least the first "
+        "difference and at most the second, shown as at least–at most), p50 and max, in KiB and in "
+        "messages of the window's average CommitLog record.",
         "",
         *table(rows),
         "",
