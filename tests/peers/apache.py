@@ -187,6 +187,7 @@ def _await_line(proc: subprocess.Popen[str], needle: str, log: list[str], timeou
     """Read ``proc``'s output until a line contains ``needle``; then keep draining it in a thread."""
     assert proc.stdout is not None
     found = threading.Event()
+    start = len(log)  # lines of earlier runs (a restarted broker's) do not count
 
     def drain() -> None:
         assert proc.stdout is not None
@@ -198,7 +199,7 @@ def _await_line(proc: subprocess.Popen[str], needle: str, log: list[str], timeou
 
     threading.Thread(target=drain, daemon=True).start()
     found.wait(timeout)
-    return any(needle in line for line in log)
+    return any(needle in line for line in log[start:])
 
 
 def _prepare_home(home: Path) -> None:
@@ -241,12 +242,13 @@ def start_apache_broker(
     name: str = "broker-a",
     cluster: str = "DefaultCluster",
     timeout: float = 120.0,
+    jvm: list[str] | None = None,
 ) -> tuple[subprocess.Popen[str], str]:
     """Start an Apache broker (master) under ``home`` registering with ``namesrv_addr``; returns it and
     its address once it has booted. It listens on ``listenPort`` and also on ``listenPort - 2`` (the
     "VIP" channel) and ``listenPort + 1`` (HA), so all three are picked free. ``props`` are extra
     ``key=value`` lines for broker.conf; ``store`` is the store's root (default ``home/store``; it may
-    hold a store already)."""
+    hold a store already); ``jvm`` replaces the JVM options (default ``BROKER_JVM``)."""
     _prepare_home(home)
     broker_port = free_port(neighbours=(-2, 1))
     store = store or home / "store"
@@ -269,13 +271,14 @@ def start_apache_broker(
     (home / "broker.conf").write_text("\n".join(lines) + "\n")
     proc = _java(
         peer_libs().server,
-        BROKER_JVM,
+        BROKER_JVM if jvm is None else jvm,
         home,
         "org.apache.rocketmq.broker.BrokerStartup",
         "-c",
         str(home / "broker.conf"),
     )
-    if not _await_line(proc, "boot success", log, timeout):
+    # The name server's "boot success" may be in the same ``log``: wait for this broker's own line.
+    if not _await_line(proc, f", 127.0.0.1:{broker_port}] boot success", log, timeout):
         proc.kill()
         proc.wait()
         detail = ApachePeer(proc, proc, namesrv_addr, "", home, log).logs()
@@ -283,14 +286,21 @@ def start_apache_broker(
     return proc, f"127.0.0.1:{broker_port}"
 
 
-def start_apache(home: Path, *props: str, timeout: float = 120.0, store: Path | None = None) -> ApachePeer:
+def start_apache(
+    home: Path,
+    *props: str,
+    timeout: float = 120.0,
+    store: Path | None = None,
+    jvm: list[str] | None = None,
+) -> ApachePeer:
     """Start the Apache name server and broker (cluster DefaultCluster, broker-a, master) under ``home``
-    (see :func:`start_apache_broker` for ``props`` and ``store``); returns once the broker has booted."""
+    (see :func:`start_apache_broker` for ``props``, ``store`` and ``jvm``); returns once the broker has
+    booted."""
     log: list[str] = []
     namesrv, namesrv_addr = start_apache_namesrv(home, log, timeout)
     try:
         broker, broker_addr = start_apache_broker(
-            home, namesrv_addr, *props, log=log, store=store, timeout=timeout
+            home, namesrv_addr, *props, log=log, store=store, timeout=timeout, jvm=jvm
         )
     except BaseException:
         namesrv.kill()
@@ -316,7 +326,7 @@ def restart_broker(peer: ApachePeer, *, kill: bool = False, timeout: float = 120
         "-c",
         str(peer.home / "broker.conf"),
     )
-    if not _await_line(peer.broker, "boot success", peer.log, timeout):
+    if not _await_line(peer.broker, f", {peer.broker_addr}] boot success", peer.log, timeout):
         peer.broker.kill()
         peer.broker.wait()
         raise RuntimeError(f"Apache broker did not start again:\n{peer.logs()}")
