@@ -429,7 +429,7 @@ def lag_sampler(b: Brokers) -> Callable[[threading.Event], Callable[[Run], None]
                         s = await end(client, b.slave)
                         m1 = await end(client, b.master)
                         samples.append((m0, s, m1))
-                    except (RuntimeError, OSError, asyncio.TimeoutError) as exc:
+                    except (TimeoutError, RuntimeError, OSError) as exc:
                         failures.append(str(exc))
                     await asyncio.sleep(LAG_EVERY)
 
@@ -723,7 +723,7 @@ def ratios(rows: list[Row]) -> list[str]:
 
 
 def section(rows: list[Row], a: argparse.Namespace, elapsed: float, problems: list[str]) -> str:
-    now = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     consumer = " and a ".join(f"`{CONSUMERS[c]}`" for c in a.consumer.split(","))
     lines = [
         "## rmq beside Apache RocketMQ (`python benches/apache_bench.py`)",
