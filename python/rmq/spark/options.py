@@ -16,6 +16,10 @@ Options (case-insensitive; ``load(path)`` sets ``path``):
 ``decompress``            inflate bodies stored compressed (sysflag COMPRESSED; default true)
 ``sliceSize``             bytes per scan partition (default ``128m``; ``k``/``m``/``g`` suffixes)
 ``batchSize``             rows per Arrow batch (default 16384)
+``columns``               comma-separated columns the DataFrame has (default: all); only those are
+                          decoded, and an empty list reads no column at all, only how many rows there
+                          are (``count(*)``). Spark's Python data source API does not prune columns,
+                          so this (or a user schema) is how a query that needs few columns reads few
 ``pushdown``              ``auto`` (default), ``scan`` or ``consumequeue``: how topic/queue predicates read
 ``pushFilters``           ``false`` turns off Spark filter pushdown for this source (default true)
 ``failOnDataLoss``        raise when planned CommitLog files were deleted meanwhile, at a damaged record
@@ -193,6 +197,7 @@ def parse_options(options: Mapping[str, str]) -> ReadSpec:
         "decompress",
         "slicesize",
         "batchsize",
+        "columns",
         "pushdown",
         "pushfilters",
         "failondataloss",

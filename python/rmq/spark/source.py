@@ -25,7 +25,7 @@ from rmq import _store
 from rmq.spark.arrow import OnBadBody, to_record_batch
 from rmq.spark.options import ReadSpec, parse_options
 from rmq.spark.pushdown import push_filters
-from rmq.spark.schema import ReadColumns, spark_schema
+from rmq.spark.schema import ReadColumns, columns_option, spark_schema
 
 __all__ = [
     "READ_STATS",
@@ -77,6 +77,9 @@ READ_STATS: dict[str, int] = {
 """Counters of this process's partition reads (records examined vs rows produced; damaged ranges
 skipped and their bytes; bodies that did not inflate, read as null); for tests and tuning."""
 
+_COUNT_ROWS = 1 << 40
+"""Rows per batch when no column is read (a zero-column batch is just a row count)."""
+
 _SKIP_HINT = "option failOnDataLoss=false skips damaged records"
 
 
@@ -125,6 +128,8 @@ def read_partition(spec: ReadSpec, columns: ReadColumns, part: Partition) -> Ite
         return
     filt = spec.filter.build()
     names = columns.decode_order
+    # No column: the rows are only counted, so a batch can hold any number of them.
+    max_rows = spec.batch_rows if names else _COUNT_ROWS
     skip = not spec.fail_on_data_loss
     on_bad_body = _bad_body_handler(spec)
     pos = part.start
@@ -133,11 +138,11 @@ def read_partition(spec: ReadSpec, columns: ReadColumns, part: Partition) -> Ite
         try:
             if isinstance(part, ScanPartition):
                 split = (part.start, part.end, part.end_is_boundary)
-                res = reader.scan(split, pos, filt, names, spec.batch_rows, spec.batch_bytes, skip)
+                res = reader.scan(split, pos, filt, names, max_rows, spec.batch_bytes, skip)
             else:
                 qsplit = (part.topic, part.queue_id, part.start, part.end)
                 res = reader.read_queue(
-                    qsplit, pos, part.committed_end, filt, names, spec.batch_rows, spec.batch_bytes, skip
+                    qsplit, pos, part.committed_end, filt, names, max_rows, spec.batch_bytes, skip
                 )
         except _store.StoreNotFoundError as e:
             if spec.fail_on_data_loss:
@@ -206,7 +211,7 @@ class RocketMQDataSource(DataSource):
         return "rocketmq"
 
     def schema(self) -> StructType:
-        return spark_schema()
+        return spark_schema(columns_option(self.options))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         spec = parse_options(self.options)
