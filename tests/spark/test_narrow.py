@@ -15,7 +15,7 @@ from rmq import _store
 from rmq.spark import spark_schema
 from rmq.spark.options import parse_options
 from rmq.spark.schema import ReadColumns
-from rmq.spark.source import READ_STATS, plan_partitions, read_partition
+from rmq.spark.source import READ_STATS, RocketMQReader, auto_slice_size, plan_partitions, read_partition
 
 from tests.spark.helpers import WrittenStore
 from tests.spark.test_bad_input import damaged_store
@@ -53,6 +53,14 @@ def test_count_without_columns_equals_the_full_decode(
     rows, batches, seen = count_in_process(root, sliceSize="16k")
     assert rows == seen == len(expected)
     assert batches <= len(plan_partitions(parse_options({"path": str(root), "sliceSize": "16k"}))[1])
+
+    # Without a sliceSize option, partitions grow as the columns read get lighter; the rows do not change.
+    assert auto_slice_size([]) > auto_slice_size(["topic", "body_size"]) > auto_slice_size(["topic", "body"])
+    spec = parse_options({"path": str(root)})
+    for names in ([], ["topic"], spark_schema().fieldNames()):
+        parts = RocketMQReader(spec, spark_schema(names)).partitions()
+        sized = parse_options({"path": str(root), "sliceSize": str(auto_slice_size(names))})
+        assert [p.value for p in parts] == [p.value for p in plan_partitions(sized)[1]]
 
     # The same filters as options, through a scan or the ConsumeQueues, count what the full decode keeps.
     b = next(s for s in written_store.sent if s.topic == "SparkB")

@@ -14,7 +14,8 @@ Options (case-insensitive; ``load(path)`` sets ``path``):
 ``visibleOnly``           ``true`` keeps only rows a consumer of a user topic receives; default false
 ``checkCRC``              verify every body CRC (default true); a record whose CRC fails is damage
 ``decompress``            inflate bodies stored compressed (sysflag COMPRESSED; default true)
-``sliceSize``             bytes per scan partition (default ``128m``; ``k``/``m``/``g`` suffixes)
+``sliceSize``             bytes per scan partition (default ``128m``, or ``256m`` when no body nor
+                          properties are read and ``512m`` when no column is; ``k``/``m``/``g`` suffixes)
 ``batchSize``             rows per Arrow batch (default 16384)
 ``columns``               comma-separated columns the DataFrame has (default: all); only those are
                           decoded, and an empty list reads no column at all, only how many rows there
@@ -121,6 +122,8 @@ class ReadSpec:
     check_crc: bool = True
     decompress: bool = True
     slice_size: int = 128 << 20
+    # No sliceSize option: the batch reader sizes partitions by the columns read (`auto_slice_size`).
+    auto_slice: bool = False
     batch_rows: int = 16384
     batch_bytes: int = 64 << 20
     pushdown: str = "auto"
@@ -240,6 +243,7 @@ def parse_options(options: Mapping[str, str]) -> ReadSpec:
         check_crc=_bool(o.get("checkcrc", "true"), "checkCRC"),
         decompress=_bool(o.get("decompress", "true"), "decompress"),
         slice_size=parse_size(o.get("slicesize", "128m")),
+        auto_slice="slicesize" not in o,
         batch_rows=max(1, int(o.get("batchsize", "16384"))),
         pushdown=pushdown,
         push_filters=_bool(o.get("pushfilters", "true"), "pushFilters"),
