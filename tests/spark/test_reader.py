@@ -65,6 +65,7 @@ def expected_row(r: Record) -> dict[str, Any]:
         "offset_msg_id": offset_id,
         "properties": props,
         "body": zlib.decompress(r.body) if r.sys_flag & 1 else r.body,
+        "body_size": len(r.body),
         "is_transaction_prepared": prepared,
         "is_system_topic": system,
         "visible": not system and not prepared and (r.sys_flag & 0xC) != 0xC,

@@ -135,6 +135,10 @@ def to_record_batch(
 ) -> pa.RecordBatch:
     """A record batch of `schema` from the reader's buffers (one list per column, schema order);
     bodies of the `compressed` rows are inflated (see `inflate`)."""
+    if not schema.names:  # no column: a batch that only carries its row count
+        return pa.RecordBatch.from_struct_array(
+            pa.Array.from_buffers(pa.struct([]), rows, [None], children=[])
+        )
     arrays = [to_array(t, rows, b) for t, b in zip(types, buffers, strict=True)]
     if compressed and "body" in schema.names:
         i = schema.get_field_index("body")

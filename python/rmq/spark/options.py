@@ -14,8 +14,13 @@ Options (case-insensitive; ``load(path)`` sets ``path``):
 ``visibleOnly``           ``true`` keeps only rows a consumer of a user topic receives; default false
 ``checkCRC``              verify every body CRC (default true); a record whose CRC fails is damage
 ``decompress``            inflate bodies stored compressed (sysflag COMPRESSED; default true)
-``sliceSize``             bytes per scan partition (default ``128m``; ``k``/``m``/``g`` suffixes)
+``sliceSize``             bytes per scan partition (default ``128m``, or ``256m`` when no body nor
+                          properties are read and ``512m`` when no column is; ``k``/``m``/``g`` suffixes)
 ``batchSize``             rows per Arrow batch (default 16384)
+``columns``               comma-separated columns the DataFrame has (default: all); only those are
+                          decoded, and an empty list reads no column at all, only how many rows there
+                          are (``count(*)``). Spark's Python data source API does not prune columns,
+                          so this (or a user schema) is how a query that needs few columns reads few
 ``pushdown``              ``auto`` (default), ``scan`` or ``consumequeue``: how topic/queue predicates read
 ``pushFilters``           ``false`` turns off Spark filter pushdown for this source (default true)
 ``failOnDataLoss``        raise when planned CommitLog files were deleted meanwhile, at a damaged record
@@ -117,6 +122,8 @@ class ReadSpec:
     check_crc: bool = True
     decompress: bool = True
     slice_size: int = 128 << 20
+    # No sliceSize option: the batch reader sizes partitions by the columns read (`auto_slice_size`).
+    auto_slice: bool = False
     batch_rows: int = 16384
     batch_bytes: int = 64 << 20
     pushdown: str = "auto"
@@ -193,6 +200,7 @@ def parse_options(options: Mapping[str, str]) -> ReadSpec:
         "decompress",
         "slicesize",
         "batchsize",
+        "columns",
         "pushdown",
         "pushfilters",
         "failondataloss",
@@ -235,6 +243,7 @@ def parse_options(options: Mapping[str, str]) -> ReadSpec:
         check_crc=_bool(o.get("checkcrc", "true"), "checkCRC"),
         decompress=_bool(o.get("decompress", "true"), "decompress"),
         slice_size=parse_size(o.get("slicesize", "128m")),
+        auto_slice="slicesize" not in o,
         batch_rows=max(1, int(o.get("batchsize", "16384"))),
         pushdown=pushdown,
         push_filters=_bool(o.get("pushfilters", "true"), "pushFilters"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 import pyarrow as pa
 from pyspark.sql.types import (
     BinaryType,
@@ -18,7 +20,7 @@ from pyspark.sql.types import (
 
 from rmq.spark.arrow import COLUMNS, arrow_schema
 
-__all__ = ["ReadColumns", "spark_schema"]
+__all__ = ["ReadColumns", "columns_option", "spark_schema"]
 
 
 def _spark_type(type_name: str) -> DataType:
@@ -33,12 +35,29 @@ def _spark_type(type_name: str) -> DataType:
     }[type_name]
 
 
-def spark_schema() -> StructType:
+def spark_schema(columns: Sequence[str] | None = None) -> StructType:
     """Every column: topic, queue_id, queue_offset, commitlog_offset, store_size, sysflag, flag,
     born/store timestamps, born/store hosts, reconsume_times, prepared_transaction_offset, tags, keys,
-    uniq_key, msg_id, offset_msg_id, properties, body and the flags is_transaction_prepared,
-    is_system_topic and visible."""
-    return StructType([StructField(c.name, _spark_type(c.type), c.nullable) for c in COLUMNS])
+    uniq_key, msg_id, offset_msg_id, properties, body, body_size (the body's stored length) and the
+    flags is_transaction_prepared, is_system_topic and visible; or only `columns`, in that order (an
+    empty list: no column, the rows still counted)."""
+    full = {c.name: c for c in COLUMNS}
+    names = list(full) if columns is None else list(columns)
+    unknown = [n for n in names if n not in full]
+    if unknown:
+        raise ValueError(f"rocketmq has no column {unknown[0]!r}; columns: {', '.join(full)}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"a column is named twice in {', '.join(names)}")
+    return StructType([StructField(n, _spark_type(full[n].type), full[n].nullable) for n in names])
+
+
+def columns_option(options: Mapping[str, str]) -> list[str] | None:
+    """The ``columns`` option (case-insensitive key; comma-separated names, empty = no column), or
+    None when it is not given."""
+    for k, v in options.items():
+        if str(k).lower() == "columns":
+            return [p.strip() for p in str(v).split(",") if p.strip()]
+    return None
 
 
 class ReadColumns:

@@ -25,7 +25,7 @@ from rmq import _store
 from rmq.spark.arrow import OnBadBody, to_record_batch
 from rmq.spark.options import ReadSpec, parse_options
 from rmq.spark.pushdown import push_filters
-from rmq.spark.schema import ReadColumns, spark_schema
+from rmq.spark.schema import ReadColumns, columns_option, spark_schema
 
 __all__ = [
     "READ_STATS",
@@ -33,6 +33,7 @@ __all__ = [
     "RocketMQDataSource",
     "RocketMQReader",
     "ScanPartition",
+    "auto_slice_size",
     "is_empty_plan",
     "plan_partitions",
     "read_partition",
@@ -76,6 +77,9 @@ READ_STATS: dict[str, int] = {
 }
 """Counters of this process's partition reads (records examined vs rows produced; damaged ranges
 skipped and their bytes; bodies that did not inflate, read as null); for tests and tuning."""
+
+_COUNT_ROWS = 1 << 40
+"""Rows per batch when no column is read (a zero-column batch is just a row count)."""
 
 _SKIP_HINT = "option failOnDataLoss=false skips damaged records"
 
@@ -125,6 +129,8 @@ def read_partition(spec: ReadSpec, columns: ReadColumns, part: Partition) -> Ite
         return
     filt = spec.filter.build()
     names = columns.decode_order
+    # No column: the rows are only counted, so a batch can hold any number of them.
+    max_rows = spec.batch_rows if names else _COUNT_ROWS
     skip = not spec.fail_on_data_loss
     on_bad_body = _bad_body_handler(spec)
     pos = part.start
@@ -133,11 +139,11 @@ def read_partition(spec: ReadSpec, columns: ReadColumns, part: Partition) -> Ite
         try:
             if isinstance(part, ScanPartition):
                 split = (part.start, part.end, part.end_is_boundary)
-                res = reader.scan(split, pos, filt, names, spec.batch_rows, spec.batch_bytes, skip)
+                res = reader.scan(split, pos, filt, names, max_rows, spec.batch_bytes, skip)
             else:
                 qsplit = (part.topic, part.queue_id, part.start, part.end)
                 res = reader.read_queue(
-                    qsplit, pos, part.committed_end, filt, names, spec.batch_rows, spec.batch_bytes, skip
+                    qsplit, pos, part.committed_end, filt, names, max_rows, spec.batch_bytes, skip
                 )
         except _store.StoreNotFoundError as e:
             if spec.fail_on_data_loss:
@@ -163,6 +169,20 @@ def read_partition(spec: ReadSpec, columns: ReadColumns, part: Partition) -> Ite
         pos = nxt
 
 
+_HEAVY = frozenset({"body", "properties"})
+
+
+def auto_slice_size(names: list[str]) -> int:
+    """Bytes per scan partition when the ``sliceSize`` option is not given: a read that builds no body
+    nor properties gets through its bytes faster, so larger partitions amortise each Spark task's
+    fixed cost (with no column at all the records are only walked and counted)."""
+    if not names:
+        return 512 << 20
+    if _HEAVY.isdisjoint(names):
+        return 256 << 20
+    return 128 << 20
+
+
 def is_empty_plan(partition: InputPartition) -> bool:
     """Spark reads a plan without partitions through one placeholder ``InputPartition(None)``."""
     return type(partition) is InputPartition and partition.value is None
@@ -176,7 +196,10 @@ class RocketMQReader(DataSourceReader):
         self.columns = ReadColumns(schema)
 
     def partitions(self) -> list[InputPartition]:
-        _kind, parts = plan_partitions(self.spec)
+        spec = self.spec
+        if spec.auto_slice:
+            spec = replace(spec, slice_size=auto_slice_size(self.columns.names))
+        _kind, parts = plan_partitions(spec)
         return list(parts)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # type: ignore[override]
@@ -206,7 +229,7 @@ class RocketMQDataSource(DataSource):
         return "rocketmq"
 
     def schema(self) -> StructType:
-        return spark_schema()
+        return spark_schema(columns_option(self.options))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         spec = parse_options(self.options)
