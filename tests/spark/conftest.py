@@ -46,7 +46,7 @@ def spark() -> Iterator[SparkSession]:
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
-    rmq.spark.register(session)
+    rmq.spark.register(session, filter_pushdown=True)  # the tests load a DataFrame per query
     yield session
     session.stop()
 

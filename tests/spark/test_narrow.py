@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import rmq.spark
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from rmq import _store
@@ -158,3 +159,20 @@ def test_bad_columns_option_is_reported(spark: SparkSession, written_store: Writ
         load(spark, written_store.root, columns="topic,nope").count()
     with pytest.raises(Exception, match="named twice"):
         load(spark, written_store.root, columns="topic,topic").count()
+
+
+def test_default_registration_keeps_a_reused_dataframe_exact(spark: Any, written_store: Any) -> None:
+    """``register(spark)`` leaves Spark's filter pushdown to Python sources off: with it on, pyspark 4.3
+    reuses the reader planned for a pushed-down ``where`` for a later query over the same DataFrame."""
+    rmq.spark.register(spark)
+    try:
+        assert spark.conf.get("spark.sql.python.filterPushdown.enabled") == "false"
+        df = spark.read.format("rocketmq").load(str(written_store.root))
+        total = df.count()
+        topic = df.select("topic").first()[0]
+        in_topic = df.where(f"topic = '{topic}'").count()
+        assert 0 < in_topic < total
+        assert df.count() == total  # the same DataFrame again, no predicate: every row
+        assert in_topic == sum(1 for r in df.select("topic").collect() if r[0] == topic)
+    finally:
+        rmq.spark.register(spark, filter_pushdown=True)  # as the session fixture set it

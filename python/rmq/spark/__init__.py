@@ -17,11 +17,14 @@ are read. Options: ``rmq.spark.options``. UDFs for raw records: ``decode_record`
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from rmq.spark.schema import spark_schema
-from rmq.spark.source import RocketMQDataSource
+from rmq.spark.source import RocketMQDataSource, RocketMQDataSourceNoPushdown
 from rmq.spark.udf import decode_record, parse_properties, record_struct_type
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -36,8 +39,21 @@ __all__ = [
 ]
 
 
-def register(spark: SparkSession) -> None:
-    """Register the ``rocketmq`` format with `spark` and enable filter pushdown to Python data
-    sources (``spark.sql.python.filterPushdown.enabled``), which the reader uses."""
-    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-    spark.dataSource.register(RocketMQDataSource)
+def register(spark: SparkSession, *, filter_pushdown: bool = False) -> None:
+    """Register the ``rocketmq`` format with `spark`.
+
+    ``filter_pushdown=True`` also turns on Spark's filter pushdown to Python data sources
+    (``spark.sql.python.filterPushdown.enabled``), which the reader uses to plan a ``where`` on topic,
+    queue, offsets or times from ConsumeQueues. It is off by default because pyspark 4.3 gives wrong
+    answers with it: the reader planned for a query whose filters were pushed down is kept and reused
+    by a later query over the same DataFrame that pushes none (``df.where("topic = 'A'").count()``
+    then ``df.count()`` counts topic ``A`` only). With it on, load one DataFrame per query. The
+    ``topics``, ``queueIds``, ``startOffset``, ``startTime``... options plan reads the same way and are
+    always safe. `register` sets that Spark option either way."""
+    if filter_pushdown:
+        log.warning(
+            "rocketmq source: Spark filter pushdown on; pyspark 4.3 reuses a pushed-down reader for a "
+            "later query over the same DataFrame that pushes no filter, so load one DataFrame per query"
+        )
+    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true" if filter_pushdown else "false")
+    spark.dataSource.register(RocketMQDataSource if filter_pushdown else RocketMQDataSourceNoPushdown)

@@ -31,6 +31,7 @@ __all__ = [
     "READ_STATS",
     "QueuePartition",
     "RocketMQDataSource",
+    "RocketMQDataSourceNoPushdown",
     "RocketMQReader",
     "ScanPartition",
     "auto_slice_size",
@@ -240,3 +241,15 @@ class RocketMQDataSource(DataSource):
         from rmq.spark.stream import RocketMQStreamReader
 
         return RocketMQStreamReader(parse_options(self.options), schema)
+
+
+class RocketMQDataSourceNoPushdown(RocketMQDataSource):
+    """The ``rocketmq`` format as ``rmq.spark.register(spark)`` registers it by default: Spark's filter
+    pushdown to Python sources is off there, so the reader implements no ``pushFilters`` unless the
+    ``pushFilters`` option asks for it (then Spark's own error says to enable the configuration)."""
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        spec = parse_options(self.options)
+        asked = any(k.lower() == "pushfilters" for k in self.options)
+        cls = RocketMQPushdownReader if (spec.push_filters and asked) else RocketMQReader
+        return cls(spec, schema)
