@@ -194,6 +194,9 @@ impl MessageStore {
             manifest.commitlog_file_size == Some(config.mapped_file_size_commit_log),
         );
         commitlog.load()?;
+        // Durable appends then overwrite written blocks (see CommitLog::set_write_ahead).
+        commitlog
+            .set_write_ahead(config.flush_disk_type == crate::config::FlushDiskType::SyncFlush);
         let queues = Arc::new(QueueTable::new(
             config.consume_queue_dir(),
             config.mapped_file_size_consume_queue,
