@@ -70,7 +70,9 @@ pub enum Sent {
     NoReply,
     /// The answer frame was appended to the output.
     Replied,
-    /// SYNC_FLUSH: answer once the CommitLog is durable up to `end`.
+    /// SYNC_FLUSH: answer once the CommitLog is durable up to `end`. Its flush is not
+    /// requested yet: the caller makes `end` durable with [`FastSend::flush_held`] (after
+    /// the other requests at hand, so that one flush covers them all).
     Hold(Held),
 }
 
@@ -281,21 +283,31 @@ impl FastSend {
                 properties: props.stored.as_bytes(),
             };
             // Store errors (disk full, shut down, ...) are answered by the Python path.
-            vec![self.store.put(&msg).map_err(|_| Decline::Store)?]
+            vec![self
+                .store
+                .put_deferring_flush(&msg)
+                .map_err(|_| Decline::Store)?]
         };
         self.counters.taken(results.len());
         for r in &results {
             route.counts.add(r.size as u64);
         }
-        if h.flag & FLAG_ONEWAY != 0 {
-            return Ok(Sent::NoReply);
-        }
-        let ext_json = self.answer(&results, queue_id);
         let end = results
             .last()
             .expect("a put stores at least one")
             .end_offset();
-        if self.sync_flush && props.wait && self.store.flushed_offset() < end {
+        let oneway = h.flag & FLAG_ONEWAY != 0;
+        let hold = self.sync_flush && props.wait && !oneway && self.store.flushed_offset() < end;
+        if self.sync_flush && !hold {
+            // Nobody waits for it: the group commit flushes it (a held one is the caller's,
+            // see `Sent::Hold`).
+            self.store.request_flush(end);
+        }
+        if oneway {
+            return Ok(Sent::NoReply);
+        }
+        let ext_json = self.answer(&results, queue_id);
+        if hold {
             return Ok(Sent::Hold(Held {
                 end,
                 opaque: h.opaque,
@@ -345,7 +357,9 @@ impl FastSend {
                 properties: &it.properties,
             })
             .collect();
-        self.store.put_batch(&msgs).map_err(|_| Decline::Store)
+        self.store
+            .put_batch_deferring_flush(&msgs)
+            .map_err(|_| Decline::Store)
     }
 
     /// The answer's `extFields`: the message ids (comma-separated for a batch), the queue and
@@ -366,6 +380,14 @@ impl FastSend {
             queue_id, results[0].queue_offset, self.ext_tail
         );
         ext_json
+    }
+
+    /// Make the CommitLog durable up to `end` for held answers: on this thread when
+    /// `inline` and no group commit is in flight (one waiter: a hand-off to a group-commit
+    /// thread and back would cost more than the flush), else by the group commit. Returns
+    /// whether `end` is durable on return.
+    pub fn flush_held(&self, end: i64, inline: bool) -> bool {
+        self.store.flush_or_request(end, inline)
     }
 
     /// The answer to a held send, appended to `out`: SUCCESS, or FLUSH_DISK_TIMEOUT when its

@@ -242,6 +242,9 @@ struct Shared {
     stop: AtomicBool,
     fast: RwLock<Option<Arc<FastSend>>>,
     opts: ServerOptions,
+    /// The network thread is flushing on its own (`Worker::flush_held`): a flush needs not
+    /// wake it, it looks at the durable offset right after.
+    flushing_inline: AtomicBool,
 }
 
 impl Shared {
@@ -289,6 +292,7 @@ impl Server {
             stop: AtomicBool::new(false),
             fast: RwLock::new(None),
             opts,
+            flushing_inline: AtomicBool::new(false),
         });
         let worker = Worker {
             shared: shared.clone(),
@@ -296,6 +300,9 @@ impl Server {
             listener,
             local: HashMap::new(),
             held: VecDeque::new(),
+            hold_end: None,
+            last_holder: (0, 0),
+            shared_until_ns: 0,
             next_id: 2,
             seed: (monotonic_ns() as u32) | 1,
             owner_events: Vec::new(),
@@ -328,7 +335,12 @@ impl Server {
             let weak = Arc::downgrade(&self.shared);
             f.store().on_flush(Box::new(move || {
                 if let Some(s) = weak.upgrade() {
-                    let _ = s.waker.wake();
+                    // Pairs with the fence in `Worker::flush_held`: either the network thread
+                    // sees this flush once its own is done, or this sees it no longer flushing.
+                    std::sync::atomic::fence(Ordering::SeqCst);
+                    if !s.flushing_inline.load(Ordering::SeqCst) {
+                        let _ = s.waker.wake();
+                    }
                 }
             }));
         }
@@ -455,6 +467,14 @@ struct Worker {
     listener: TcpListener,
     local: HashMap<u64, Local>,
     held: VecDeque<HeldReply>,
+    /// End of the answers held in this poll round, to be made durable once the round's
+    /// requests are all appended ([`Worker::flush_held`]).
+    hold_end: Option<i64>,
+    /// The connection of the last held answer and when (CLOCK_MONOTONIC ns)...
+    last_holder: (u64, u64),
+    /// ...and until when several connections count as waiting for flushes (see
+    /// [`Worker::flush_held`]).
+    shared_until_ns: u64,
     next_id: u64,
     seed: u32,
     owner_events: Vec<Event>,
@@ -462,6 +482,11 @@ struct Worker {
     replying: Vec<u64>,
     sender: SendBatch,
 }
+
+/// Held answers of two connections this close together (ns) mean several connections wait
+/// for flushes: for this long after, the network thread leaves every flush to the group
+/// commit ([`Worker::flush_held`]).
+const SHARED_FLUSH_NS: u64 = 5_000_000;
 
 /// Answers buffered for one connection beyond this are written at once rather than at the end
 /// of the poll round.
@@ -515,6 +540,7 @@ impl Worker {
                 }
             }
             self.write_replies();
+            self.flush_held();
             self.commands();
             self.release_held();
             self.write_replies();
@@ -744,6 +770,13 @@ impl Worker {
                         match fs.handle(f, l.peer, &mut random, &mut l.replies) {
                             Some(Sent::Replied) | Some(Sent::NoReply) => continue,
                             Some(Sent::Hold(h)) => {
+                                self.hold_end = self.hold_end.max(Some(h.end));
+                                let now = monotonic_ns();
+                                let (conn, at) = self.last_holder;
+                                if conn != id && now.saturating_sub(at) < SHARED_FLUSH_NS {
+                                    self.shared_until_ns = now + SHARED_FLUSH_NS;
+                                }
+                                self.last_holder = (id, now);
                                 self.held.push_back(HeldReply {
                                     held: h,
                                     conn: id,
@@ -902,6 +935,28 @@ impl Worker {
                 }
             }
         }
+    }
+
+    /// Make this round's held answers durable. One answer waiting, and no other connection
+    /// waiting for flushes lately: flush here, as part of this round, rather than wake a
+    /// group-commit thread and be woken by it (two context switches per send). Otherwise the
+    /// group commit flushes and this thread reads on: while it flushed, the other
+    /// connections' sends would wait unread, and the flushes of the group commit would no
+    /// longer overlap the appends of the next ones.
+    fn flush_held(&mut self) {
+        let Some(end) = self.hold_end.take() else {
+            return;
+        };
+        let Some(fast) = self.shared.fast.read().clone() else {
+            return;
+        };
+        let inline = self.held.len() == 1 && monotonic_ns() >= self.shared_until_ns;
+        self.shared.flushing_inline.store(inline, Ordering::SeqCst);
+        fast.flush_held(end, inline);
+        self.shared.flushing_inline.store(false, Ordering::SeqCst);
+        // A group-commit flush that finished meanwhile did not wake this thread: the durable
+        // offset `release_held` reads next includes it (see the listener in `set_fast_send`).
+        std::sync::atomic::fence(Ordering::SeqCst);
     }
 
     fn release_held(&mut self) {

@@ -167,6 +167,29 @@ fn sync_flush_answers_after_the_group_commit() {
 }
 
 #[test]
+fn sync_flush_one_waiter_at_a_time_is_answered_once_durable() {
+    // One send in flight: the network thread flushes it itself, in the same poll round.
+    let Fixture {
+        _dir,
+        st,
+        server,
+        fs: _,
+        mut c,
+    } = fixture(true, 1);
+    for i in 0..50 {
+        c.write_all(&frame(310, 0, i, r#"{"b":"T","e":"0"}"#, b"durable"))
+            .unwrap();
+        let r = read_frame(&mut c);
+        assert_eq!(r["code"], 0);
+        assert_eq!(r["opaque"], i);
+        // Only this client appends: the answered message is all there is, and durable.
+        assert!(st.flushed_offset() >= st.commitlog_max_offset());
+    }
+    server.shutdown();
+    st.shutdown().unwrap();
+}
+
+#[test]
 fn frames_after_a_diverted_one_wait_for_the_owner() {
     let Fixture {
         _dir,

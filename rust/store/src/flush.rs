@@ -12,7 +12,7 @@
 //! waiting never needs a thread per writer.
 
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use crate::commitlog::CommitLog;
@@ -41,6 +41,9 @@ pub struct FlushWatermark {
     /// Called after each flush that advanced the watermark (e.g. to wake a network thread).
     listeners: parking_lot::Mutex<Vec<FlushListener>>,
     mode: FlushDiskType,
+    /// The group commit (SYNC_FLUSH), for flushes on a writer's own thread
+    /// ([`FlushWatermark::flush_or_request`]). Weak: the group commit holds the watermark.
+    group: OnceLock<Weak<GroupCommit>>,
 }
 
 /// A callback run on the flush thread after the watermark advanced; it must be quick.
@@ -57,6 +60,7 @@ impl FlushWatermark {
             notifier: Notifier::new()?,
             listeners: parking_lot::Mutex::new(Vec::new()),
             mode,
+            group: OnceLock::new(),
         })
     }
 
@@ -88,6 +92,29 @@ impl FlushWatermark {
         self.requested.fetch_max(offset, Ordering::AcqRel);
         self.requests.fetch_add(1, Ordering::AcqRel);
         self.request_signal.notify();
+    }
+
+    /// Make `offset` durable (SYNC_FLUSH). With `inline` and no group commit in flight, the
+    /// calling thread flushes everything appended so far itself, sparing the hand-off to a
+    /// group-commit thread and back (two wake-ups, each a context switch); otherwise, or if
+    /// that flush fails (the range is left for the group-commit threads to try again), the
+    /// flush is requested as [`FlushWatermark::request`] does. Returns whether `offset` is
+    /// durable on return.
+    pub fn flush_or_request(&self, offset: i64, inline: bool) -> bool {
+        if self.flushed() >= offset {
+            return true;
+        }
+        if inline && self.mode == FlushDiskType::SyncFlush {
+            if let Some(gc) = self.group.get().and_then(Weak::upgrade) {
+                if let Some(job) = gc.take_if_idle() {
+                    if gc.flush(job) && self.flushed() >= offset {
+                        return true;
+                    }
+                }
+            }
+        }
+        self.request(offset);
+        self.flushed() >= offset
     }
 
     /// Request `offset` and block until it is durable or `timeout` passes.
@@ -215,6 +242,21 @@ impl GroupCommit {
         if let Some(job) = st.retry.pop() {
             return Some(job);
         }
+        self.take_new(&mut st)
+    }
+
+    /// Everything appended that no thread has taken, only when no flush is in flight or
+    /// waiting for another try (a writer flushing on its own thread never waits behind a
+    /// group-commit thread's flush, nor runs beside one).
+    fn take_if_idle(&self) -> Option<(i64, i64, i64)> {
+        let mut st = self.state.lock();
+        if !st.retry.is_empty() || !st.done.is_empty() || st.issued != st.durable {
+            return None;
+        }
+        self.take_new(&mut st)
+    }
+
+    fn take_new(&self, st: &mut PipeState) -> Option<(i64, i64, i64)> {
         // The timestamp before the offset: the newest record below the offset is at least
         // this new, so the checkpoint never names a record that this flush did not cover.
         let ts = self.log.last_store_timestamp();
@@ -312,6 +354,7 @@ impl FlushService {
                     requests_at_issue: std::sync::atomic::AtomicU64::new(0),
                     reported_ts: AtomicI64::new(0),
                 });
+                let _ = wm.group.set(Arc::downgrade(&gc));
                 let mut services = Vec::with_capacity(GROUP_COMMIT_DEPTH);
                 for i in 0..GROUP_COMMIT_DEPTH {
                     let gc = gc.clone();
@@ -449,6 +492,39 @@ mod tests {
         let n = flushes.load(Ordering::Acquire);
         assert!((1..=1600).contains(&n), "flushes: {n}");
         assert!(wm.drain_notifications() >= 1);
+        svc.shutdown();
+    }
+
+    #[test]
+    fn flush_or_request_flushes_inline_when_idle_and_requests_otherwise() {
+        let d = tempfile::tempdir().unwrap();
+        let log = Arc::new(CommitLog::new(
+            d.path(),
+            1 << 20,
+            "127.0.0.1:10911".parse().unwrap(),
+            1 << 20,
+            false,
+        ));
+        let mut svc = FlushService::start(
+            log.clone(),
+            settings(FlushDiskType::SyncFlush),
+            Box::new(|_| {}),
+        )
+        .unwrap();
+        let wm = svc.watermark().clone();
+        for _ in 0..20 {
+            let r = log.put(&msg(&[3u8; 300])).unwrap();
+            // No group commit in flight: this thread flushed it, durable on return.
+            assert!(wm.flush_or_request(r.end_offset(), true));
+            assert!(log.flushed_offset() >= r.end_offset());
+        }
+        // Not inline: the group commit flushes it.
+        let r = log.put(&msg(b"by the group commit")).unwrap();
+        wm.flush_or_request(r.end_offset(), false);
+        wm.wait(r.end_offset(), Duration::from_secs(10)).unwrap();
+        assert!(log.flushed_offset() >= r.end_offset());
+        // Already durable: nothing to do.
+        assert!(wm.flush_or_request(r.end_offset(), true));
         svc.shutdown();
     }
 

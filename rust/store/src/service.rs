@@ -144,9 +144,12 @@ impl Drop for Service {
 
 /// An eventfd a service writes to after it made progress; an event loop watches its file
 /// descriptor (`loop.add_reader`) and reads it to reset it. One write per flush or per
-/// dispatch round, not per message.
+/// dispatch round, not per message; none while the fd is readable already (nobody drained it
+/// since the last write, e.g. no event loop watches it).
 pub struct Notifier {
     fd: libc::c_int,
+    /// A write is not drained yet: the fd is readable, another write would change nothing.
+    pending: AtomicBool,
 }
 
 impl Notifier {
@@ -156,7 +159,10 @@ impl Notifier {
         if fd < 0 {
             return Err(std::io::Error::last_os_error());
         }
-        Ok(Notifier { fd })
+        Ok(Notifier {
+            fd,
+            pending: AtomicBool::new(false),
+        })
     }
 
     /// The file descriptor to watch for readability.
@@ -164,8 +170,13 @@ impl Notifier {
         self.fd
     }
 
-    /// Make the fd readable.
+    /// Make the fd readable. Whatever the caller published before is seen by a reader that
+    /// drains and then looks: either this writes after the drain, or the drain takes `pending`
+    /// from this call (the swaps pair up).
     pub fn notify(&self) {
+        if self.pending.swap(true, Ordering::SeqCst) {
+            return;
+        }
         let one: u64 = 1;
         // SAFETY: writing 8 bytes from a valid u64 to our own eventfd. A full counter
         // (EAGAIN) means it is readable already, which is all we need.
@@ -174,8 +185,10 @@ impl Notifier {
         }
     }
 
-    /// Reset the fd (what the event loop does when woken). Returns the count since last drain.
+    /// Reset the fd (what the event loop does when woken). Returns the writes since the last
+    /// drain (0 or 1: a notify writes only to an fd that is not readable yet).
     pub fn drain(&self) -> u64 {
+        self.pending.swap(false, Ordering::SeqCst);
         let mut v: u64 = 0;
         // SAFETY: reading 8 bytes into a valid u64 from our own non-blocking eventfd.
         let n = unsafe { libc::read(self.fd, (&mut v as *mut u64).cast(), 8) };
@@ -229,7 +242,11 @@ mod tests {
         assert_eq!(n.drain(), 0);
         n.notify();
         n.notify();
-        assert_eq!(n.drain(), 2);
+        // The second notify found the fd readable already: no second write.
+        assert_eq!(n.drain(), 1);
         assert_eq!(n.drain(), 0);
+        // Drained: the next notify writes again.
+        n.notify();
+        assert_eq!(n.drain(), 1);
     }
 }

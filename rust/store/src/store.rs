@@ -194,6 +194,9 @@ impl MessageStore {
             manifest.commitlog_file_size == Some(config.mapped_file_size_commit_log),
         );
         commitlog.load()?;
+        // Durable appends then overwrite written blocks (see CommitLog::set_write_ahead).
+        commitlog
+            .set_write_ahead(config.flush_disk_type == crate::config::FlushDiskType::SyncFlush);
         let queues = Arc::new(QueueTable::new(
             config.consume_queue_dir(),
             config.mapped_file_size_consume_queue,
@@ -474,9 +477,11 @@ impl MessageStore {
         }
     }
 
-    fn after_put(&self, results: &[AppendResult]) {
+    fn after_put(&self, results: &[AppendResult], request_flush: bool) {
         if let Some(last) = results.last() {
-            if self.config.flush_disk_type == crate::config::FlushDiskType::SyncFlush {
+            if request_flush
+                && self.config.flush_disk_type == crate::config::FlushDiskType::SyncFlush
+            {
                 self.watermark.request(last.end_offset());
             }
         }
@@ -492,26 +497,67 @@ impl MessageStore {
     /// Append one message. Under SYNC_FLUSH the flush is requested; wait for durability
     /// with [`MessageStore::wait_flushed`] (or watch [`MessageStore::flush_notify_fd`]).
     pub fn put(&self, msg: &MessageRef<'_>) -> Result<AppendResult> {
+        self.put_then(msg, true)
+    }
+
+    /// Append one message without asking for its flush: under SYNC_FLUSH the caller makes it
+    /// durable with [`MessageStore::flush_or_request`] (or [`MessageStore::request_flush`]).
+    pub fn put_deferring_flush(&self, msg: &MessageRef<'_>) -> Result<AppendResult> {
+        self.put_then(msg, false)
+    }
+
+    fn put_then(&self, msg: &MessageRef<'_>, request_flush: bool) -> Result<AppendResult> {
         self.check_puttable()?;
         let r = self
             .commitlog
             .put(msg)
             .inspect_err(|e| self.note_error(e))?;
         self.disk.on_write_ok();
-        self.after_put(std::slice::from_ref(&r));
+        self.after_put(std::slice::from_ref(&r), request_flush);
         Ok(r)
     }
 
     /// Append several messages of one topic and queue atomically.
     pub fn put_batch(&self, msgs: &[MessageRef<'_>]) -> Result<Vec<AppendResult>> {
+        self.put_batch_then(msgs, true)
+    }
+
+    /// As [`MessageStore::put_batch`], without asking for the flush (see
+    /// [`MessageStore::put_deferring_flush`]).
+    pub fn put_batch_deferring_flush(&self, msgs: &[MessageRef<'_>]) -> Result<Vec<AppendResult>> {
+        self.put_batch_then(msgs, false)
+    }
+
+    fn put_batch_then(
+        &self,
+        msgs: &[MessageRef<'_>],
+        request_flush: bool,
+    ) -> Result<Vec<AppendResult>> {
         self.check_puttable()?;
         let r = self
             .commitlog
             .put_batch(msgs)
             .inspect_err(|e| self.note_error(e))?;
         self.disk.on_write_ok();
-        self.after_put(&r);
+        self.after_put(&r, request_flush);
         Ok(r)
+    }
+
+    /// Ask the group commit (SYNC_FLUSH) to make `offset` durable, without waiting.
+    pub fn request_flush(&self, offset: i64) {
+        if self.config.flush_disk_type == crate::config::FlushDiskType::SyncFlush {
+            self.watermark.request(offset);
+        }
+    }
+
+    /// Make `offset` durable under SYNC_FLUSH, on this thread when `inline` and no group
+    /// commit is in flight (see [`crate::flush::FlushWatermark::flush_or_request`]); returns
+    /// whether it is durable on return.
+    pub fn flush_or_request(&self, offset: i64, inline: bool) -> bool {
+        if self.config.flush_disk_type != crate::config::FlushDiskType::SyncFlush {
+            return self.watermark.flushed() >= offset;
+        }
+        self.watermark.flush_or_request(offset, inline)
     }
 
     /// Up to `max_len` raw CommitLog bytes from `offset`, not past the end of its file (the
