@@ -9,8 +9,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 
 use rmq_net::{
-    ClientAuth, Decline, Event, FastSend, FastSendConfig, Server, ServerOptions, Stats, TlsMode,
-    TlsServer,
+    ClientAuth, Decline, Event, FastSend, FastSendConfig, Replication, Server, ServerOptions,
+    Stats, TlsMode, TlsServer,
 };
 
 use crate::MessageStore;
@@ -183,8 +183,10 @@ impl NetServer {
     }
 
     /// Answer SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE for vetted topics in the
-    /// network thread.
-    #[pyo3(signature = (store, cluster_name, region_id, trace_on, max_body, version))]
+    /// network thread. `sync_master`: `(haSlaveFallbehindMax, slaveTimeout ms)` on a
+    /// SYNC_MASTER, whose answers wait for a slave (see `set_replicated`).
+    #[pyo3(signature = (store, cluster_name, region_id, trace_on, max_body, version, sync_master = None))]
+    #[allow(clippy::too_many_arguments)]
     fn enable_fast_send(
         &self,
         store: PyRef<'_, MessageStore>,
@@ -193,8 +195,17 @@ impl NetServer {
         trace_on: bool,
         max_body: usize,
         version: i32,
-    ) {
-        let fast = FastSend::new(
+        sync_master: Option<(i64, u64)>,
+    ) -> PyResult<()> {
+        if let Some((fallbehind_max, timeout_ms)) = sync_master {
+            if fallbehind_max <= 0 || timeout_ms == 0 {
+                return Err(PyValueError::new_err(format!(
+                    "sync_master: haSlaveFallbehindMax {fallbehind_max} and slaveTimeout \
+                     {timeout_ms} ms must be positive"
+                )));
+            }
+        }
+        let mut fast = FastSend::new(
             store.inner.clone(),
             FastSendConfig {
                 cluster_name,
@@ -204,7 +215,42 @@ impl NetServer {
                 version,
             },
         );
+        if let Some((fallbehind_max, timeout_ms)) = sync_master {
+            fast = fast.sync_master(Replication::new(
+                fallbehind_max,
+                Duration::from_millis(timeout_ms),
+            ));
+        }
         self.inner.set_fast_send(Some(Arc::new(fast)));
+        Ok(())
+    }
+
+    /// SYNC_MASTER: a slave acknowledged the CommitLog up to `offset` (call once per higher
+    /// ack; the network thread releases every answer it covers).
+    fn set_replicated(&self, offset: i64) {
+        self.inner.set_replicated(offset);
+    }
+
+    /// SYNC_MASTER: whether a slave is connected (call when it changes).
+    fn set_slave_connected(&self, connected: bool) {
+        if let Some(r) = self
+            .inner
+            .fast_send()
+            .as_ref()
+            .and_then(|f| f.replication())
+        {
+            r.set_connected(connected);
+        }
+    }
+
+    /// SYNC_MASTER: `(timeouts, no_slave, lagging, lag_end, lag_acked)`, the fast path's
+    /// FLUSH_SLAVE_TIMEOUT and SLAVE_NOT_AVAILABLE answers (with no slave connected, with the
+    /// slave lagging) since the last call, and the last lagging one's record end and the offset
+    /// the slave had acknowledged; None unless SYNC_MASTER.
+    fn take_replica_report(&self) -> Option<(u64, u64, u64, i64, i64)> {
+        let f = self.inner.fast_send()?;
+        let r = f.replication()?.take_report();
+        Some((r.timeouts, r.no_slave, r.lagging, r.lag_end, r.lag_acked))
     }
 
     /// Let sends to `topic` take the fast path.
