@@ -11,7 +11,7 @@
 //!   it, and the answers held for a slave's acknowledgement and for the flush;
 //! * [`stats`]: what the fast path took and what it left to Python, and why;
 //! * [`server`]: the mio thread that owns the listening socket and the connections, answers
-//!   fast-path sends (holding SYNC_FLUSH answers for the group commit) and hands every other
+//!   fast-path sends (holding SYNC_MASTER and SYNC_FLUSH answers for the slave and the flush) and hands every other
 //!   frame to its owner, the Python event loop;
 //! * [`tls`]: TLS sessions of its connections (rustls), RocketMQ's `tls.server.*` modes.
 

@@ -16,6 +16,9 @@ use std::time::{Duration, Instant};
 
 use crate::send::{FastSend, Held};
 
+/// The longest `slaveTimeout` honoured (a century: longer ones wait as long).
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 /// What ended a held answer's wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Release {
@@ -61,12 +64,13 @@ pub struct ReplicaReport {
 }
 
 impl Replication {
+    /// `timeout` is capped at [`MAX_TIMEOUT`] (deadlines stay representable).
     pub fn new(fallbehind_max: i64, timeout: Duration) -> Replication {
         Replication {
             acked: AtomicI64::new(0),
             connected: AtomicBool::new(false),
             fallbehind_max,
-            timeout,
+            timeout: timeout.min(MAX_TIMEOUT),
             timeouts: AtomicU64::new(0),
             no_slave: AtomicU64::new(0),
             lagging: AtomicU64::new(0),

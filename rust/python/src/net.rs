@@ -195,16 +195,8 @@ impl NetServer {
         trace_on: bool,
         max_body: usize,
         version: i32,
-        sync_master: Option<(i64, u64)>,
-    ) -> PyResult<()> {
-        if let Some((fallbehind_max, timeout_ms)) = sync_master {
-            if fallbehind_max <= 0 || timeout_ms == 0 {
-                return Err(PyValueError::new_err(format!(
-                    "sync_master: haSlaveFallbehindMax {fallbehind_max} and slaveTimeout \
-                     {timeout_ms} ms must be positive"
-                )));
-            }
-        }
+        sync_master: Option<(i64, i64)>,
+    ) {
         let mut fast = FastSend::new(
             store.inner.clone(),
             FastSendConfig {
@@ -216,13 +208,12 @@ impl NetServer {
             },
         );
         if let Some((fallbehind_max, timeout_ms)) = sync_master {
-            fast = fast.sync_master(Replication::new(
-                fallbehind_max,
-                Duration::from_millis(timeout_ms),
-            ));
+            // As the Python path: a timeout of 0 or less times out at once, a fallbehind max of
+            // 0 or less finds every slave lagging.
+            let timeout = Duration::from_millis(timeout_ms.max(0) as u64);
+            fast = fast.sync_master(Replication::new(fallbehind_max, timeout));
         }
         self.inner.set_fast_send(Some(Arc::new(fast)));
-        Ok(())
     }
 
     /// SYNC_MASTER: a slave acknowledged the CommitLog up to `offset` (call once per higher
