@@ -243,3 +243,150 @@ impl Waiters {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::send::{
+        FastSendConfig, FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE,
+    };
+    use rmq_store::{MessageStore, StoreConfig};
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    /// Offsets far beyond anything stored or flushed.
+    const FAR: i64 = 1 << 40;
+
+    #[derive(Default)]
+    struct Out(HashMap<u64, Vec<u8>>);
+
+    impl Replies for Out {
+        fn buffer(&mut self, conn: u64) -> Option<&mut Vec<u8>> {
+            Some(self.0.entry(conn).or_default())
+        }
+    }
+
+    impl Out {
+        /// `(code, opaque, remark)` of the answers to `conn`, taken.
+        fn take(&mut self, conn: u64) -> Vec<(i64, i64, String)> {
+            let mut data = self.0.remove(&conn).unwrap_or_default();
+            let mut out = Vec::new();
+            while !data.is_empty() {
+                let len = i32::from_be_bytes(data[..4].try_into().unwrap()) as usize;
+                let hlen = (u32::from_be_bytes(data[4..8].try_into().unwrap()) & 0xFFFFFF) as usize;
+                let h: serde_json::Value = serde_json::from_slice(&data[8..8 + hlen]).unwrap();
+                let remark = h["remark"].as_str().unwrap_or("").to_string();
+                out.push((
+                    h["code"].as_i64().unwrap(),
+                    h["opaque"].as_i64().unwrap(),
+                    remark,
+                ));
+                data.drain(..4 + len);
+            }
+            out
+        }
+    }
+
+    fn held(end: i64, replica: bool, flush: bool, response: i32, opaque: i32) -> Held {
+        Held {
+            end,
+            replica,
+            flush,
+            response,
+            opaque,
+            ext_json: "{\"msgId\":\"x\"}".into(),
+            code: 310,
+            started: Instant::now(),
+        }
+    }
+
+    #[test]
+    fn answers_wait_for_the_slave_then_the_flush_each_with_its_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = StoreConfig::default();
+        cfg.set("storePathRootDir", dir.path().to_str().unwrap())
+            .unwrap();
+        let store = Arc::new(MessageStore::open(cfg).unwrap());
+        let slave_timeout = Duration::from_secs(3600);
+        let flush_timeout = Duration::from_secs(10);
+        let fast = FastSend::new(
+            store.clone(),
+            FastSendConfig {
+                cluster_name: "C".into(),
+                region_id: "R".into(),
+                trace_on: false,
+                max_body: 1024,
+                version: 409,
+            },
+        )
+        .sync_master(Replication::new(1 << 20, slave_timeout));
+        let r = fast.replication().unwrap();
+        let mut w = Waiters::default();
+        let mut out = Out::default();
+        let t0 = Instant::now();
+
+        // Waits for the slave, then for the flush (its flush timeout starting at the ack).
+        w.push(held(FAR, true, true, 0, 1), 7, t0, &fast, flush_timeout);
+        // Waits for a slave that never acknowledges it.
+        w.push(
+            held(FAR + 1, true, false, 0, 2),
+            8,
+            t0,
+            &fast,
+            flush_timeout,
+        );
+        // SLAVE_NOT_AVAILABLE waiting for a flush that covers it already.
+        w.push(
+            held(0, false, true, SLAVE_NOT_AVAILABLE, 3),
+            9,
+            t0,
+            &fast,
+            flush_timeout,
+        );
+        assert_eq!(w.next_deadline(), Some(t0 + flush_timeout));
+        w.release(&fast, t0, flush_timeout, &mut out);
+        assert_eq!(
+            out.take(9),
+            vec![(SLAVE_NOT_AVAILABLE as i64, 3, String::new())]
+        );
+        assert!(out.0.is_empty(), "nothing acknowledged yet");
+        assert_eq!(w.next_deadline(), Some(t0 + slave_timeout));
+
+        let t1 = t0 + Duration::from_secs(1);
+        r.set_acked(FAR);
+        r.set_acked(FAR - 5); // a lower report changes nothing
+        assert_eq!(r.acked(), FAR);
+        w.release(&fast, t1, flush_timeout, &mut out);
+        assert!(out.0.is_empty(), "acknowledged, not flushed");
+        assert_eq!(w.next_deadline(), Some(t1 + flush_timeout));
+        w.release(&fast, t1 + flush_timeout, flush_timeout, &mut out);
+        let remark = "flush to disk timed out".to_string();
+        assert_eq!(out.take(7), vec![(FLUSH_DISK_TIMEOUT as i64, 1, remark)]);
+
+        w.release(&fast, t0 + slave_timeout, flush_timeout, &mut out);
+        assert_eq!(
+            out.take(8),
+            vec![(FLUSH_SLAVE_TIMEOUT as i64, 2, String::new())]
+        );
+        assert!(w.is_empty());
+        assert_eq!(r.take_report().timeouts, 1);
+        assert_eq!(r.take_report().timeouts, 0, "counted from zero again");
+        store.shutdown().unwrap();
+    }
+
+    #[test]
+    fn a_slave_is_admitted_only_when_connected_and_keeping_up() {
+        let r = Replication::new(100, Duration::from_secs(1));
+        assert!(!r.admit(10));
+        r.set_connected(true);
+        assert!(r.admit(99));
+        assert!(!r.admit(100));
+        r.set_acked(50);
+        assert!(r.admit(149));
+        let report = r.take_report();
+        assert_eq!((report.no_slave, report.lagging), (1, 1));
+        assert_eq!((report.lag_end, report.lag_acked), (100, 0));
+        let long = Replication::new(1, Duration::MAX);
+        assert_eq!(long.timeout(), MAX_TIMEOUT);
+    }
+}

@@ -87,11 +87,11 @@ pub struct Held {
     /// SYNC_FLUSH: it waits for the flush to cover `end`.
     pub flush: bool,
     /// The answer once released: SUCCESS, or SLAVE_NOT_AVAILABLE waiting for the flush.
-    response: i32,
-    opaque: i32,
-    ext_json: String,
-    code: i32,
-    started: Instant,
+    pub(crate) response: i32,
+    pub(crate) opaque: i32,
+    pub(crate) ext_json: String,
+    pub(crate) code: i32,
+    pub(crate) started: Instant,
 }
 
 /// The fast path's state: the store, the vetted topics and the answer template.
