@@ -291,7 +291,19 @@ class NetServer:
         trace_on: bool,
         max_body: int,
         version: int,
-    ) -> None: ...
+        sync_master: tuple[int, int] | None = None,
+    ) -> None:
+        """``sync_master``: ``(haSlaveFallbehindMax, slaveTimeout ms)`` on a SYNC_MASTER, whose fast-path
+        answers wait for a slave's ack (reported with :meth:`set_replicated`) or are refused
+        SLAVE_NOT_AVAILABLE / FLUSH_SLAVE_TIMEOUT as the Python path refuses them."""
+    def set_replicated(self, offset: int) -> None:
+        """SYNC_MASTER: a slave acknowledged the CommitLog up to ``offset`` (once per higher ack)."""
+    def set_slave_connected(self, connected: bool) -> None:
+        """SYNC_MASTER: whether a slave is connected (when it changes)."""
+    def take_replica_report(self) -> tuple[int, int, int, int, int] | None:
+        """SYNC_MASTER: ``(timeouts, no_slave, lagging, lag_end, lag_acked)``: the fast path's
+        FLUSH_SLAVE_TIMEOUT and SLAVE_NOT_AVAILABLE answers (no slave, slave lagging) since the last call,
+        and the last lagging one's record end and the slave's ack then; None unless SYNC_MASTER."""
     def allow_topic(self, topic: str, read_queues: int, write_queues: int, multi_tag: bool) -> None: ...
     def forget_topic(self, topic: str) -> None: ...
     def forget_topics(self) -> None: ...

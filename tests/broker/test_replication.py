@@ -23,6 +23,7 @@ from rmq.remoting.command import create_request
 from rmq.store import MessageStore, decode_records
 
 from tests.brokerproc import BrokerProcess, start_broker
+from tests.fastsend import FastSendProbe, delta, fast_send_stats
 
 TOPIC = "Replicated"
 QUEUES = 4
@@ -333,6 +334,76 @@ async def test_sync_master_waits_for_the_slave(tmp_path):
             slave.stop()
         master.stop()
     assert log_bytes(tmp_path / "s", 0, end) == log_bytes(tmp_path / "m", 0, end)
+
+
+async def test_sync_master_sends_take_the_fast_path_and_still_wait_for_the_slave(tmp_path):
+    """Once a topic is vetted, a SYNC_MASTER's sends are answered by the network thread (its counters),
+    SEND_OK only once the slave acknowledged them: a stopped slave's sends time out FLUSH_SLAVE_TIMEOUT, then
+    (lagging more than haSlaveFallbehindMax) SLAVE_NOT_AVAILABLE; with no slave connected SLAVE_NOT_AVAILABLE;
+    each refusal warned about as the network thread's."""
+    props = ("brokerRole=SYNC_MASTER", "slaveTimeout=1000", "haSlaveFallbehindMax=65536")
+    master = await asyncio.to_thread(start_broker, tmp_path / "m", *props)
+    client = RemotingClient()
+    slave = None
+    addr = master.broker_addr
+
+    async def stats() -> dict[str, int]:
+        return await asyncio.to_thread(fast_send_stats, addr)
+
+    try:
+        # The first send vets the topic (Python answers it: no slave yet).
+        r = await client.invoke(addr, send_request(0, 0), 5000)
+        assert r.code == ResponseCode.SLAVE_NOT_AVAILABLE
+        # ...the next ones are the network thread's, still SLAVE_NOT_AVAILABLE without a slave.
+        before = await stats()
+        r = await client.invoke(addr, send_request(1, 0), 5000)
+        assert r.code == ResponseCode.SLAVE_NOT_AVAILABLE and r.ext_fields["msgId"]
+        assert delta(before, await stats())["taken"] == 1
+        line = await logged(master, "SLAVE_NOT_AVAILABLE", "by the network thread", "no slave is connected")
+        assert "WARNING" in line
+        slave = await asyncio.to_thread(start_pair_slave, tmp_path, master)
+        i = 2
+        while (r := await client.invoke(addr, send_request(i, 0), 5000)).code != 0:
+            assert r.code == ResponseCode.SLAVE_NOT_AVAILABLE
+            i += 1
+            await asyncio.sleep(0.05)
+        probe = await asyncio.to_thread(FastSendProbe, master)
+        for j in range(50):
+            r = await client.invoke(addr, send_request(i + 1 + j, j % QUEUES), 5000)
+            assert r.code == ResponseCode.SUCCESS
+        await asyncio.to_thread(probe.assert_taken, 50, 50)
+        # Every SEND_OK was acknowledged by the slave first.
+        assert await commitlog_max(client, slave.broker_addr) >= await commitlog_max(client, addr)
+        # The slave stops acknowledging: FLUSH_SLAVE_TIMEOUT from the network thread after slaveTimeout.
+        slave.proc.send_signal(signal.SIGSTOP)
+        before = await stats()
+        r = await client.invoke(addr, send_request(10_000, 1), 5000)
+        assert r.code == ResponseCode.FLUSH_SLAVE_TIMEOUT and r.ext_fields["msgId"]
+        assert delta(before, await stats())["taken"] == 1
+        line = await logged(master, "FLUSH_SLAVE_TIMEOUT", "by the network thread", "slaveTimeout")
+        assert "WARNING" in line
+        # ...and once it lags more than haSlaveFallbehindMax, SLAVE_NOT_AVAILABLE at once.
+        before = await stats()
+        sends = [client.invoke(addr, send_request(20_000 + k, 2), 5000) for k in range(100)]
+        codes = {r.code for r in await asyncio.gather(*sends)}
+        assert codes == {ResponseCode.FLUSH_SLAVE_TIMEOUT, ResponseCode.SLAVE_NOT_AVAILABLE}
+        d = delta(before, await stats())
+        assert d["taken"] + d["Queued"] == 100 and d["taken"] > 0, d
+        line = await logged(master, "SLAVE_NOT_AVAILABLE", "by the network thread", "haSlaveFallbehindMax")
+        assert "WARNING" in line and "bytes behind" in line
+        # Resumed and caught up, the slave acknowledges again: SEND_OK from the network thread.
+        slave.proc.send_signal(signal.SIGCONT)
+        await wait_caught_up(client, master, slave)
+        before = await stats()
+        r = await client.invoke(addr, send_request(10_001, 1), 5000)
+        assert r.code == ResponseCode.SUCCESS
+        assert delta(before, await stats())["taken"] == 1
+    finally:
+        await client.close()
+        if slave is not None:
+            slave.proc.send_signal(signal.SIGCONT)
+            slave.stop()
+        master.stop()
 
 
 @pytest.mark.parametrize("flush", ["ASYNC_FLUSH", "SYNC_FLUSH"])

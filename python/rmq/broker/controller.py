@@ -17,7 +17,7 @@ from rmq.broker.config import BrokerConfig, ConfigError
 from rmq.broker.consumer_offset import ConsumerOffsetManager
 from rmq.broker.flush_responder import FlushResponder
 from rmq.broker.ha.master import HAMaster, HASettings
-from rmq.broker.ha.responder import ReplicaResponder
+from rmq.broker.ha.responder import FastPathReplicaWarnings, ReplicaResponder
 from rmq.broker.ha.slave import HAClient
 from rmq.broker.long_polling import PullHoldService
 from rmq.broker.metrics import parse_metrics_label
@@ -216,13 +216,15 @@ class BrokerController:
                 self._replicated,
             )
             self.ha_master.add_ack_listener(s.replica_responder.release)  # type: ignore[union-attr]
-        # The network thread's fast path answers plain sends without waiting for anything but the
-        # flush: a SYNC_MASTER's sends wait for a slave and a slave refuses them, so both leave every
-        # send to Python.
+        # The network thread's fast path answers plain sends; on a SYNC_MASTER its answers wait for a
+        # slave's ack as the Python path's do (the HA master reports every higher ack and whether a slave
+        # is connected to it). A slave refuses sends, so it leaves every send to Python.
+        replica_warnings: FastPathReplicaWarnings | None = None
         if isinstance(self.remoting, NativeRemotingServer) and self.acl is not None:
             # The network thread cannot check signatures yet: with ACL on, every send goes to Python.
             log.info("aclEnable=true: the network thread's send fast path is off (every send is checked)")
-        elif isinstance(self.remoting, NativeRemotingServer) and cfg.broker_role == "ASYNC_MASTER":
+        elif isinstance(self.remoting, NativeRemotingServer) and not cfg.is_slave:
+            sync_master = cfg.broker_role == "SYNC_MASTER"
             self.remoting.enable_fast_send(
                 store,
                 cluster_name=cfg.broker_cluster_name,
@@ -230,8 +232,18 @@ class BrokerController:
                 trace_on=cfg.trace_on,
                 max_body=cfg.max_message_size,
                 version=RMQ_VERSION,
+                sync_master=(cfg.ha_slave_fallbehind_max, cfg.slave_timeout) if sync_master else None,
             )
-            s.fast_send = self.remoting.net
+            net = self.remoting.net
+            s.fast_send = net
+            if sync_master:
+                assert net is not None and self.ha_master is not None
+                net.set_replicated(self.ha_master.push2slave_max)
+                self.ha_master.add_ack_listener(net.set_replicated)
+                self.ha_master.add_slave_listener(net.set_slave_connected)
+                replica_warnings = FastPathReplicaWarnings(
+                    net, cfg.slave_timeout / 1000, cfg.ha_slave_fallbehind_max
+                )
         if self.acl is not None:
             s.read_check = self.acl.check_read
         s.counters.boot_ms = int(time.time() * 1000)
@@ -329,6 +341,8 @@ class BrokerController:
         ]
         if slave_sync is not None:
             self._tasks.append(slave_sync)
+        if replica_warnings is not None:
+            self._tasks.append(PeriodicTask("sync-master-fast-path-warnings", 1.0, replica_warnings.tick))
         if not cfg.is_slave:
             # What writes messages of its own runs on masters only (a slave's log is its master's).
             self._tasks += [

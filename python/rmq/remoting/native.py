@@ -138,9 +138,12 @@ class NativeRemotingServer(RemotingServer):
         trace_on: bool,
         max_body: int,
         version: int,
+        sync_master: tuple[int, int] | None = None,
     ) -> None:
+        """`sync_master`: ``(haSlaveFallbehindMax, slaveTimeout ms)`` on a SYNC_MASTER (its answers wait
+        for a slave: report acks with ``net.set_replicated``, slaves with ``net.set_slave_connected``)."""
         assert self._net is not None, "start() first"
-        self._net.enable_fast_send(store, cluster_name, region_id, trace_on, max_body, version)
+        self._net.enable_fast_send(store, cluster_name, region_id, trace_on, max_body, version, sync_master)
 
     async def stop(self) -> None:
         net = self._net

@@ -7,9 +7,11 @@
 //!   vetted topics stored and answered without leaving Rust;
 //! * [`metrics`]: per-topic messages, bytes and sizes the fast path stored, and its answers'
 //!   latency, for the broker's Prometheus metrics;
+//! * [`replica`]: SYNC_MASTER on the fast path — the slave's state as the HA master reports
+//!   it, and the answers held for a slave's acknowledgement and for the flush;
 //! * [`stats`]: what the fast path took and what it left to Python, and why;
 //! * [`server`]: the mio thread that owns the listening socket and the connections, answers
-//!   fast-path sends (holding SYNC_FLUSH answers for the group commit) and hands every other
+//!   fast-path sends (holding SYNC_MASTER and SYNC_FLUSH answers for the slave and the flush) and hands every other
 //!   frame to its owner, the Python event loop;
 //! * [`tls`]: TLS sessions of its connections (rustls), RocketMQ's `tls.server.*` modes.
 
@@ -17,12 +19,14 @@ pub mod batch;
 pub mod frame;
 pub mod header;
 pub mod metrics;
+pub mod replica;
 pub mod send;
 pub mod server;
 pub mod stats;
 pub mod tls;
 
 pub use metrics::{LatencySnapshot, MetricsSnapshot, TopicInSnapshot};
+pub use replica::{ReplicaReport, Replication};
 pub use send::{FastSend, FastSendConfig};
 pub use server::{Event, Server, ServerOptions};
 pub use stats::{Decline, Stats};

@@ -30,10 +30,13 @@ use std::collections::HashMap;
 use crate::frame::{self, FLAG_ONEWAY, FLAG_RESPONSE, SERIALIZE_JSON, SERIALIZE_ROCKETMQ};
 use crate::header::{self, Header, SendHeader};
 use crate::metrics::{self, Latency, MetricsSnapshot, TopicIn};
+use crate::replica::{Release, Replication};
 use crate::stats::{Counters, Decline, Stats};
 
 pub use crate::header::{SEND_BATCH_MESSAGE, SEND_MESSAGE, SEND_MESSAGE_V2};
 pub const FLUSH_DISK_TIMEOUT: i32 = 10;
+pub const SLAVE_NOT_AVAILABLE: i32 = 11;
+pub const FLUSH_SLAVE_TIMEOUT: i32 = 12;
 /// The compression type bits of a sysflag (`MessageSysFlag.COMPRESSION_TYPE_MASK`).
 const COMPRESSION_TYPE_MASK: i32 = 0x700;
 const MAX_PROPERTIES: usize = 32767;
@@ -70,20 +73,27 @@ pub enum Sent {
     NoReply,
     /// The answer frame was appended to the output.
     Replied,
-    /// SYNC_FLUSH: answer once the CommitLog is durable up to `end`. Its flush is not
-    /// requested yet: the caller makes `end` durable with [`FastSend::flush_held`] (after
+    /// SYNC_MASTER / SYNC_FLUSH: answer once a slave acknowledged the CommitLog up to `end`
+    /// and (SYNC_FLUSH) it is durable up to `end` ([`crate::replica::Waiters`]). Its flush is
+    /// not requested yet: the caller makes `end` durable with [`FastSend::flush_held`] (after
     /// the other requests at hand, so that one flush covers them all).
     Hold(Held),
 }
 
-/// A SYNC_FLUSH answer waiting for its group commit.
+/// An answer waiting for a slave's acknowledgement and/or the flush's group commit.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Held {
     pub end: i64,
-    opaque: i32,
-    ext_json: String,
-    code: i32,
-    started: Instant,
+    /// SYNC_MASTER: it waits for a slave to acknowledge `end` (then for the flush if `flush`).
+    pub replica: bool,
+    /// SYNC_FLUSH: it waits for the flush to cover `end`.
+    pub flush: bool,
+    /// The answer once released: SUCCESS, or SLAVE_NOT_AVAILABLE waiting for the flush.
+    pub(crate) response: i32,
+    pub(crate) opaque: i32,
+    pub(crate) ext_json: String,
+    pub(crate) code: i32,
+    pub(crate) started: Instant,
 }
 
 /// The fast path's state: the store, the vetted topics and the answer template.
@@ -98,6 +108,8 @@ pub struct FastSend {
     /// Every topic the fast path was allowed to take, with what it stored for it.
     topic_in: Mutex<HashMap<String, Arc<TopicIn>>>,
     latency: Latency,
+    /// SYNC_MASTER: answers wait for a slave.
+    replication: Option<Replication>,
 }
 
 /// The properties a request carries for the store, and whether its producer waits for it.
@@ -125,7 +137,20 @@ impl FastSend {
             counters: Counters::default(),
             topic_in: Mutex::new(HashMap::new()),
             latency: Latency::default(),
+            replication: None,
         }
+    }
+
+    /// SYNC_MASTER: answer a send (that waits for the store) once a slave acknowledged its
+    /// record, as [`crate::replica`] describes.
+    pub fn sync_master(mut self, replication: Replication) -> FastSend {
+        self.replication = Some(replication);
+        self
+    }
+
+    /// SYNC_MASTER: the slave's state; None on other brokers.
+    pub fn replication(&self) -> Option<&Replication> {
+        self.replication.as_ref()
     }
 
     pub fn store(&self) -> &MessageStore {
@@ -297,27 +322,44 @@ impl FastSend {
             .expect("a put stores at least one")
             .end_offset();
         let oneway = h.flag & FLAG_ONEWAY != 0;
-        let hold = self.sync_flush && props.wait && !oneway && self.store.flushed_offset() < end;
-        if self.sync_flush && !hold {
-            // Nobody waits for it: the group commit flushes it (a held one is the caller's,
-            // see `Sent::Hold`).
+        // SYNC_FLUSH: a held answer's flush is not requested here but by the caller, once per
+        // poll round (see `Sent::Hold`); nobody waits for the others, so the group commit
+        // flushes them.
+        let flush_wait =
+            self.sync_flush && props.wait && !oneway && self.store.flushed_offset() < end;
+        if self.sync_flush && !flush_wait {
             self.store.request_flush(end);
         }
         if oneway {
             return Ok(Sent::NoReply);
         }
         let ext_json = self.answer(&results, queue_id);
-        if hold {
+        let mut response = 0;
+        let mut replica = false;
+        if let (Some(r), true) = (&self.replication, props.wait) {
+            // As the Python path's `_replicate`: wait for a slave that is there and keeps up,
+            // else answer SLAVE_NOT_AVAILABLE (stored all the same).
+            if r.admit(end) {
+                replica = r.acked() < end;
+            } else {
+                response = SLAVE_NOT_AVAILABLE;
+            }
+        }
+        let flush = self.sync_flush && props.wait;
+        if replica || flush_wait {
             return Ok(Sent::Hold(Held {
                 end,
+                replica,
+                flush,
+                response,
                 opaque: h.opaque,
                 ext_json,
                 code: h.code,
                 started,
             }));
         }
-        frame::push_response(out, 0, h.opaque, self.cfg.version, "", &ext_json);
-        self.latency.record(h.code, 0, started.elapsed());
+        frame::push_response(out, response, h.opaque, self.cfg.version, "", &ext_json);
+        self.latency.record(h.code, response, started.elapsed());
         Ok(Sent::Replied)
     }
 
@@ -390,26 +432,22 @@ impl FastSend {
         self.store.flush_or_request(end, inline)
     }
 
-    /// The answer to a held send, appended to `out`: SUCCESS, or FLUSH_DISK_TIMEOUT when its
-    /// flush timed out.
-    pub fn held_reply(&self, held: &Held, timed_out: bool, out: &mut Vec<u8>) {
+    /// The answer to a held send, appended to `out`: its answer (SUCCESS, SLAVE_NOT_AVAILABLE)
+    /// when released, FLUSH_DISK_TIMEOUT when its flush timed out, FLUSH_SLAVE_TIMEOUT when no
+    /// slave acknowledged it in time (with the remarks the Python path gives them).
+    pub fn held_reply(&self, held: &Held, how: Release, out: &mut Vec<u8>) {
         let v = self.cfg.version;
-        let response = if timed_out { FLUSH_DISK_TIMEOUT } else { 0 };
+        let (response, remark) = match how {
+            Release::Done => (held.response, String::new()),
+            Release::FlushTimeout => (
+                FLUSH_DISK_TIMEOUT,
+                frame::json_string("flush to disk timed out"),
+            ),
+            Release::SlaveTimeout => (FLUSH_SLAVE_TIMEOUT, String::new()),
+        };
         self.latency
             .record(held.code, response, held.started.elapsed());
-        if timed_out {
-            let remark = frame::json_string("flush to disk timed out");
-            frame::push_response(
-                out,
-                FLUSH_DISK_TIMEOUT,
-                held.opaque,
-                v,
-                &remark,
-                &held.ext_json,
-            );
-        } else {
-            frame::push_response(out, 0, held.opaque, v, "", &held.ext_json);
-        }
+        frame::push_response(out, response, held.opaque, v, &remark, &held.ext_json);
     }
 
     /// The properties to store and whether the producer waits for the store (WAIT); a

@@ -14,7 +14,7 @@
 //! The owner watches [`Server::event_fd`] (readable when events are waiting), calls
 //! [`Server::take_events`], handles them in order, then [`Server::ack`].
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::io::{self, Read};
 use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
 use std::os::fd::AsRawFd;
@@ -31,7 +31,8 @@ use rmq_store::service::Notifier;
 
 use crate::batch::{send_some, SendBatch};
 use crate::frame;
-use crate::send::{FastSend, Held, Sent};
+use crate::replica::{Replies, Waiters};
+use crate::send::{FastSend, Sent};
 use crate::tls::{self, TlsMode, TlsServer, HANDSHAKE_RECORD};
 
 const LISTENER: Token = Token(0);
@@ -299,7 +300,7 @@ impl Server {
             poll,
             listener,
             local: HashMap::new(),
-            held: VecDeque::new(),
+            held: Waiters::default(),
             hold_end: None,
             last_holder: (0, 0),
             shared_until_ns: 0,
@@ -349,6 +350,21 @@ impl Server {
 
     pub fn fast_send(&self) -> Option<Arc<FastSend>> {
         self.shared.fast.read().clone()
+    }
+
+    /// SYNC_MASTER: a slave acknowledged the CommitLog up to `offset`; the answers it covers
+    /// are released (one call per ack report: a group commit, like the flush's).
+    pub fn set_replicated(&self, offset: i64) {
+        if let Some(r) = self
+            .shared
+            .fast
+            .read()
+            .as_ref()
+            .and_then(|f| f.replication())
+        {
+            r.set_acked(offset);
+            let _ = self.shared.waker.wake();
+        }
     }
 
     /// The waiting events, oldest first. Call [`Server::ack`] once they are handled.
@@ -455,10 +471,20 @@ struct Local {
     tls: bool,
 }
 
-struct HeldReply {
-    held: Held,
-    conn: u64,
-    deadline: Instant,
+/// Released held answers go to their connection's answers of this round.
+struct RoundReplies<'a> {
+    local: &'a mut HashMap<u64, Local>,
+    replying: &'a mut Vec<u64>,
+}
+
+impl Replies for RoundReplies<'_> {
+    fn buffer(&mut self, conn: u64) -> Option<&mut Vec<u8>> {
+        let l = self.local.get_mut(&conn)?;
+        if l.replies.is_empty() {
+            self.replying.push(conn);
+        }
+        Some(&mut l.replies)
+    }
 }
 
 struct Worker {
@@ -466,7 +492,7 @@ struct Worker {
     poll: Poll,
     listener: TcpListener,
     local: HashMap<u64, Local>,
-    held: VecDeque<HeldReply>,
+    held: Waiters,
     /// End of the answers held in this poll round, to be made durable once the round's
     /// requests are all appended ([`Worker::flush_held`]).
     hold_end: Option<i64>,
@@ -503,8 +529,8 @@ impl Worker {
         loop {
             let timeout = self
                 .held
-                .front()
-                .map(|h| h.deadline.saturating_duration_since(Instant::now()));
+                .next_deadline()
+                .map(|d| d.saturating_duration_since(Instant::now()));
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     break;
@@ -770,18 +796,17 @@ impl Worker {
                         match fs.handle(f, l.peer, &mut random, &mut l.replies) {
                             Some(Sent::Replied) | Some(Sent::NoReply) => continue,
                             Some(Sent::Hold(h)) => {
-                                self.hold_end = self.hold_end.max(Some(h.end));
+                                if h.flush {
+                                    self.hold_end = self.hold_end.max(Some(h.end));
+                                }
                                 let now = monotonic_ns();
                                 let (conn, at) = self.last_holder;
                                 if conn != id && now.saturating_sub(at) < SHARED_FLUSH_NS {
                                     self.shared_until_ns = now + SHARED_FLUSH_NS;
                                 }
                                 self.last_holder = (id, now);
-                                self.held.push_back(HeldReply {
-                                    held: h,
-                                    conn: id,
-                                    deadline: Instant::now() + self.shared.opts.flush_timeout,
-                                });
+                                let flush = self.shared.opts.flush_timeout;
+                                self.held.push(h, id, Instant::now(), fs, flush);
                                 continue;
                             }
                             None => {}
@@ -967,23 +992,13 @@ impl Worker {
             self.held.clear();
             return;
         };
-        let flushed = fast.store().flushed_offset();
-        let now = Instant::now();
-        // Held answers are in append order per thread: release the durable prefix. They leave
-        // with the round's other answers (`write_replies`).
-        while let Some(h) = self.held.front() {
-            let timed_out = h.held.end > flushed;
-            if timed_out && h.deadline > now {
-                break;
-            }
-            let h = self.held.pop_front().expect("front exists");
-            if let Some(l) = self.local.get_mut(&h.conn) {
-                if l.replies.is_empty() {
-                    self.replying.push(h.conn);
-                }
-                fast.held_reply(&h.held, timed_out, &mut l.replies);
-            }
-        }
+        // Released answers leave with the round's other answers (`write_replies`).
+        let mut out = RoundReplies {
+            local: &mut self.local,
+            replying: &mut self.replying,
+        };
+        let flush = self.shared.opts.flush_timeout;
+        self.held.release(&fast, Instant::now(), flush, &mut out);
     }
 
     fn close(&mut self, id: u64) {

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use common::{fast, frame as send_frame, store};
+use rmq_net::replica::Release;
 use rmq_net::send::{Sent, FLUSH_DISK_TIMEOUT, SEND_BATCH_MESSAGE, SEND_MESSAGE, SEND_MESSAGE_V2};
 use rmq_net::FastSend;
 use rmq_store::message::{decode, decode_offset_msg_id, encode_batch_body};
@@ -205,14 +206,14 @@ fn sync_flush_holds_until_durable() {
         Sent::NoReply => panic!("not oneway"),
     };
     s.wait_flushed(held.end, Duration::from_secs(5)).unwrap();
-    let held_reply = |timed_out| {
+    let held_reply = |timed_out: Release| {
         let mut out = Vec::new();
         fs.held_reply(&held, timed_out, &mut out);
         serde_json::from_slice::<serde_json::Value>(&out[8..]).unwrap()
     };
-    let ok = held_reply(false);
+    let ok = held_reply(Release::Done);
     assert_eq!(ok["code"], 0);
-    let late = held_reply(true);
+    let late = held_reply(Release::FlushTimeout);
     assert_eq!(late["code"], FLUSH_DISK_TIMEOUT);
     assert_eq!(late["remark"], "flush to disk timed out");
     assert_eq!(late["extFields"]["queueId"], "0");

@@ -9,8 +9,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 
 use rmq_net::{
-    ClientAuth, Decline, Event, FastSend, FastSendConfig, Server, ServerOptions, Stats, TlsMode,
-    TlsServer,
+    ClientAuth, Decline, Event, FastSend, FastSendConfig, Replication, Server, ServerOptions,
+    Stats, TlsMode, TlsServer,
 };
 
 use crate::MessageStore;
@@ -183,8 +183,10 @@ impl NetServer {
     }
 
     /// Answer SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE for vetted topics in the
-    /// network thread.
-    #[pyo3(signature = (store, cluster_name, region_id, trace_on, max_body, version))]
+    /// network thread. `sync_master`: `(haSlaveFallbehindMax, slaveTimeout ms)` on a
+    /// SYNC_MASTER, whose answers wait for a slave (see `set_replicated`).
+    #[pyo3(signature = (store, cluster_name, region_id, trace_on, max_body, version, sync_master = None))]
+    #[allow(clippy::too_many_arguments)]
     fn enable_fast_send(
         &self,
         store: PyRef<'_, MessageStore>,
@@ -193,8 +195,9 @@ impl NetServer {
         trace_on: bool,
         max_body: usize,
         version: i32,
+        sync_master: Option<(i64, i64)>,
     ) {
-        let fast = FastSend::new(
+        let mut fast = FastSend::new(
             store.inner.clone(),
             FastSendConfig {
                 cluster_name,
@@ -204,7 +207,41 @@ impl NetServer {
                 version,
             },
         );
+        if let Some((fallbehind_max, timeout_ms)) = sync_master {
+            // As the Python path: a timeout of 0 or less times out at once, a fallbehind max of
+            // 0 or less finds every slave lagging.
+            let timeout = Duration::from_millis(timeout_ms.max(0) as u64);
+            fast = fast.sync_master(Replication::new(fallbehind_max, timeout));
+        }
         self.inner.set_fast_send(Some(Arc::new(fast)));
+    }
+
+    /// SYNC_MASTER: a slave acknowledged the CommitLog up to `offset` (call once per higher
+    /// ack; the network thread releases every answer it covers).
+    fn set_replicated(&self, offset: i64) {
+        self.inner.set_replicated(offset);
+    }
+
+    /// SYNC_MASTER: whether a slave is connected (call when it changes).
+    fn set_slave_connected(&self, connected: bool) {
+        if let Some(r) = self
+            .inner
+            .fast_send()
+            .as_ref()
+            .and_then(|f| f.replication())
+        {
+            r.set_connected(connected);
+        }
+    }
+
+    /// SYNC_MASTER: `(timeouts, no_slave, lagging, lag_end, lag_acked)`, the fast path's
+    /// FLUSH_SLAVE_TIMEOUT and SLAVE_NOT_AVAILABLE answers (with no slave connected, with the
+    /// slave lagging) since the last call, and the last lagging one's record end and the offset
+    /// the slave had acknowledged; None unless SYNC_MASTER.
+    fn take_replica_report(&self) -> Option<(u64, u64, u64, i64, i64)> {
+        let f = self.inner.fast_send()?;
+        let r = f.replication()?.take_report();
+        Some((r.timeouts, r.no_slave, r.lagging, r.lag_end, r.lag_acked))
     }
 
     /// Let sends to `topic` take the fast path.

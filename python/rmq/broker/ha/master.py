@@ -250,6 +250,7 @@ class HAMaster:
         self.connections: set[_SlaveConnection] = set()
         self._server: asyncio.Server | None = None
         self._ack_listeners: list[Callable[[int], None]] = []
+        self._slave_listeners: list[Callable[[bool], None]] = []
 
     @property
     def port(self) -> int:
@@ -264,6 +265,17 @@ class HAMaster:
     def add_ack_listener(self, listener: Callable[[int], None]) -> None:
         """Call `listener(push2slave_max)` whenever a slave acknowledges a higher offset."""
         self._ack_listeners.append(listener)
+
+    def add_slave_listener(self, listener: Callable[[bool], None]) -> None:
+        """Call `listener(connected)` whenever whether a slave is connected changes (and once now)."""
+        self._slave_listeners.append(listener)
+        listener(bool(self.connections))
+
+    def _slaves_changed(self, before: bool) -> None:
+        now = bool(self.connections)
+        if now != before:
+            for listener in self._slave_listeners:
+                listener(now)
 
     def trusted_end(self) -> int:
         """The highest offset a connecting slave's log may end at and still be a prefix of this master's:
@@ -301,7 +313,9 @@ class HAMaster:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = _SlaveConnection(self, reader, writer)
         log.info("HA: slave %s connected", conn.addr)
+        before = bool(self.connections)
         self.connections.add(conn)
+        self._slaves_changed(before)
         conn.start()
         # Every dispatch round (appends by either send path) wakes the writers.
         self.astore.dispatched.watch()
@@ -309,6 +323,7 @@ class HAMaster:
     def remove(self, conn: _SlaveConnection) -> bool:
         if conn in self.connections:
             self.connections.discard(conn)
+            self._slaves_changed(True)
             return True
         return False
 

@@ -11,16 +11,21 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import Protocol
 
 from rmq.common.codes import ResponseCode
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.context import RequestContext
 
-__all__ = ["ReplicaResponder"]
+__all__ = ["FastPathReplicaWarnings", "ReplicaResponder"]
 
 log = logging.getLogger(__name__)
 
 Answer = Callable[[int, RequestContext, RemotingCommand], None]
+
+
+class _NetReport(Protocol):
+    def take_replica_report(self) -> tuple[int, int, int, int, int] | None: ...
 
 
 class ReplicaResponder:
@@ -83,3 +88,42 @@ class ReplicaResponder:
             self._timer.cancel()
             self._timer = None
         self._held.clear()
+
+
+class FastPathReplicaWarnings:
+    """The network thread's SYNC_MASTER refusals (``NetServer.take_replica_report``), warned about as the
+    Python path warns about its own: read every second, one warning per kind with how many."""
+
+    def __init__(self, net: _NetReport, timeout_s: float, fallbehind_max: int) -> None:
+        self._net = net
+        self._timeout_s = timeout_s
+        self._fallbehind_max = fallbehind_max
+
+    def tick(self) -> None:
+        report = self._net.take_replica_report()
+        if report is None:
+            return
+        timeouts, no_slave, lagging, lag_end, lag_acked = report
+        if timeouts:
+            log.warning(
+                "SYNC_MASTER: %d sends answered FLUSH_SLAVE_TIMEOUT by the network thread: no slave "
+                "acknowledged their records within %.0f ms (slaveTimeout)",
+                timeouts,
+                self._timeout_s * 1000,
+            )
+        if no_slave:
+            log.warning(
+                "SYNC_MASTER: %d sends answered SLAVE_NOT_AVAILABLE by the network thread (stored, not "
+                "replicated yet): no slave is connected",
+                no_slave,
+            )
+        if lagging:
+            log.warning(
+                "SYNC_MASTER: %d sends answered SLAVE_NOT_AVAILABLE by the network thread (stored, not "
+                "replicated yet): the slave acknowledged offset %d, %d bytes behind the last of them "
+                "(haSlaveFallbehindMax %d)",
+                lagging,
+                lag_acked,
+                lag_end - lag_acked,
+                self._fallbehind_max,
+            )
