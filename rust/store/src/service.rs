@@ -188,10 +188,15 @@ impl Notifier {
     /// Reset the fd (what the event loop does when woken). Returns the writes since the last
     /// drain (0 or 1: a notify writes only to an fd that is not readable yet).
     pub fn drain(&self) -> u64 {
-        self.pending.swap(false, Ordering::SeqCst);
         let mut v: u64 = 0;
         // SAFETY: reading 8 bytes into a valid u64 from our own non-blocking eventfd.
         let n = unsafe { libc::read(self.fd, (&mut v as *mut u64).cast(), 8) };
+        // Read first, then clear `pending`: cleared first, a notify in between would write
+        // again, that write would be read here, and `pending` would stay set with the fd
+        // unreadable, so every later notify would be skipped and the loop never woken again.
+        // In this order a notify that finds `pending` set until the swap published before
+        // it, and the caller looks at the offsets after this returns.
+        self.pending.swap(false, Ordering::SeqCst);
         if n == 8 {
             v
         } else {
