@@ -566,13 +566,18 @@ async def test_lite_pull_subscribe_with_auto_commit(broker: BrokerProcess, produ
         assert sorted(int(m.body) for m in got) == list(range(1, 20, 2))
         await asyncio.sleep(0.15)
         await consumer.poll(100)  # the auto commit happens inside poll
-        await asyncio.sleep(0.2)
-        committed = {mq.queue_id: await consumer.committed(mq) for mq in consumer.assignment()}
         # The committed offset of a queue follows the last message poll returned from it; like Java's lite
-        # pull, a queue that only had filtered messages commits nothing (the broker answers 0).
-        expected = dict.fromkeys(committed, 0)
+        # pull, a queue that only had filtered messages commits nothing (the broker answers 0). The commits
+        # are oneway requests: ask the broker until they have landed (bounded).
+        expected = dict.fromkeys((mq.queue_id for mq in consumer.assignment()), 0)
         for m in got:
             expected[m.queue_id] = max(expected[m.queue_id], m.queue_offset + 1)
+        deadline = time.monotonic() + 10
+        while True:
+            committed = {mq.queue_id: await consumer.committed(mq) for mq in consumer.assignment()}
+            if committed == expected or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.1)
         assert committed == expected
     finally:
         await consumer.shutdown()
