@@ -125,9 +125,14 @@ async def test_an_rmq_slave_replicates_an_apache_master_and_copies_its_configs(t
             await asyncio.sleep(0.1)
         offsets = (await answer(slave.broker_addr, RequestCode.GET_ALL_CONSUMER_OFFSET))["offsetTable"]
         assert offsets[f"{TOPIC}@MixedGroup"] == {"1": 42}
-        groups = await answer(slave.broker_addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
         apache_groups = await answer(peer.broker_addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
-        assert set(groups["subscriptionGroupTable"]) == set(apache_groups["subscriptionGroupTable"])
+        # One sync round copies offsets, then delay offsets and groups: the groups may land a moment later.
+        while True:
+            groups = await answer(slave.broker_addr, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG)
+            if set(groups["subscriptionGroupTable"]) == set(apache_groups["subscriptionGroupTable"]):
+                break
+            assert time.monotonic() < deadline, "the slave did not copy the Apache master's groups"
+            await asyncio.sleep(0.1)
         delay = await answer(slave.broker_addr, RequestCode.GET_ALL_DELAY_OFFSET)
         apache_delay = await answer(peer.broker_addr, RequestCode.GET_ALL_DELAY_OFFSET)
         assert {int(k): v for k, v in delay["offsetTable"].items()} == {
