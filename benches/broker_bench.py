@@ -205,16 +205,12 @@ def gen_bound(m: Measure) -> str | None:
     return None
 
 
-def build_echo_server(workdir: Path) -> Path:
-    """Compile ``benches/echo_server.c`` with ``$CC`` and write the pull record it serves; a failure stops
-    the run (a ceiling slower than the broker is no ceiling)."""
-    import echo_server
-
+def compile_c(source: str, out: Path) -> str | None:
+    """Compile ``benches/<source>`` with ``$CC -O2`` into `out`; None when built, else why not."""
     cc = os.environ.get("CC", "cc")
-    out = workdir / "echo_server_c"
     try:
         subprocess.run(
-            [cc, "-O2", "-o", str(out), str(HERE / "echo_server.c")],
+            [cc, "-O2", "-o", str(out), str(HERE / source)],
             check=True,
             capture_output=True,
             text=True,
@@ -222,8 +218,19 @@ def build_echo_server(workdir: Path) -> Path:
         )
     except (OSError, subprocess.SubprocessError) as exc:
         detail = getattr(exc, "stderr", "") or str(exc)
-        why = f"cannot build the ceiling, benches/echo_server.c, with {cc}: {detail.strip()[:300]}"
-        raise SystemExit(why) from exc
+        return f"cannot build benches/{source} with {cc}: {detail.strip()[:300]}"
+    return None
+
+
+def build_echo_server(workdir: Path) -> Path:
+    """Compile ``benches/echo_server.c`` with ``$CC`` and write the pull record it serves; a failure stops
+    the run (a ceiling slower than the broker is no ceiling)."""
+    import echo_server
+
+    out = workdir / "echo_server_c"
+    why = compile_c("echo_server.c", out)
+    if why is not None:
+        raise SystemExit(f"the ceiling: {why}")
     (workdir / "record.bin").write_bytes(echo_server.build_record(BODY))
     return out
 
@@ -459,19 +466,10 @@ class Native:
         self.why = "not requested"
 
     def build(self, workdir: Path) -> bool:
-        cc = os.environ.get("CC", "cc")
         out = workdir / "loadgen_c"
-        try:
-            subprocess.run(
-                [cc, "-O2", "-o", str(out), str(HERE / "loadgen_c.c")],
-                check=True,
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
-        except (OSError, subprocess.SubprocessError) as exc:
-            detail = getattr(exc, "stderr", "") or str(exc)
-            self.why = f"cannot build loadgen_c.c with {cc}: {detail.strip()[:300]}"
+        why = compile_c("loadgen_c.c", out)
+        if why is not None:
+            self.why = why
             return False
         self.workdir = workdir
         self.template(BODY)
@@ -1051,20 +1049,10 @@ class PeerSetup:
         except peers.PeerMissing as exc:
             hint = "a peer can be left out with --skip-peer NAME, or all of them with --skip-peers"
             raise SystemExit(f"{exc}\n({hint})") from exc
-        cc = os.environ.get("CC", "cc")
         out = workdir / "loadgen_peer"
-        try:
-            subprocess.run(
-                [cc, "-O2", "-o", str(out), str(HERE / "loadgen_peer.c")],
-                check=True,
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
-        except (OSError, subprocess.SubprocessError) as exc:
-            detail = getattr(exc, "stderr", "") or str(exc)
-            why = f"cannot build benches/loadgen_peer.c with {cc}: {detail.strip()[:300]}"
-            raise SystemExit(why) from exc
+        why = compile_c("loadgen_peer.c", out)
+        if why is not None:
+            raise SystemExit(why)
         self.loadgen = out
 
 
