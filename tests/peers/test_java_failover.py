@@ -91,10 +91,18 @@ async def test_java_clients_ride_out_a_master_kill(tmp_path: Path) -> None:
         await wait_caught_up(client, a.master, a.slave)
         (marks / "restarted").touch()
         result = await driver
-        assert result["failed"] == [], result["failed"][:5]
+        # The one send that may fail is the one in flight when the master died: Java 4.9.8's
+        # NettyRemotingClient fails a channel's pending requests only when it closes the channel
+        # itself (failFast in its close handler; a peer's close reaches channelInactive, which it does
+        # not handle), so that send waits out sendMsgTimeout and ends "sendDefaultImpl call timeout",
+        # unacknowledged; the driver then sees the kill marker and records killedAt as the next seq.
+        failed = result["failed"]
+        in_flight, timeout = f"jfo-{result['killedAt'] - 1}: ", "sendDefaultImpl call timeout"
+        assert all(f.startswith(in_flight) and f.endswith(timeout) for f in failed), failed
         assert result["pendingA"] > 0
         assert result["afterKillLast100"] == ["broker-b"] * 100
-        assert result["received"] == result["acked"]
+        # every acknowledged message received; the unacknowledged one may have been stored too
+        assert result["acked"] <= result["received"] <= result["acked"] + len(result["failed"])
         ends = await queue_ends(client, a.master.broker_addr)
 
         async def master_has_commits() -> bool:
