@@ -460,9 +460,32 @@ impl MappedFile {
             }
         }
         let start = flushed / OS_PAGE_SIZE * OS_PAGE_SIZE;
+        self.unmap_written(start, wrote);
         self.map.flush_range(start, wrote - start).at(&self.path)?;
         self.set_flushed_position(wrote);
         Ok(wrote)
+    }
+
+    /// Drop this process's page-table entries for the whole pages in `[from, to)`, bytes the
+    /// appender has left behind (`to` at most the wrote position): they stay in the page cache,
+    /// a dirty page stays dirty, and the next access maps it again (from the page cache,
+    /// `fault_around_bytes` at a time). Done before writing them back: writeback
+    /// write-protects every page still mapped writable, each with its own TLB shootdown (an
+    /// interrupt to every other CPU running this process, which waits for them); unmapped
+    /// first, the whole range costs one.
+    pub fn unmap_written(&self, from: usize, to: usize) {
+        let from = from / OS_PAGE_SIZE * OS_PAGE_SIZE;
+        let to = to.min(self.size) / OS_PAGE_SIZE * OS_PAGE_SIZE;
+        if to <= from {
+            return;
+        }
+        // SAFETY: whole pages inside this mapping. MADV_DONTNEED on a shared file mapping
+        // only drops this process's page-table entries (moving their dirty bits to the page
+        // cache); the data stays in the file and in the cache, and a later read or write of
+        // the range faults it back in unchanged.
+        unsafe {
+            libc::madvise(self.base.add(from).cast(), to - from, libc::MADV_DONTNEED);
+        }
     }
 
     /// `msync` the bytes `[from, to)` of this file (from rounded down to a page) without
@@ -578,6 +601,26 @@ mod tests {
         mf.truncate_to(5).unwrap();
         assert_eq!(mf.wrote_position(), 5);
         assert_eq!(&mf.raw_from(0)[..10], b"hello\0\0\0\0\0");
+    }
+
+    #[test]
+    fn flush_unmaps_written_pages_and_keeps_every_byte() {
+        let dir = tempfile::tempdir().unwrap();
+        let mf = MappedFile::create(dir.path(), 0, 64 << 10).unwrap();
+        let first: Vec<u8> = (0..3 * OS_PAGE_SIZE + 100).map(|i| (i % 251) as u8).collect();
+        mf.append(&first).unwrap();
+        // three whole pages unmapped, the partial fourth left to the appender
+        assert_eq!(mf.flush(0).unwrap(), first.len());
+        assert_eq!(mf.slice(0, first.len()).unwrap(), &first[..]);
+        let second = vec![0xabu8; 2 * OS_PAGE_SIZE];
+        mf.append(&second).unwrap();
+        let end = first.len() + second.len();
+        assert_eq!(mf.flush(0).unwrap(), end);
+        mf.unmap_written(0, end); // again: idempotent
+        let on_disk = std::fs::read(mf.path()).unwrap();
+        assert_eq!(&on_disk[..first.len()], &first[..]);
+        assert_eq!(&on_disk[first.len()..end], &second[..]);
+        assert_eq!(&mf.raw_from(0)[..end], &on_disk[..end]);
     }
 
     #[test]

@@ -299,7 +299,8 @@ impl MappedFileQueue {
     }
 
     /// `msync` the bytes `[from, to)` across files, leaving the flushed watermark alone
-    /// (see [`MappedFileQueue::raise_flushed`]).
+    /// (see [`MappedFileQueue::raise_flushed`]). Everything below `to` must be written: the
+    /// whole pages of the range are unmapped first ([`MappedFile::unmap_written`]).
     pub fn sync_range(&self, from: u64, to: u64) -> Result<()> {
         let mut at = from;
         while at < to {
@@ -314,6 +315,7 @@ impl MappedFileQueue {
             };
             let base = f.from_offset();
             let end = (to - base).min(f.size() as u64) as usize;
+            f.unmap_written((at - base) as usize, end);
             f.sync_range((at - base) as usize, end)?;
             at = base + f.size() as u64;
         }
