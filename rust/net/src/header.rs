@@ -23,7 +23,6 @@ use std::fmt;
 
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
-use serde_json::value::RawValue;
 
 pub const SEND_MESSAGE: i32 = 10;
 pub const SEND_MESSAGE_V2: i32 = 310;
@@ -90,7 +89,8 @@ impl<'de: 'a, 'a> Deserialize<'de> for Value<'a> {
 
 type Field<'a> = Option<Value<'a>>;
 
-/// The frame header's own fields.
+/// The frame header's own fields, its `extFields` read as a send request's in the same pass
+/// (a frame whose `extFields` a send's could not be does not parse: see [`Code`]).
 #[derive(Deserialize)]
 pub struct Header<'a> {
     pub code: i32,
@@ -99,12 +99,23 @@ pub struct Header<'a> {
     #[serde(default)]
     pub opaque: i32,
     #[serde(borrow, rename = "extFields")]
-    pub ext: Option<&'a RawValue>,
+    pub ext: Option<Ext<'a>>,
 }
 
-/// SEND_MESSAGE_V2's and SEND_BATCH_MESSAGE's one-letter header fields.
+/// Just the code and flag of a frame header (its `extFields` skipped unread).
 #[derive(Deserialize)]
-struct ExtV2<'a> {
+pub struct Code {
+    pub code: i32,
+    #[serde(default)]
+    pub flag: i32,
+}
+
+/// A send request's `extFields` under either spelling: SEND_MESSAGE's names and
+/// SEND_MESSAGE_V2's letters, read together in one pass; [`Ext::fields`] picks the set the
+/// code uses.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Ext<'a> {
     #[serde(borrow)]
     b: Field<'a>,
     #[serde(borrow)]
@@ -121,12 +132,6 @@ struct ExtV2<'a> {
     j: Field<'a>,
     #[serde(borrow)]
     m: Field<'a>,
-}
-
-/// SEND_MESSAGE's named header fields.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct ExtV1<'a> {
     #[serde(borrow)]
     topic: Field<'a>,
     #[serde(borrow)]
@@ -143,6 +148,36 @@ struct ExtV1<'a> {
     reconsume_times: Field<'a>,
     #[serde(borrow)]
     batch: Field<'a>,
+}
+
+impl<'a> Ext<'a> {
+    /// The fields of a send request with `code`.
+    pub fn fields(self, code: i32) -> ParsedExt<'a> {
+        let raw = if code == SEND_MESSAGE {
+            RawFields {
+                topic: self.topic,
+                queue_id: self.queue_id,
+                sys_flag: self.sys_flag,
+                born_timestamp: self.born_timestamp,
+                flag: self.flag,
+                properties: self.properties,
+                reconsume_times: self.reconsume_times,
+                batch: self.batch,
+            }
+        } else {
+            RawFields {
+                topic: self.b,
+                queue_id: self.e,
+                sys_flag: self.f,
+                born_timestamp: self.g,
+                flag: self.h,
+                properties: self.i,
+                reconsume_times: self.j,
+                batch: self.m,
+            }
+        };
+        ParsedExt(raw, code)
+    }
 }
 
 /// A send request's header, whichever code and spelling it came in.
@@ -182,32 +217,8 @@ pub struct ParsedExt<'a>(RawFields<'a>, i32);
 
 /// Parse `ext` (the `extFields` object) of a send request with `code`.
 pub fn parse_ext(code: i32, ext: &str) -> Result<ParsedExt<'_>, Unreadable> {
-    let raw = if code == SEND_MESSAGE {
-        let e: ExtV1<'_> = serde_json::from_str(ext).map_err(|_| Unreadable)?;
-        RawFields {
-            topic: e.topic,
-            queue_id: e.queue_id,
-            sys_flag: e.sys_flag,
-            born_timestamp: e.born_timestamp,
-            flag: e.flag,
-            properties: e.properties,
-            reconsume_times: e.reconsume_times,
-            batch: e.batch,
-        }
-    } else {
-        let e: ExtV2<'_> = serde_json::from_str(ext).map_err(|_| Unreadable)?;
-        RawFields {
-            topic: e.b,
-            queue_id: e.e,
-            sys_flag: e.f,
-            born_timestamp: e.g,
-            flag: e.h,
-            properties: e.i,
-            reconsume_times: e.j,
-            batch: e.m,
-        }
-    };
-    Ok(ParsedExt(raw, code))
+    let e: Ext<'_> = serde_json::from_str(ext).map_err(|_| Unreadable)?;
+    Ok(e.fields(code))
 }
 
 /// An integer field as the Python path reads it (absent or empty: `default`, which `None`
@@ -296,6 +307,26 @@ mod tests {
         assert!(h.properties.ends_with("TAGS\u{1}TagA\u{2}seq\u{1}0"));
         let p = parse_ext(SEND_BATCH_MESSAGE, JAVA_SEND).unwrap();
         assert!(p.header().unwrap().batch, "320 is a batch whatever m says");
+    }
+
+    #[test]
+    fn reads_the_ext_in_the_frame_headers_own_pass() {
+        let java = format!(
+            r#"{{"code":310,"extFields":{JAVA_SEND},"flag":0,"language":"JAVA","opaque":7,"serializeTypeCurrentRPC":"JSON","version":401}}"#
+        );
+        let h: Header<'_> = serde_json::from_str(&java).unwrap();
+        assert_eq!((h.code, h.flag, h.opaque), (310, 0, 7));
+        let ext = h.ext.unwrap().fields(310);
+        assert_eq!(ext.header().unwrap().topic, "JCapT");
+        // the C++ client's order: extFields first, the code after it
+        let cpp = format!(r#"{{"extFields":{CPP_SEND},"code":10,"flag":0,"opaque":1}}"#);
+        let h: Header<'_> = serde_json::from_str(&cpp).unwrap();
+        let ext = h.ext.unwrap().fields(h.code);
+        assert_eq!(ext.header().unwrap().topic, "CapT");
+        // an extFields no send's could be does not parse as one; its code still reads
+        let odd = r#"{"code":310,"extFields":{"b":{}},"flag":0}"#;
+        assert!(serde_json::from_str::<Header<'_>>(odd).is_err());
+        assert_eq!(serde_json::from_str::<Code>(odd).unwrap().code, 310);
     }
 
     #[test]

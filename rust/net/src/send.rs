@@ -28,7 +28,7 @@ use rmq_store::{FlushDiskType, MessageStore};
 use std::collections::HashMap;
 
 use crate::frame::{self, FLAG_ONEWAY, FLAG_RESPONSE, SERIALIZE_JSON, SERIALIZE_ROCKETMQ};
-use crate::header::{self, Header, SendHeader};
+use crate::header::{self, Code, Header, SendHeader};
 use crate::metrics::{self, Latency, MetricsSnapshot, TopicIn};
 use crate::replica::{Release, Replication};
 use crate::stats::{Counters, Decline, Stats};
@@ -209,7 +209,7 @@ impl FastSend {
             return;
         };
         let code_flag = match p.serialize_type {
-            SERIALIZE_JSON => serde_json::from_slice::<Header<'_>>(p.header)
+            SERIALIZE_JSON => serde_json::from_slice::<Code>(p.header)
                 .ok()
                 .map(|h| (h.code, h.flag)),
             SERIALIZE_ROCKETMQ => frame::binary_code_flag(p.header),
@@ -245,12 +245,21 @@ impl FastSend {
             }
             return None;
         }
-        let h: Header<'_> = serde_json::from_slice(p.header).ok()?;
+        let Ok(h) = serde_json::from_slice::<Header<'_>>(p.header) else {
+            // Not a send's header, or a send's that is not read here (a value of another
+            // type, a field twice): counted when it is a send.
+            if let Ok(c) = serde_json::from_slice::<Code>(p.header) {
+                if c.flag & FLAG_RESPONSE == 0 && header::is_send(c.code) {
+                    self.counters.declined(Decline::Header);
+                }
+            }
+            return None;
+        };
         if h.flag & FLAG_RESPONSE != 0 || !header::is_send(h.code) {
             return None;
         }
         let started = Instant::now();
-        match self.send(&h, p.body, born_host, random, out, started) {
+        match self.send(h, p.body, born_host, random, out, started) {
             Ok(sent) => Some(sent),
             Err(why) => {
                 self.counters.declined(why);
@@ -261,15 +270,14 @@ impl FastSend {
 
     fn send(
         &self,
-        h: &Header<'_>,
+        h: Header<'_>,
         body: &[u8],
         born_host: SocketAddr,
         random: &mut dyn FnMut() -> u32,
         out: &mut Vec<u8>,
         started: Instant,
     ) -> Result<Sent, Decline> {
-        let ext = h.ext.ok_or(Decline::Header)?.get();
-        let parsed = header::parse_ext(h.code, ext).map_err(|_| Decline::Header)?;
+        let parsed = h.ext.ok_or(Decline::Header)?.fields(h.code);
         let f = parsed.header().map_err(|_| Decline::Header)?;
         if body.is_empty() || body.len() > self.cfg.max_body {
             return Err(Decline::Body);

@@ -607,7 +607,9 @@ mod tests {
     fn flush_unmaps_written_pages_and_keeps_every_byte() {
         let dir = tempfile::tempdir().unwrap();
         let mf = MappedFile::create(dir.path(), 0, 64 << 10).unwrap();
-        let first: Vec<u8> = (0..3 * OS_PAGE_SIZE + 100).map(|i| (i % 251) as u8).collect();
+        let first: Vec<u8> = (0..3 * OS_PAGE_SIZE + 100)
+            .map(|i| (i % 251) as u8)
+            .collect();
         mf.append(&first).unwrap();
         // three whole pages unmapped, the partial fourth left to the appender
         assert_eq!(mf.flush(0).unwrap(), first.len());
