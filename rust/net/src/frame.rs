@@ -7,8 +7,6 @@
 //! H bytes header, B bytes body
 //! ```
 
-use std::io::Write as _;
-
 /// Serialize type of a JSON header (what every official client sends by default).
 pub const SERIALIZE_JSON: u8 = 0;
 /// Serialize type of a ROCKETMQ binary header (REMOTING.md §1.3; the Java client's
@@ -103,23 +101,29 @@ pub fn push_response(
     let start = out.len();
     // The two lengths are patched in once the header is written.
     out.extend_from_slice(&[0; 8]);
-    let h = &mut *out;
-    // Writing into a Vec cannot fail.
-    let _ = write!(h, "{{\"code\":{code},");
+    // Pieces appended as they are (no formatting machinery: this runs once per answer).
+    let mut num = itoa::Buffer::new();
+    out.extend_from_slice(b"{\"code\":");
+    out.extend_from_slice(num.format(code).as_bytes());
+    out.push(b',');
     if !ext_json.is_empty() {
-        let _ = write!(h, "\"extFields\":{ext_json},");
+        out.extend_from_slice(b"\"extFields\":");
+        out.extend_from_slice(ext_json.as_bytes());
+        out.push(b',');
     }
-    let _ = write!(
-        h,
-        "\"flag\":{FLAG_RESPONSE},\"language\":\"JAVA\",\"opaque\":{opaque},"
-    );
+    out.extend_from_slice(b"\"flag\":");
+    out.extend_from_slice(num.format(FLAG_RESPONSE).as_bytes());
+    out.extend_from_slice(b",\"language\":\"JAVA\",\"opaque\":");
+    out.extend_from_slice(num.format(opaque).as_bytes());
+    out.push(b',');
     if !remark_json.is_empty() {
-        let _ = write!(h, "\"remark\":{remark_json},");
+        out.extend_from_slice(b"\"remark\":");
+        out.extend_from_slice(remark_json.as_bytes());
+        out.push(b',');
     }
-    let _ = write!(
-        h,
-        "\"serializeTypeCurrentRPC\":\"JSON\",\"version\":{version}}}"
-    );
+    out.extend_from_slice(b"\"serializeTypeCurrentRPC\":\"JSON\",\"version\":");
+    out.extend_from_slice(num.format(version).as_bytes());
+    out.push(b'}');
     let header_len = out.len() - start - 8;
     out[start..start + 4].copy_from_slice(&(4 + header_len as i32).to_be_bytes());
     out[start + 4..start + 8].copy_from_slice(&(header_len as u32).to_be_bytes());

@@ -15,7 +15,6 @@
 //! again, which answers it by the new rules and vets the topic again if it may.
 
 use std::borrow::Cow;
-use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
@@ -245,7 +244,9 @@ impl FastSend {
             }
             return None;
         }
-        let Ok(h) = serde_json::from_slice::<Header<'_>>(p.header) else {
+        // One UTF-8 check over the whole header, not one per string value.
+        let text = std::str::from_utf8(p.header).unwrap_or("");
+        let Ok(h) = serde_json::from_str::<Header<'_>>(text) else {
             // Not a send's header, or a send's that is not read here (a value of another
             // type, a field twice): counted when it is a send.
             if let Ok(c) = serde_json::from_slice::<Code>(p.header) {
@@ -424,11 +425,13 @@ impl FastSend {
             }
             push_offset_msg_id_hex(&mut ext_json, host, r.physical_offset);
         }
-        let _ = write!(
-            ext_json,
-            "\",\"queueId\":\"{}\",\"queueOffset\":\"{}\"{}",
-            queue_id, results[0].queue_offset, self.ext_tail
-        );
+        let mut num = itoa::Buffer::new();
+        ext_json.push_str("\",\"queueId\":\"");
+        ext_json.push_str(num.format(queue_id));
+        ext_json.push_str("\",\"queueOffset\":\"");
+        ext_json.push_str(num.format(results[0].queue_offset));
+        ext_json.push('"');
+        ext_json.push_str(&self.ext_tail);
         ext_json
     }
 
@@ -478,7 +481,7 @@ impl FastSend {
                 wait = &props[start..j.unwrap_or(props.len())] != "false";
                 if !batch {
                     props = Cow::Owned(match j {
-                        Some(j) => format!("{}{}", &props[..i], &props[j + 1..]),
+                        Some(j) => [&props[..i], &props[j + 1..]].concat(),
                         None => props[..i.saturating_sub(1)].to_string(),
                     });
                 }
@@ -487,7 +490,11 @@ impl FastSend {
         let stored = if props.is_empty() {
             self.cluster_prop.clone()
         } else {
-            format!("{props}{SEP}{}", self.cluster_prop)
+            let mut stored = String::with_capacity(props.len() + 1 + self.cluster_prop.len());
+            stored.push_str(&props);
+            stored.push(SEP);
+            stored.push_str(&self.cluster_prop);
+            stored
         };
         if !batch && stored.len() > MAX_PROPERTIES {
             return Err(Decline::Properties);
