@@ -466,23 +466,28 @@ impl MappedFile {
         Ok(wrote)
     }
 
-    /// Drop this process's page-table entries for the whole pages in `[from, to)`, bytes the
-    /// appender has left behind (`to` at most the wrote position): they stay in the page cache,
-    /// a dirty page stays dirty, and the next access maps it again (from the page cache,
-    /// `fault_around_bytes` at a time). Done before writing them back: writeback
-    /// write-protects every page still mapped writable, each with its own TLB shootdown (an
-    /// interrupt to every other CPU running this process, which waits for them); unmapped
-    /// first, the whole range costs one.
+    /// Drop this process's page-table entries for the pages holding `[from, to)`, bytes the
+    /// appender has written (`to` at most the wrote position; the page it is still filling is
+    /// included): they stay in the page cache, a dirty page stays dirty, and the next access
+    /// maps it again (from the page cache, `fault_around_bytes` at a time; the appender's next
+    /// write to its page takes the fault that write-protecting it would have cost). Done
+    /// before writing them back: writeback write-protects every page still mapped writable,
+    /// each with its own TLB shootdown (an interrupt to every other CPU running this process,
+    /// which waits for them); unmapped first, the whole range costs one.
     pub fn unmap_written(&self, from: usize, to: usize) {
         let from = from / OS_PAGE_SIZE * OS_PAGE_SIZE;
-        let to = to.min(self.size) / OS_PAGE_SIZE * OS_PAGE_SIZE;
+        let to = to.div_ceil(OS_PAGE_SIZE) * OS_PAGE_SIZE;
+        let to = to.min(self.size);
         if to <= from {
             return;
         }
         // SAFETY: whole pages inside this mapping. MADV_DONTNEED on a shared file mapping
         // only drops this process's page-table entries (moving their dirty bits to the page
         // cache); the data stays in the file and in the cache, and a later read or write of
-        // the range faults it back in unchanged.
+        // the range faults it back in unchanged. The appender may be writing the last page
+        // meanwhile: a store racing the unmapping lands in the same page-cache page, which is
+        // marked dirty before madvise returns (after the TLB shootdown), so the writeback
+        // that follows covers it; a later store faults and dirties the page again.
         unsafe {
             libc::madvise(self.base.add(from).cast(), to - from, libc::MADV_DONTNEED);
         }
@@ -611,7 +616,7 @@ mod tests {
             .map(|i| (i % 251) as u8)
             .collect();
         mf.append(&first).unwrap();
-        // three whole pages unmapped, the partial fourth left to the appender
+        // four pages unmapped, the appender's partial fourth among them
         assert_eq!(mf.flush(0).unwrap(), first.len());
         assert_eq!(mf.slice(0, first.len()).unwrap(), &first[..]);
         let second = vec![0xabu8; 2 * OS_PAGE_SIZE];
