@@ -215,12 +215,6 @@ pub struct Unreadable;
 /// with [`ParsedExt::header`].
 pub struct ParsedExt<'a>(RawFields<'a>, i32);
 
-/// Parse `ext` (the `extFields` object) of a send request with `code`.
-pub fn parse_ext(code: i32, ext: &str) -> Result<ParsedExt<'_>, Unreadable> {
-    let e: Ext<'_> = serde_json::from_str(ext).map_err(|_| Unreadable)?;
-    Ok(e.fields(code))
-}
-
 /// An integer field as the Python path reads it (absent or empty: `default`, which `None`
 /// makes required); `None` for what it would refuse or read otherwise.
 fn int<T: std::str::FromStr + TryFrom<i64>>(v: &Field<'_>, default: Option<T>) -> Option<T> {
@@ -276,6 +270,12 @@ impl ParsedExt<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Parse `ext` (the `extFields` object alone) of a send request with `code`.
+    fn parse_ext(code: i32, ext: &str) -> Result<ParsedExt<'_>, Unreadable> {
+        let e: Ext<'_> = serde_json::from_str(ext).map_err(|_| Unreadable)?;
+        Ok(e.fields(code))
+    }
 
     /// The C++ client 0.4.4's SEND_MESSAGE header, as captured from `Producer.send_sync`.
     pub const CPP_SEND: &str = r#"{"AccessKey":"","OnsChannel":"ALIYUN","Signature":"1ZXdrf+tGT7w+fGZKzhHhUiZE1g=","batch":"0","bornTimestamp":"1795548431611","defaultTopic":"TBW102","defaultTopicQueueNums":4,"flag":0,"producerGroup":"g1","properties":"KEYS\u0001k0\u0002UNIQ_KEY\u00010100007F00001FFA00007A27FC7F0100\u0002WAIT\u0001true\u0002seq\u00010\u0002","queueId":0,"reconsumeTimes":"0","sysFlag":0,"topic":"CapT","unitMode":"0"}"#;

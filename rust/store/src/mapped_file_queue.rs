@@ -300,7 +300,7 @@ impl MappedFileQueue {
 
     /// `msync` the bytes `[from, to)` across files, leaving the flushed watermark alone
     /// (see [`MappedFileQueue::raise_flushed`]). Everything below `to` must be written: the
-    /// whole pages of the range are unmapped first ([`MappedFile::unmap_written`]).
+    /// pages holding the range are unmapped first ([`MappedFile::unmap_written`]).
     pub fn sync_range(&self, from: u64, to: u64) -> Result<()> {
         let mut at = from;
         while at < to {
