@@ -81,6 +81,20 @@ async def consume(cfg: ClientConfig, count: int) -> list[bytes]:
         await consumer.shutdown()
 
 
+async def refused(server: RemotingServer, at_least: int, timeout: float = 5.0) -> int:
+    """``server.tls_refused`` once it reaches ``at_least`` (or the timeout passes).
+
+    The network thread closes a refused socket and then posts the refusal; the event loop
+    counts it on its next wake-up, which can come after the client has seen the close.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while server.tls_refused < at_least and loop.time() < deadline:
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(0.05)  # a refusal too many would show by now
+    return server.tls_refused
+
+
 async def plain_call(addr: str, code: int = RequestCode.GET_BROKER_RUNTIME_INFO) -> int:
     async with RemotingClient(connect_timeout_ms=3000) as client:
         r = await client.invoke(addr, create_request(code, {}), 3000)
@@ -94,7 +108,7 @@ async def test_enforcing_refuses_plaintext_and_serves_tls(enforcing: TlsCluster,
         for addr in (c.addr, c.namesrv):
             with pytest.raises(RemotingError):
                 await plain_call(addr)
-    assert c.ctl.remoting.tls_refused == 1 and c.ns.remoting.tls_refused == 1
+    assert await refused(c.ctl.remoting, 1) == 1 and await refused(c.ns.remoting, 1) == 1
     assert "refusing a plaintext connection (tls.server.mode=enforcing)" in caplog.text
 
     before = c.written()
@@ -145,7 +159,7 @@ async def test_need_client_auth_require(tmp_path, network_thread: bool) -> None:
             async with RemotingClient(tls=settings) as client:
                 with pytest.raises(RemotingError):
                     await client.invoke(c.addr, create_request(RequestCode.GET_BROKER_CLUSTER_INFO, {}), 3000)
-        assert c.ctl.remoting.tls_refused == 2
+        assert await refused(c.ctl.remoting, 2) == 2
 
         await send_some(c.client_config("cert-p", tls=True, cert=True), [b"c0"])
         assert await consume(c.client_config("cert-c", tls=True, cert=True), 1) == [b"c0"]
@@ -205,7 +219,7 @@ async def test_garbage_after_a_handshake_byte_is_refused(enforcing: TlsCluster) 
         await writer.drain()
         await reader.read()  # the server closes (after its alert, if any)
         writer.close()
-    assert c.ctl.remoting.tls_refused == 2
+    assert await refused(c.ctl.remoting, 2) == 2
     assert await tls_ping(c.addr) == ResponseCode.SUCCESS  # the server serves on
 
 
@@ -237,7 +251,7 @@ async def test_silent_connection_is_closed_after_the_handshake_timeout(tmp_path)
         reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
         assert await reader.read() == b""  # closed by the server, nothing sent
         writer.close()
-        assert server.tls_refused == 1
+        assert await refused(server, 1) == 1
     finally:
         await server.stop()
 

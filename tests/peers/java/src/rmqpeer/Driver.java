@@ -7,8 +7,10 @@ import java.util.ArrayList;
 import java.util.Collection;
 import java.util.Collections;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
@@ -313,10 +315,18 @@ public final class Driver {
     }
 
     /**
-     * lite_pull mode=subscribe|assign expect=N [seek=S]: DefaultLitePullConsumer. subscribe: from the
-     * first offset until N messages, then commitSync. assign: all queues assigned, each seeked to S
-     * (default 0), polled until N messages, then commitSync. Reports the messages and, per queue id,
-     * the committed offset.
+     * lite_pull mode=subscribe|assign expect=N [seek=S] [drain=D]: DefaultLitePullConsumer. subscribe:
+     * from the first offset until N messages, then commitSync. assign: all queues assigned; with drain,
+     * first polled until D messages (read from each queue's start) and dropped; then each queue seeked
+     * to S (default 0), polled until N messages, then commitSync. Reports the messages and, per queue
+     * id, the committed offset.
+     *
+     * <p>Why drain: assign() starts a pull task per queue at once, and 4.9.8's seek() can race a task
+     * whose pull is in flight (it checks "cancelled" before taking the queue's lock, and the new task
+     * clears the seek offset outside it). The stale batch is then queued beside the seeked one, the
+     * second poll of the same offsets leaves the consume offset at -1, and commitSync skips the queue.
+     * Once the first reads are drained every task sits in a long poll at the queue's end, so the seek
+     * no longer races a pull that can return data.
      */
     private Object litePull() throws Exception {
         String topic = arg("topic");
@@ -333,6 +343,17 @@ public final class Driver {
             c.start();
             mqs = c.fetchMessageQueues(topic);
             c.assign(mqs);
+            int drain = Integer.parseInt(arg("drain", "0"));
+            Set<String> drained = new HashSet<>();
+            long drainBy = deadline();
+            while (drained.size() < drain && System.currentTimeMillis() < drainBy) {
+                for (MessageExt m : c.poll(1000)) {
+                    drained.add(body(m));
+                }
+            }
+            if (drained.size() < drain) {
+                throw new IllegalStateException("drained " + drained.size() + " of " + drain + " before the seek");
+            }
             long seek = Long.parseLong(arg("seek", "0"));
             for (MessageQueue mq : mqs) {
                 c.seek(mq, seek);
