@@ -26,6 +26,8 @@ class BrokerProcess:
     log: list[str] = field(default_factory=list)
     ready: dict[str, str] = field(default_factory=dict)
     """The broker's RMQ-READY line (``namesrv``, ``broker``; ``metrics``, ``dashboard`` if it serves them)."""
+    stderr_reader: threading.Thread | None = field(default=None, repr=False)
+    """The thread filling ``log``: :meth:`stop` waits for it, so ``log`` then holds every line."""
 
     @property
     def broker_port(self) -> int:
@@ -39,6 +41,9 @@ class BrokerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self.stderr_reader is not None:
+            # The process has exited, but its last lines may still be in the pipe.
+            self.stderr_reader.join(10)
         return self.proc.returncode
 
     def kill(self) -> None:
@@ -76,7 +81,8 @@ def start_broker(
     )
     assert proc.stdout is not None and proc.stderr is not None
     log: list[str] = []
-    threading.Thread(target=lambda: log.extend(proc.stderr), daemon=True).start()  # type: ignore[arg-type]
+    reader = threading.Thread(target=lambda: log.extend(proc.stderr), daemon=True)  # type: ignore[arg-type]
+    reader.start()
     deadline = time.monotonic() + timeout
     ready = None
     while time.monotonic() < deadline:
@@ -92,4 +98,4 @@ def start_broker(
         time.sleep(0.1)
         raise RuntimeError("broker did not start:\n" + "".join(log[-50:]))
     threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
-    return BrokerProcess(proc, ready["namesrv"], ready["broker"], Path(store_dir), args, log, ready)
+    return BrokerProcess(proc, ready["namesrv"], ready["broker"], Path(store_dir), args, log, ready, reader)

@@ -273,9 +273,9 @@ async def test_long_poll_answers_on_arrival_and_on_timeout(broker):
     assert broker.call(RequestCode.PULL_MESSAGE, fields, ctx=ctx) is None
     assert len(broker.s.holds) == 1
     broker.call(RequestCode.SEND_MESSAGE_V2, v2("LP", 0), b"second")
-    for _ in range(200):
-        if ctx.responses:
-            break
+    # Answered once the store's dispatch thread has put "second" in the ConsumeQueue (bounded).
+    deadline = asyncio.get_running_loop().time() + 10
+    while not ctx.responses and asyncio.get_running_loop().time() < deadline:
         await asyncio.sleep(0.01)
     assert ctx.responses and ctx.responses[0].code == ResponseCode.SUCCESS
     assert [x[12] for x in decode_records(ctx.responses[0].body)] == [b"second"]

@@ -478,6 +478,11 @@ async def test_search_offset_by_timestamp(broker: BrokerProcess, producer: Produ
     consumer.assign([mq])
     await consumer.start()
     try:
+        # The broker answers offsets from its ConsumeQueue, which the store's dispatch thread fills after
+        # the send was answered: wait until "new" is in it (bounded).
+        deadline = time.monotonic() + 10
+        while await consumer.max_offset(mq) < 6 and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
         assert await consumer.offset_for_timestamp(mq, stamp) == 5
         assert await consumer.offset_for_timestamp(mq, 0) == 0
         assert await consumer.max_offset(mq) == 6 and await consumer.min_offset(mq) == 0

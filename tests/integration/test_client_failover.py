@@ -288,6 +288,11 @@ async def test_sync_sends_fail_over_when_a_broker_is_killed(
         await asyncio.to_thread(b.kill)  # mid-run: a send may be in flight
         killed = time.monotonic()
         await asyncio.sleep(SEND_AFTER_KILL_S)
+        # ...and until each producer started 20 sends after the kill (slower on a loaded machine).
+        deadline = time.monotonic() + 30
+        while not all(sum(s.started >= killed for s in r.sends) > 20 for r in recorders):
+            assert time.monotonic() < deadline and not sending.done(), "too few sends after the kill"
+            await asyncio.sleep(0.05)
         stop.set()
         await asyncio.wait_for(sending, 30)
 

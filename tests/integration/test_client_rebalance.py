@@ -64,6 +64,9 @@ the broker with every pull (the offset before the batch just pulled), every seco
 10 s, and oneway when a queue is dropped, so a new owner that reads a queue's offset before the old
 owner's drop-time commit arrived re-reads at most the last batch or about a second's worth of messages."""
 DUP_WINDOW_AFTER_S = 2.0
+MIN_SENT_PER_PHASE = 40
+"""A phase lasts PHASE_S and until this many more messages were acknowledged: a loaded machine sends slower,
+and the test needs its 100 messages whatever the rate."""
 
 
 @pytest.fixture(scope="module")
@@ -219,6 +222,17 @@ async def produce(producer: Producer, topic: str, run: str, sent: list[Sent], st
         await asyncio.sleep(SEND_INTERVAL_S)
 
 
+async def phase(sent: list[Sent], producing: asyncio.Task[None]) -> None:
+    """Produce for PHASE_S, and until MIN_SENT_PER_PHASE more messages were acknowledged (bounded)."""
+    start = len(sent)
+    await asyncio.sleep(PHASE_S)
+    deadline = time.monotonic() + 30
+    while len(sent) < start + MIN_SENT_PER_PHASE:
+        assert not producing.done(), producing
+        assert time.monotonic() < deadline, f"only {len(sent) - start} messages sent in a phase"
+        await asyncio.sleep(0.05)
+
+
 async def test_rebalance_stop_one_add_one_while_producing(broker: BrokerProcess, producer: Producer) -> None:
     run = f"{os.getpid()}_{time.monotonic_ns() % 10**9}"
     topic, group = f"Rebalance_{run}", f"CG_REBALANCE_{run}"
@@ -240,21 +254,21 @@ async def test_rebalance_stop_one_add_one_while_producing(broker: BrokerProcess,
         assert show(phases[0]) == {"A": [0, 1, 2], "B": [3, 4, 5], "C": [6, 7]}  # §7.9's example
 
         producing = asyncio.create_task(produce(producer, topic, run, sent, stop_producing))
-        await asyncio.sleep(PHASE_S)
+        await phase(sent, producing)
 
         changed_at = time.monotonic()
         await g.stop("B")
         phases.append(await g.settle(mq_all))
         windows.append((changed_at, time.monotonic()))
         assert show(phases[1]) == {"A": [0, 1, 2, 3], "C": [4, 5, 6, 7]}
-        await asyncio.sleep(PHASE_S)
+        await phase(sent, producing)
 
         changed_at = time.monotonic()
         await g.start("D")
         phases.append(await g.settle(mq_all))
         windows.append((changed_at, time.monotonic()))
         assert show(phases[2]) == {"A": [0, 1, 2], "C": [3, 4, 5], "D": [6, 7]}
-        await asyncio.sleep(PHASE_S)
+        await phase(sent, producing)
 
         stop_producing.set()
         await asyncio.wait_for(producing, 30)

@@ -213,11 +213,15 @@ async def test_orderly_commits_in_order_and_retries_then_gives_up(model: Message
     pq.locked = True
     batch = msgs(0, 1, 2)
     service.submit_consume_request(batch, pq, MQ, pq.put_messages(batch))
-    for _ in range(4):  # the first request, then the suspended retries submitted later
+    # The first request, then the suspended retries, each submitted suspend_current_queue_time_ms (10)
+    # after the last one returned: until offset 2 ran (bounded).
+    deadline = asyncio.get_running_loop().time() + 10
+    while True:
         await asyncio.wait_for(service.join(), 2)
         if 2 in order:
             break
-        await asyncio.sleep(0.02)  # suspend_current_queue_time_ms = 10: the retry is not queued yet
+        assert asyncio.get_running_loop().time() < deadline, order
+        await asyncio.sleep(0.02)
     await service.shutdown(1000)
     # offset 1 is retried locally max_reconsume_times (2) times, then goes to the retry topic, then 2 runs.
     assert order == [0, 1, 1, 1, 2]
@@ -240,9 +244,8 @@ async def test_orderly_waits_for_the_broker_lock() -> None:
     pq = ProcessQueue()  # not locked yet
     batch = msgs(0)
     service.submit_consume_request(batch, pq, MQ, pq.put_messages(batch))
-    for _ in range(100):
-        if rebalance.locks:
-            break
+    deadline = asyncio.get_running_loop().time() + 10
+    while not rebalance.locks and asyncio.get_running_loop().time() < deadline:
         await asyncio.sleep(0.01)
     assert not done.is_set() and rebalance.locks >= 1  # asked the broker for the lock instead
     pq.locked = True  # what a successful lock does to the process queue

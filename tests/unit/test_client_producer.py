@@ -384,9 +384,8 @@ async def test_transaction_check_answers_with_end_transaction() -> None:
     msg = MessageExt("T", b"x", properties={"UNIQ_KEY": "ABC", "PGROUP": "pg", "TRAN_MSG": "true"})
     header = {"tranStateTableOffset": "3", "commitLogOffset": "99", "transactionId": "ABC", "msgId": "ABC"}
     producer.check_transaction_state("10.0.0.0:10911", msg, header)
-    for _ in range(100):
-        if instance.api.calls:
-            break
+    deadline = asyncio.get_running_loop().time() + 10  # the listener runs in a worker thread
+    while not instance.api.calls and asyncio.get_running_loop().time() < deadline:
         await asyncio.sleep(0.01)
     (end,) = instance.api.calls
     assert listener.checked == [msg] and msg.transaction_id == "ABC"

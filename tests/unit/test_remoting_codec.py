@@ -369,13 +369,13 @@ def commands(draw: st.DrawFn) -> RemotingCommand:
     )
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(commands())
 def test_round_trip(cmd: RemotingCommand) -> None:
     assert decode(encode(cmd)) == cmd
 
 
-@settings(max_examples=100)
+@settings(max_examples=100, deadline=None)
 @given(st.lists(commands(), min_size=1, max_size=5), st.lists(st.integers(1, 50), min_size=1, max_size=30))
 def test_round_trip_any_chunking(cmds: list[RemotingCommand], cuts: list[int]) -> None:
     data = b"".join(encode(c) for c in cmds)

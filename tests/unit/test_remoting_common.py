@@ -104,7 +104,7 @@ _json_values = st.recursive(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(_json_values)
 def test_tolerant_parser_agrees_with_orjson_on_strict_json(value: object) -> None:
     text = orjson.dumps(value)
@@ -112,7 +112,7 @@ def test_tolerant_parser_agrees_with_orjson_on_strict_json(value: object) -> Non
     assert fastjson.loads(text) == orjson.loads(text)
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(
     st.dictionaries(
         st.integers(-(2**31), 2**31 - 1), st.integers(-(2**63), 2**63 - 1) | st.text(max_size=5), max_size=8
@@ -125,7 +125,7 @@ def test_unquoted_int_keys_round_trip(table: dict[int, object]) -> None:
     assert fastjson.loads(fastjson.dumps(table)) == {str(k): v for k, v in table.items()}
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)
 @given(
     st.lists(
         st.tuples(st.text(max_size=5), st.integers(0, 100), st.text(max_size=5), st.integers(0, 2**62)),
