@@ -45,6 +45,9 @@ def page(browser: Any) -> Iterator[Any]:
 
 
 def open_page(page: Any, w: World, route: str, loaded: str) -> None:
+    # The marker goes first: a route within the page (a hash change) leaves the last page's marker until
+    # the new page has loaded, and one group's page after another's would match it at once.
+    page.evaluate("() => { const app = document.getElementById('app'); if (app) delete app.dataset.loaded; }")
     page.goto(f"{w.base}/#/{route}")
     page.wait_for_selector(f'#app[data-loaded="{loaded}"]')
 

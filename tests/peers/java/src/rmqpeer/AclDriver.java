@@ -83,6 +83,9 @@ public final class AclDriver {
         producer.setNamesrvAddr(arg("namesrv"));
         producer.setInstanceName("acl-" + System.nanoTime());
         producer.setRetryTimesWhenSendFailed(0);
+        // One try per send: give it the other drivers' 10 s, not the default 3 s (the first send also
+        // fetches the route and connects, in a JVM just started, on a busy machine).
+        producer.setSendMsgTimeout(10000);
         producer.start();
         List<String> statuses = new ArrayList<>();
         List<Map<String, Object>> errors = new ArrayList<>();

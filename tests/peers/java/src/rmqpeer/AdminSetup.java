@@ -5,17 +5,22 @@ import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import org.apache.rocketmq.client.consumer.DefaultMQPushConsumer;
 import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
+import org.apache.rocketmq.client.impl.consumer.DefaultMQPushConsumerImpl;
 import org.apache.rocketmq.client.producer.DefaultMQProducer;
 import org.apache.rocketmq.client.producer.SendResult;
+import org.apache.rocketmq.common.MixAll;
 import org.apache.rocketmq.common.TopicConfig;
+import org.apache.rocketmq.common.admin.OffsetWrapper;
 import org.apache.rocketmq.common.consumer.ConsumeFromWhere;
 import org.apache.rocketmq.common.message.Message;
 import org.apache.rocketmq.common.message.MessageQueue;
@@ -109,8 +114,12 @@ public final class AdminSetup {
         if (!consumed.await(timeout, TimeUnit.SECONDS)) {
             throw new IllegalStateException("consumed only " + (count - consumed.getCount()) + " of " + count);
         }
-        // Commit now (the consumer keeps committing every second while it runs).
-        consumer.getDefaultMQPushConsumerImpl().persistConsumerOffset();
+        // Commit until the broker holds the offset of every queue the consumer holds, its retry topic's
+        // included (assigned a moment later, once the route of that topic, made at the first heartbeat,
+        // is known): the listener counts the last message down before the client moves that queue's
+        // offset, the commit is oneway, and the consumer's own periodic commit only starts 10 s in. The
+        // mqadmin output compared then does not depend on how far each broker's consumer has got.
+        awaitCommitted(consumer, namesrv, args.get("group"), topic, queues, timeout);
 
         Map<String, Object> out = new LinkedHashMap<>();
         out.put("sent", sent);
@@ -126,6 +135,47 @@ public final class AdminSetup {
         }
         consumer.shutdown();
         producer.shutdown();
+    }
+
+    private static void awaitCommitted(DefaultMQPushConsumer consumer, String namesrv, String group, String topic,
+            int queues, long timeout) throws Exception {
+        DefaultMQAdminExt admin = new DefaultMQAdminExt();
+        admin.setNamesrvAddr(namesrv);
+        admin.setInstanceName("setup-check");
+        admin.start();
+        String retryTopic = MixAll.getRetryTopic(group);
+        try {
+            long deadline = System.currentTimeMillis() + timeout * 1000;
+            String seen = "";
+            while (true) {
+                DefaultMQPushConsumerImpl impl = consumer.getDefaultMQPushConsumerImpl();
+                impl.persistConsumerOffset();
+                Set<MessageQueue> held = new HashSet<>(impl.getRebalanceImpl().getProcessQueueTable().keySet());
+                long mine = held.stream().filter(mq -> mq.getTopic().equals(topic)).count();
+                long retry = held.stream().filter(mq -> mq.getTopic().equals(retryTopic)).count();
+                boolean done = mine == queues && retry > 0;
+                try {
+                    Map<MessageQueue, OffsetWrapper> table = admin.examineConsumeStats(group).getOffsetTable();
+                    seen = "held " + held + ", broker " + table;
+                    for (MessageQueue mq : held) {
+                        OffsetWrapper o = table.get(mq);
+                        done &= o != null && o.getConsumerOffset() == o.getBrokerOffset();
+                    }
+                } catch (Exception e) {
+                    seen = e.toString();  // asked too early (no route of the retry topic yet)
+                    done = false;
+                }
+                if (done) {
+                    return;
+                }
+                if (System.currentTimeMillis() > deadline) {
+                    throw new IllegalStateException("offsets not committed: " + seen);
+                }
+                Thread.sleep(100);
+            }
+        } finally {
+            admin.shutdown();
+        }
     }
 
     /** The topic was just created: the producer may not have its route yet (retried for `timeout` s). */

@@ -25,6 +25,9 @@ import org.apache.rocketmq.client.consumer.listener.ConsumeConcurrentlyStatus;
 import org.apache.rocketmq.client.consumer.listener.ConsumeOrderlyStatus;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerConcurrently;
 import org.apache.rocketmq.client.consumer.listener.MessageListenerOrderly;
+import org.apache.rocketmq.client.consumer.store.OffsetStore;
+import org.apache.rocketmq.client.consumer.store.ReadOffsetType;
+import org.apache.rocketmq.client.impl.consumer.ProcessQueue;
 import org.apache.rocketmq.client.exception.MQBrokerException;
 import org.apache.rocketmq.client.exception.MQClientException;
 import org.apache.rocketmq.client.consumer.MessageSelector;
@@ -233,6 +236,7 @@ public final class Driver {
         int shards = Integer.parseInt(arg("shards", "4"));
         List<DefaultMQPushConsumer> consumers = new ArrayList<>();
         List<Map<String, Map<String, Object>>> seen = new ArrayList<>();
+        List<Map<MessageQueue, Long>> consumedTo = new ArrayList<>();
         AtomicInteger deliveries = new AtomicInteger();
         List<String> orderErrors = Collections.synchronizedList(new ArrayList<>());
         Map<Integer, Integer> lastSeqByShard = new ConcurrentHashMap<>();
@@ -250,6 +254,8 @@ public final class Driver {
             }
             Map<String, Map<String, Object>> mine = new ConcurrentHashMap<>();
             seen.add(mine);
+            Map<MessageQueue, Long> mineTo = new ConcurrentHashMap<>();
+            consumedTo.add(mineTo);
             if (orderly) {
                 pc.registerMessageListener((MessageListenerOrderly) (msgs, ctx) -> {
                     for (MessageExt m : msgs) {
@@ -260,6 +266,7 @@ public final class Driver {
                             orderErrors.add("shard " + (seq % shards) + ": " + seq + " after " + last);
                         }
                         mine.put(body(m), describe(m));
+                        mineTo.merge(ctx.getMessageQueue(), m.getQueueOffset() + 1, Math::max);
                     }
                     return ConsumeOrderlyStatus.SUCCESS;
                 });
@@ -268,6 +275,7 @@ public final class Driver {
                     for (MessageExt m : msgs) {
                         deliveries.incrementAndGet();
                         mine.put(body(m), describe(m));
+                        mineTo.merge(ctx.getMessageQueue(), m.getQueueOffset() + 1, Math::max);
                     }
                     return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
                 });
@@ -278,6 +286,24 @@ public final class Driver {
         long deadline = deadline();
         while (System.currentTimeMillis() < deadline && !complete(seen, expect, broadcasting)) {
             Thread.sleep(50);
+        }
+        // A message is recorded before the client moves its queue's offset (once the listener has
+        // returned), and shutdown commits the offsets at once: wait (bounded) until each consumer's own
+        // offsets cover what it received on the queues it still holds, so the brokers' compare.
+        for (int c = 0; c < k; c++) {
+            OffsetStore store = consumers.get(c).getDefaultMQPushConsumerImpl().getOffsetStore();
+            Map<MessageQueue, ProcessQueue> held =
+                consumers.get(c).getDefaultMQPushConsumerImpl().getRebalanceImpl().getProcessQueueTable();
+            for (Map.Entry<MessageQueue, Long> e : consumedTo.get(c).entrySet()) {
+                while (System.currentTimeMillis() < deadline) {
+                    ProcessQueue pq = held.get(e.getKey());
+                    if (pq == null || pq.isDropped()
+                            || store.readOffset(e.getKey(), ReadOffsetType.READ_FROM_MEMORY) >= e.getValue()) {
+                        break;
+                    }
+                    Thread.sleep(20);
+                }
+            }
         }
         for (DefaultMQPushConsumer pc : consumers) {
             pc.shutdown();
