@@ -255,6 +255,7 @@ async def test_kill_a_master_consumers_drain_its_slave_and_the_group_heals(tmp_p
             return await committed(client, a.slave.broker_addr) == ends
 
         await until("broker-a's slave copying the master's offsets", slave_copied_the_masters, timeout=25.0)
+
         # The consumer moves back: the restarted master serves its pulls (its count starts at its restart).
         # Until the consumer's route refresh and the slave's pull suggestion bring it back, it may still
         # read new messages from the slave; each check sends a few more for it to pull.
