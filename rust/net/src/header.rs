@@ -24,6 +24,8 @@ use std::fmt;
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 
+mod compact;
+
 pub const SEND_MESSAGE: i32 = 10;
 pub const SEND_MESSAGE_V2: i32 = 310;
 pub const SEND_BATCH_MESSAGE: i32 = 320;
@@ -100,6 +102,17 @@ pub struct Header<'a> {
     pub opaque: i32,
     #[serde(borrow, rename = "extFields")]
     pub ext: Option<Ext<'a>>,
+}
+
+impl<'a> Header<'a> {
+    /// Parse a frame header's JSON text: the compact form every client writes by a reader of
+    /// its own ([`compact`]), anything else by serde_json (same result where both read it).
+    pub fn parse(text: &'a str) -> serde_json::Result<Header<'a>> {
+        match compact::header(text) {
+            Some(h) => Ok(h),
+            None => serde_json::from_str(text),
+        }
+    }
 }
 
 /// Just the code and flag of a frame header (its `extFields` skipped unread).

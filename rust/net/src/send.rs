@@ -246,7 +246,7 @@ impl FastSend {
         }
         // One UTF-8 check over the whole header, not one per string value.
         let text = std::str::from_utf8(p.header).unwrap_or("");
-        let Ok(h) = serde_json::from_str::<Header<'_>>(text) else {
+        let Ok(h) = Header::parse(text) else {
             // Not a send's header, or a send's that is not read here (a value of another
             // type, a field twice): counted when it is a send.
             if let Ok(c) = serde_json::from_slice::<Code>(p.header) {
