@@ -181,17 +181,38 @@ impl<'a> Reader<'a> {
     fn key(&mut self) -> Option<&'a str> {
         self.eat(b'"')?;
         let start = self.i;
-        loop {
-            match self.peek()? {
-                b'"' => break,
-                b'\\' => return None,
-                c if c < 0x20 => return None,
-                _ => self.i += 1,
-            }
+        self.run();
+        if self.peek()? != b'"' {
+            return None; // an escape or a control character
         }
         let key = self.text.get(start..self.i)?;
         self.i += 1;
         Some(key)
+    }
+
+    /// Move to the next byte that ends a run of plain string characters (`"`, `\\` or a
+    /// control character), or to the end: eight bytes a step.
+    fn run(&mut self) {
+        const ONES: u64 = 0x0101_0101_0101_0101;
+        const HIGH: u64 = 0x8080_8080_8080_8080;
+        let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH; // a zero byte's high bit, exact at the lowest
+        while let Some(chunk) = self.s.get(self.i..self.i + 8) {
+            let v = u64::from_le_bytes(chunk.try_into().unwrap_or_default());
+            let stop = zero(v ^ (ONES * u64::from(b'"')))
+                | zero(v ^ (ONES * u64::from(b'\\')))
+                | (v.wrapping_sub(ONES * 0x20) & !v & HIGH); // a byte below 0x20
+            if stop != 0 {
+                self.i += (stop.trailing_zeros() / 8) as usize;
+                return;
+            }
+            self.i += 8;
+        }
+        while let Some(&c) = self.s.get(self.i) {
+            if c == b'"' || c == b'\\' || c < 0x20 {
+                return;
+            }
+            self.i += 1;
+        }
     }
 
     fn literal(&mut self, word: &[u8]) -> Option<()> {
@@ -236,32 +257,26 @@ impl<'a> Reader<'a> {
     fn string(&mut self) -> Option<Cow<'a, str>> {
         self.eat(b'"')?;
         let start = self.i;
-        loop {
-            match self.peek()? {
-                b'"' => {
-                    let v = self.text.get(start..self.i)?;
-                    self.i += 1;
-                    return Some(Cow::Borrowed(v));
-                }
-                b'\\' => break,
-                c if c < 0x20 => return None,
-                _ => self.i += 1,
+        self.run();
+        match self.peek()? {
+            b'"' => {
+                let v = self.text.get(start..self.i)?;
+                self.i += 1;
+                return Some(Cow::Borrowed(v));
             }
+            b'\\' => {}
+            _ => return None, // a control character
         }
         let mut out = String::with_capacity(self.s.len() - start);
         out.push_str(self.text.get(start..self.i)?);
         loop {
-            let run = self.i;
-            loop {
-                match self.peek()? {
-                    b'"' | b'\\' => break,
-                    c if c < 0x20 => return None,
-                    _ => self.i += 1,
+            match self.peek()? {
+                b'"' => {
+                    self.i += 1;
+                    return Some(Cow::Owned(out));
                 }
-            }
-            out.push_str(self.text.get(run..self.i)?);
-            if self.eat(b'"').is_some() {
-                return Some(Cow::Owned(out));
+                b'\\' => {}
+                _ => return None,
             }
             self.i += 1; // the backslash
             let c = self.peek()?;
@@ -276,16 +291,19 @@ impl<'a> Reader<'a> {
                 b'r' => '\r',
                 b't' => '\t',
                 b'u' => {
-                    let hex = std::str::from_utf8(self.s.get(self.i..self.i + 4)?).ok()?;
-                    if !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-                        return None;
+                    let mut n = 0;
+                    for &h in self.s.get(self.i..self.i + 4)? {
+                        n = n * 16 + char::from(h).to_digit(16)?;
                     }
                     self.i += 4;
                     // A surrogate (half of a pair, or alone) is serde_json's to read.
-                    char::from_u32(u32::from_str_radix(hex, 16).ok()?)?
+                    char::from_u32(n)?
                 }
                 _ => return None,
             });
+            let run = self.i;
+            self.run();
+            out.push_str(self.text.get(run..self.i)?);
         }
     }
 }
@@ -396,6 +414,24 @@ mod tests {
         ] {
             let text = format!(r#"{{"code":310,"extFields":{{"i":"{s}","b":"T"}}}}"#);
             assert!(agree(&text), "{text}");
+        }
+    }
+
+    #[test]
+    fn finds_quotes_escapes_and_control_characters_at_every_offset() {
+        for k in 0..24 {
+            let pad = "é".repeat(k % 3) + &"a".repeat(k);
+            for (tail, read) in [
+                ("", true),
+                (r"\u0001x", true),
+                (r#"\"y"#, true),
+                ("\u{1}", false), // a raw control character
+                ("\u{1f}zzzzzzzzz", false),
+            ] {
+                let text =
+                    format!(r#"{{"code":310,"extFields":{{"{pad}":"{pad}{tail}{pad}","b":"T"}}}}"#);
+                assert_eq!(agree(&text), read, "{text:?}");
+            }
         }
     }
 
