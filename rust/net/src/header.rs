@@ -93,7 +93,7 @@ type Field<'a> = Option<Value<'a>>;
 
 /// The frame header's own fields, its `extFields` read as a send request's in the same pass
 /// (a frame whose `extFields` a send's could not be does not parse: see [`Code`]).
-#[derive(Deserialize)]
+#[derive(Debug, PartialEq, Eq, Deserialize)]
 pub struct Header<'a> {
     pub code: i32,
     #[serde(default)]
@@ -126,7 +126,7 @@ pub struct Code {
 /// A send request's `extFields` under either spelling: SEND_MESSAGE's names and
 /// SEND_MESSAGE_V2's letters, read together in one pass; [`Ext::fields`] picks the set the
 /// code uses.
-#[derive(Deserialize)]
+#[derive(Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Ext<'a> {
     #[serde(borrow)]

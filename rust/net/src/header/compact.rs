@@ -121,24 +121,7 @@ impl<'a> Reader<'a> {
     }
 
     fn ext(&mut self) -> Option<Ext<'a>> {
-        let mut e = Ext {
-            b: None,
-            e: None,
-            f: None,
-            g: None,
-            h: None,
-            i: None,
-            j: None,
-            m: None,
-            topic: None,
-            queue_id: None,
-            sys_flag: None,
-            born_timestamp: None,
-            flag: None,
-            properties: None,
-            reconsume_times: None,
-            batch: None,
-        };
+        let mut e = Ext::default();
         let mut seen = 0u32;
         self.object(|r, key| {
             let (bit, slot): (u32, &mut Field<'a>) = match key {
@@ -313,32 +296,6 @@ mod tests {
     use super::super::tests::{CPP_SEND, JAVA_SEND};
     use super::*;
 
-    /// Everything a parsed header holds, to compare the two readers.
-    fn dump(h: &Header<'_>) -> String {
-        let e = h.ext.as_ref().map(|e| {
-            [
-                &e.b,
-                &e.e,
-                &e.f,
-                &e.g,
-                &e.h,
-                &e.i,
-                &e.j,
-                &e.m,
-                &e.topic,
-                &e.queue_id,
-                &e.sys_flag,
-                &e.born_timestamp,
-                &e.flag,
-                &e.properties,
-                &e.reconsume_times,
-                &e.batch,
-            ]
-            .map(|v| format!("{v:?}"))
-        });
-        format!("{} {} {} {e:?}", h.code, h.flag, h.opaque)
-    }
-
     /// Both readers on `text`: where the compact one reads it, serde_json reads the same.
     /// Returns whether the compact one read it.
     fn agree(text: &str) -> bool {
@@ -346,10 +303,10 @@ mod tests {
         let slow = serde_json::from_str::<Header<'_>>(text);
         match (&fast, &slow) {
             (Some(f), Ok(s)) => {
-                assert_eq!(dump(f), dump(s), "{text}");
+                assert_eq!(f, s, "{text}");
                 true
             }
-            (Some(f), Err(e)) => panic!("compact read {text} as {}; serde_json: {e}", dump(f)),
+            (Some(f), Err(e)) => panic!("compact read {text} as {f:?}; serde_json: {e}"),
             (None, _) => false,
         }
     }
@@ -399,7 +356,6 @@ mod tests {
             "",
         ] {
             assert!(header(text).is_none(), "{text}");
-            agree(text);
         }
     }
 
