@@ -573,7 +573,8 @@ async def test_lite_pull_subscribe_with_auto_commit(broker: BrokerProcess, produ
         await consumer.poll(100)  # the auto commit happens inside poll
         # The committed offset of a queue follows the last message poll returned from it; like Java's lite
         # pull, a queue that only had filtered messages commits nothing (the broker answers 0). The commits
-        # are oneway requests: ask the broker until they have landed (bounded).
+        # are oneway requests: ask the broker until they have landed (bounded), polling meanwhile so the
+        # auto commit runs again should one have been lost.
         expected = dict.fromkeys((mq.queue_id for mq in consumer.assignment()), 0)
         for m in got:
             expected[m.queue_id] = max(expected[m.queue_id], m.queue_offset + 1)
@@ -582,7 +583,7 @@ async def test_lite_pull_subscribe_with_auto_commit(broker: BrokerProcess, produ
             committed = {mq.queue_id: await consumer.committed(mq) for mq in consumer.assignment()}
             if committed == expected or time.monotonic() > deadline:
                 break
-            await asyncio.sleep(0.1)
+            assert await consumer.poll(100) == []  # everything was consumed already
         assert committed == expected
     finally:
         await consumer.shutdown()
