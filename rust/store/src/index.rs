@@ -559,7 +559,10 @@ impl IndexService {
     /// [`IndexService::put_keys`] with the keys' hashes ([`index_key_hash`], [`topic_key_hash`]).
     pub fn put_hashes(&self, hashes: &[i32], phy_offset: i64, store_timestamp: i64) -> Result<()> {
         let _w = self.writer.lock();
-        if phy_offset < self.end_phy_offset() {
+        // A record is indexed in one call, all its keys: one at or below the last record
+        // indexed is one dispatched again after a crash, already in the index (RocketMQ
+        // skips only those below, so the last record's keys came back twice from queries).
+        if self.last_indexed().is_some_and(|end| phy_offset <= end) {
             return Ok(());
         }
         for &hash in hashes {
@@ -666,6 +669,17 @@ impl IndexService {
     }
 
     /// endPhyOffset of the newest file (0 without files): records below it are indexed.
+    /// The CommitLog offset of the last record indexed, None while nothing is.
+    fn last_indexed(&self) -> Option<i64> {
+        let files = self.files.read();
+        files
+            .iter()
+            .rev()
+            .map(|f| f.header())
+            .find(|h| h.index_count > 1)
+            .map(|h| h.end_phy_offset)
+    }
+
     pub fn end_phy_offset(&self) -> i64 {
         self.files
             .read()
@@ -719,6 +733,19 @@ impl IndexService {
             f.flush()?;
         }
         Ok(end_ts)
+    }
+
+    /// Sync the full IndexFiles (all but the one being written); returns the endTimestamp of
+    /// the newest of them (everything up to it is on disk), 0 when no file is full yet.
+    pub fn flush_full(&self) -> Result<i64> {
+        let files = self.files.read().clone();
+        let Some((_, full)) = files.split_last() else {
+            return Ok(0);
+        };
+        for f in full {
+            f.flush()?;
+        }
+        Ok(full.last().map(|f| f.header().end_timestamp).unwrap_or(0))
     }
 
     /// Delete every IndexFile.
@@ -865,6 +892,10 @@ mod tests {
             .unwrap();
         assert_eq!(svc.query("T#b", 10, 0, i64::MAX).phy_offsets, vec![700]);
         assert_eq!(svc.query("T#a", 10, 0, i64::MAX).phy_offsets, vec![700]);
+        // The same record dispatched again (recovery after a crash): not indexed twice.
+        svc.put_keys(&["T#a".to_string(), "T#b".to_string()], 700, T0 + 200)
+            .unwrap();
+        assert_eq!(svc.query("T#a", 10, 0, i64::MAX).phy_offsets, vec![700]);
         let header = svc.files.read()[0].header();
         assert_eq!(header.hash_slot_count, 1);
         assert_eq!(header.index_count, 25);
@@ -941,6 +972,35 @@ mod tests {
         assert_eq!(q(T0 + 5001, T0 + 9_999), Vec::<i64>::new());
         assert_eq!(q(T0 + 10_001, i64::MAX), Vec::<i64>::new());
         assert_eq!(q(0, T0 - 1), Vec::<i64>::new());
+    }
+
+    #[test]
+    fn flush_full_syncs_the_full_files_and_reports_the_newest_full_end() {
+        let dir = tempfile::tempdir().unwrap();
+        let svc = IndexService::new(dir.path(), 5, 3);
+        assert_eq!(svc.flush_full().unwrap(), 0, "no file yet");
+        svc.put_key("T#k0", 0, T0).unwrap();
+        assert_eq!(
+            svc.flush_full().unwrap(),
+            0,
+            "the only file is being written"
+        );
+        // Files of two entries each: they end at T0+1000, T0+3000, and the third is written.
+        for i in 1..5i64 {
+            svc.put_key(&format!("T#k{i}"), 100 * i, T0 + 1000 * i)
+                .unwrap();
+        }
+        assert_eq!(svc.file_count(), 3);
+        let files = svc.files.read().clone();
+        assert_eq!(svc.flush_full().unwrap(), T0 + 3000);
+        assert!(!files[0].dirty.load(Ordering::Acquire));
+        assert!(!files[1].dirty.load(Ordering::Acquire));
+        assert!(
+            files[2].dirty.load(Ordering::Acquire),
+            "the file being written is left to the thorough flush"
+        );
+        assert_eq!(svc.flush().unwrap(), T0 + 4000);
+        assert!(!files[2].dirty.load(Ordering::Acquire));
     }
 
     #[test]

@@ -221,6 +221,68 @@ fn index_survives_restart_and_finds_keys() {
         .is_empty());
 }
 
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), &dest).unwrap();
+        }
+    }
+}
+
+fn be_i64(bytes: &[u8], at: usize) -> i64 {
+    i64::from_be_bytes(bytes[at..at + 8].try_into().unwrap())
+}
+
+#[test]
+fn an_index_that_stopped_growing_is_synced_and_kept_after_a_crash() {
+    let d = tempfile::tempdir().unwrap();
+    let mut cfg = config(d.path());
+    cfg.flush_interval_consume_queue = 10;
+    let store = MessageStore::open(cfg.clone()).unwrap();
+    fill(&store, 300);
+    // One IndexFile, being written (400 entries each). Once it stops growing the background
+    // round syncs it and the checkpoint's indexMsgTimestamp reaches its endTimestamp.
+    let index_file = std::fs::read_dir(d.path().join("index"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let end = be_i64(&std::fs::read(&index_file).unwrap(), 8);
+    assert!(end > 0);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while be_i64(&std::fs::read(d.path().join("checkpoint")).unwrap(), 16) != end {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the idle IndexFile was never synced"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // The files as a crash would leave them (the store still running): the IndexFile ends
+    // at the checkpoint, so recovery keeps it, and the oldest keys are still found.
+    let crashed = tempfile::tempdir().unwrap();
+    copy_dir(d.path(), crashed.path());
+    std::fs::write(crashed.path().join("abort"), b"").unwrap();
+    store.shutdown().unwrap();
+    drop(store);
+    let store = MessageStore::open(config(crashed.path())).unwrap();
+    for key in ["key-0", "key-1", "key-299"] {
+        assert_eq!(
+            store
+                .query_by_key("Topic", key, 10, 0, i64::MAX)
+                .records
+                .len(),
+            1,
+            "{key}"
+        );
+    }
+}
+
 #[test]
 fn retention_deletes_old_files_and_queue_heads() {
     let d = tempfile::tempdir().unwrap();
