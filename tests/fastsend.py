@@ -20,6 +20,7 @@ def fast_send_stats(broker_addr: str) -> dict[str, int]:
         "taken": int(table["fastSendTaken"]),
         "messages": int(table["fastSendMessages"]),
         "declined": int(table["fastSendDeclined"]),
+        "wakeups": int(table["netThreadWakeups"]),
     }
     for reason in REASONS:
         out[reason] = int(table.get("fastSendDeclined" + reason, 0))  # none without a network thread
@@ -39,6 +40,7 @@ def assert_taken(d: dict[str, int], requests: int, messages: int, new_topic: boo
     assert d["Topic"] == (1 if new_topic else 0), d
     assert d["taken"] + d["declined"] == requests, d
     assert d["taken"] >= 1, d
+    assert d["wakeups"] >= 1, f"the network thread answered sends without waking up: {d}"
     if d["declined"] == 0:
         assert d["messages"] == messages, d
 

@@ -103,12 +103,15 @@ class BrokerServices:
         (``fastSendTaken``), the messages they stored (``fastSendMessages``) and the send requests it
         left to the Python path (``fastSendDeclined``), also per reason (``fastSendDeclinedTopic``, ...:
         header, topic, queue id, body, special, properties, batch, store, queued); without a network
-        thread the totals only, zeros."""
+        thread the totals only, zeros. ``netThreadWakeups``: times the network thread woke up with events
+        to handle (requests per wake-up tell how much each of its sleeps and system calls is shared)."""
         if self.fast_send is None:
-            taken, messages, declined = 0, 0, []
+            taken, messages, declined, wakeups = 0, 0, [], 0
         else:
             taken, messages, declined = self.fast_send.fast_send_stats()
+            wakeups = self.fast_send.wakeups()
         out = {
+            "netThreadWakeups": str(wakeups),
             "fastSendTaken": str(taken),
             "fastSendMessages": str(messages),
             "fastSendDeclined": str(sum(n for _, n in declined)),

@@ -246,6 +246,8 @@ struct Shared {
     /// The network thread is flushing on its own (`Worker::flush_held`): a flush needs not
     /// wake it, it looks at the durable offset right after.
     flushing_inline: AtomicBool,
+    /// Times the network thread woke up with work (events to handle) since it started.
+    wakeups: AtomicU64,
 }
 
 impl Shared {
@@ -294,6 +296,7 @@ impl Server {
             fast: RwLock::new(None),
             opts,
             flushing_inline: AtomicBool::new(false),
+            wakeups: AtomicU64::new(0),
         });
         let worker = Worker {
             shared: shared.clone(),
@@ -432,6 +435,13 @@ impl Server {
             .map(|c| c.last_seen_ns.load(Ordering::Relaxed) as f64 / 1e9)
     }
 
+    /// Times the network thread woke up with events to handle: with the requests it answered,
+    /// how many requests share a wake-up (each costs a sleep, a wake-up and the system calls
+    /// of one round).
+    pub fn wakeups(&self) -> u64 {
+        self.shared.wakeups.load(Ordering::Relaxed)
+    }
+
     /// Number of open connections.
     pub fn connections(&self) -> usize {
         self.shared.conns.read().len()
@@ -538,6 +548,9 @@ impl Worker {
             }
             if self.shared.stop.load(Ordering::Acquire) {
                 break;
+            }
+            if !events.is_empty() {
+                self.shared.wakeups.fetch_add(1, Ordering::Relaxed);
             }
             for ev in events.iter() {
                 match ev.token() {

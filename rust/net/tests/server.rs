@@ -100,6 +100,18 @@ fn fast_sends_are_answered_and_other_frames_go_to_the_owner() {
     );
     assert_eq!(r1["extFields"]["TRACE_ON"], "false");
     assert_eq!(fs.puts(), 2);
+    // Each send written after the answer to the one before: a wake-up of its own.
+    let woke = server.wakeups();
+    assert!(
+        woke >= 2,
+        "the accept and the two sends took {woke} wake-ups"
+    );
+    for i in 0..3 {
+        c.write_all(&frame(310, 0, 10 + i, r#"{"b":"T","e":"0"}"#, b"w"))
+            .unwrap();
+        assert_eq!(read_frame(&mut c)["opaque"], 10 + i);
+    }
+    assert!(server.wakeups() >= woke + 3);
     // A heartbeat goes to the owner, which answers through write().
     c.write_all(&frame(34, 0, 3, r#"{}"#, b"{}")).unwrap();
     let mut got = Vec::new();

@@ -265,6 +265,11 @@ impl NetServer {
         }
     }
 
+    /// Times the network thread woke up with events to handle.
+    fn wakeups(&self) -> u64 {
+        self.inner.wakeups()
+    }
+
     /// Messages stored by the fast path.
     fn fast_puts(&self) -> u64 {
         self.inner.fast_send().map(|f| f.puts()).unwrap_or(0)
