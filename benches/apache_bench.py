@@ -26,7 +26,8 @@ What runs (every process is a child of this script, on loopback, stopped on exit
   sends started in the window. Consume: a backlog of ``--backlog`` messages written by
   the same program (unmeasured), then drained by a ``DefaultMQPushConsumer`` (Apache's benchmark
   ``Consumer``) and by a ``DefaultLitePullConsumer`` (``--consumer``), each of a new group from the first
-  offset: first message to last, after one unmeasured drain (the broker's pull path warm).
+  offset: first message to last, after one unmeasured drain by another group in the same JVM (the
+  client's and the broker's pull paths compiled by their JITs).
 * SYNC_MASTER (issue 15): a master (``brokerRole=SYNC_MASTER``, ASYNC_FLUSH) and a slave
   (``brokerRole=SLAVE``, ``brokerId=1``) on this machine, rmq's pair then Apache's, the same produce load;
   each send is answered once the slave has it. During the window a thread asks the master, the slave and
@@ -537,15 +538,6 @@ def consume(a: argparse.Namespace, java: Java, b: Brokers) -> dict[str, Run]:
     if out.get("sent_ok", 0) < a.backlog:
         raise RuntimeError(f"{b.kind}: backlog of {a.backlog} got {out}")
     total = sum(bb.max_offsets(b.master, BACKLOG_TOPIC, QUEUES))
-    # One drain unmeasured first: the broker's pull path compiled by its JIT, as the send path is by the
-    # produce runs' warm-up.
-    warm = java.start(
-        "consume", namesrv=b.namesrv, topic=BACKLOG_TOPIC, group=f"bench_warm_{time.time_ns()}", count=total
-    )
-    try:
-        java.result(warm, 600)
-    finally:
-        warm.stop()
     out = {}
     for consumer in a.consumer.split(","):
         runs = []
@@ -560,6 +552,10 @@ def consume(a: argparse.Namespace, java: Java, b: Brokers) -> dict[str, Run]:
                 group=f"bench_{consumer}_{i}_{time.time_ns()}",
                 count=total,
                 kind=consumer,
+                # One unmeasured drain first in the same JVM (a group of its own): the client's pull
+                # and decode paths compiled by its JIT, and the broker's, as the produce runs' warm-up
+                # does for sends. Without it the JIT compiler was the load JVM's busiest thread.
+                warm=1,
             )
             log(f"  {b.kind} consume ({consumer}) run {i + 1}: {describe(r)}")
             runs.append(r)
@@ -735,7 +731,8 @@ def section(rows: list[Row], a: argparse.Namespace, elapsed: float, problems: li
         f"{'s' if a.producers > 1 else ''} (as Apache's benchmark Producer), windows of {a.duration:g} s "
         f"after {a.warmup:g} s warm-up (a fresh broker's first run {a.warmup + a.broker_warmup:g} s, for "
         f"the JIT); consume: a {consumer} "
-        f"of a new group draining a backlog of {a.backlog:,} messages; medians of {a.repeat} run"
+        f"of a new group draining a backlog of {a.backlog:,} messages, measured after one unmeasured drain "
+        f"by another group in the same JVM (its JIT done); medians of {a.repeat} run"
         f"{'s' if a.repeat > 1 else ''}; whole run {elapsed:.0f} s{' (--quick)' if a.quick else ''}. "
         "Both brokers: 1 GiB CommitLog files, 6 MB ConsumeQueue files, a topic of 8 queues, the row's "
         "flush type; Apache's JVM: G1 with `runbroker.sh`'s flags and a 2 GiB heap.",
@@ -819,7 +816,12 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="3 s windows, 1 run, a backlog of 60,000")
     ap.add_argument("--threads", type=int, default=64, help="producer threads (sync sends in flight)")
     ap.add_argument("--producers", type=int, default=1, help="DefaultMQProducer instances shared by them")
-    ap.add_argument("--backlog", type=int, default=None, help="messages drained by consume (200,000)")
+    ap.add_argument(
+        "--backlog",
+        type=int,
+        default=None,
+        help="messages drained by consume (500,000: a drain of a few seconds)",
+    )
     ap.add_argument(
         "--consumer",
         default="push,lite",
@@ -838,7 +840,7 @@ def main() -> int:
     a.repeat = a.repeat or (1 if a.quick else 3)
     if a.broker_warmup is None:
         a.broker_warmup = 15.0 if a.quick else 20.0
-    a.backlog = a.backlog or (60_000 if a.quick else 200_000)
+    a.backlog = a.backlog or (60_000 if a.quick else 500_000)
     QUIET[:] = [a.wait_quiet, a.quiet_below]
     unknown = set(a.consumer.split(",")) - set(CONSUMERS)
     if unknown:

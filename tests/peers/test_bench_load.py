@@ -72,10 +72,20 @@ def test_a_backlog_of_count_messages_is_drained_whole_by_both_consumers(
     assert stored == COUNT + 2
     for kind in ("push", "lite"):
         got = bench_load(
-            java, tmp_path, "consume", namesrv=ns, topic=TOPIC, group=f"bl_{kind}", count=stored, kind=kind
+            java,
+            tmp_path,
+            "consume",
+            namesrv=ns,
+            topic=TOPIC,
+            group=f"bl_{kind}",
+            count=stored,
+            kind=kind,
+            warm=1,
         )
         assert got["finished"] is True, got
         assert got["msgs"] == stored, got
+        # The measured drain came after a whole unmeasured one, by another group.
+        assert got["warm_drains"] == 1, got
 
 
 def test_a_windowed_produce_run_reports_its_sends_and_latencies(
