@@ -728,24 +728,23 @@ impl IndexService {
     /// indexMsgTimestamp; 0 without files.
     pub fn flush(&self) -> Result<i64> {
         let files = self.files.read().clone();
-        let end_ts = files.last().map(|f| f.header().end_timestamp).unwrap_or(0);
-        for f in &files {
-            f.flush()?;
-        }
-        Ok(end_ts)
+        Self::sync(&files)
     }
 
     /// Sync the full IndexFiles (all but the one being written); returns the endTimestamp of
     /// the newest of them (everything up to it is on disk), 0 when no file is full yet.
     pub fn flush_full(&self) -> Result<i64> {
         let files = self.files.read().clone();
-        let Some((_, full)) = files.split_last() else {
-            return Ok(0);
-        };
-        for f in full {
+        Self::sync(files.split_last().map_or(&[][..], |(_, full)| full))
+    }
+
+    /// Sync `files`; the last one's endTimestamp as read before syncing, 0 without files.
+    fn sync(files: &[Arc<IndexFile>]) -> Result<i64> {
+        let end_ts = files.last().map(|f| f.header().end_timestamp).unwrap_or(0);
+        for f in files {
             f.flush()?;
         }
-        Ok(full.last().map(|f| f.header().end_timestamp).unwrap_or(0))
+        Ok(end_ts)
     }
 
     /// Delete every IndexFile.

@@ -250,18 +250,20 @@ public final class BenchLoad {
         Map<String, Object> out = new TreeMap<>();
         // Unmeasured drains first, each by a group of its own, in this JVM: its JIT compiles the
         // client's pull and decode paths (and the broker's) before the measured drain.
+        List<Long> warmMsgs = new ArrayList<>();
         for (int i = 0; i < warm; i++) {
-            Drain w = drain(namesrv, topic, group + "_warm" + i, kind, count, timeout, false);
-            if (w.got < count) {
-                throw new IllegalStateException("warm-up drain got only " + w.got + " of " + count);
+            long got = drain(namesrv, topic, group + "_warm" + i, kind, count, timeout, false).got.get();
+            if (got < count) {
+                throw new IllegalStateException("warm-up drain got only " + got + " of " + count);
             }
+            warmMsgs.add(got);
         }
         Drain d = drain(namesrv, topic, group, kind, count, timeout, true);
-        out.put("finished", d.got >= count);
-        out.put("warm_drains", warm);
+        out.put("finished", d.got.get() >= count);
+        out.put("warm_msgs", warmMsgs);
         out.put("mode", "consume");
         out.put("kind", kind);
-        out.put("msgs", d.got);
+        out.put("msgs", d.got.get());
         if (d.times[1] > d.times[0]) {
             double secs = (d.times[1] - d.times[0]) / 1e9;
             out.put("seconds", secs);
@@ -273,8 +275,7 @@ public final class BenchLoad {
 
     /** What one drain saw: messages, and the clock and CPU at its first and last message. */
     private static final class Drain {
-        final AtomicLong gotCounter = new AtomicLong();
-        long got;
+        final AtomicLong got = new AtomicLong();
         final long[] times = new long[2];
         final double[] cpu = new double[2];
     }
@@ -287,7 +288,7 @@ public final class BenchLoad {
     private static Drain drain(String namesrv, String topic, String group, String kind, long count,
             long timeout, boolean measure) throws Exception {
         Drain d = new Drain();
-        AtomicLong got = d.gotCounter;
+        AtomicLong got = d.got;
         CountDownLatch done = new CountDownLatch(1);
         AtomicBoolean begun = new AtomicBoolean();
         Runnable onFirst = () -> {
@@ -344,7 +345,6 @@ public final class BenchLoad {
             }
             c.shutdown();
         }
-        d.got = got.get();
         return d;
     }
 }
