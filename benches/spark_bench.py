@@ -243,6 +243,9 @@ def spark_runs(root: Path, runs: int) -> tuple[dict[str, tuple[float, int]], dic
     from pyspark.sql import SparkSession
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    jar = rmq.spark.jar_path()
+    if jar is None:
+        raise SystemExit("this rmq install has no Spark JVM reader jar: build the wheel with scripts/wheel")
     spark = (
         SparkSession.builder.master("local[2]")
         .appName("rmq-spark-bench")
@@ -251,10 +254,13 @@ def spark_runs(root: Path, runs: int) -> tuple[dict[str, tuple[float, int]], dic
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.memory", "2g")
+        .config("spark.jars", jar)
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
     rmq.spark.register(spark)
+    if not rmq.spark.jvm_reader_available(spark):
+        raise SystemExit(f"Spark did not load the JVM reader from {jar}")
     out: dict[str, tuple[float, int]] = {}
     try:
         full = spark.read.format("rocketmq").load(str(root))
@@ -267,9 +273,15 @@ def spark_runs(root: Path, runs: int) -> tuple[dict[str, tuple[float, int]], dic
         def noop(df):  # type: ignore[no-untyped-def]
             return lambda: df.write.format("noop").mode("overwrite").save()
 
+        jvm = rmq.spark.load(spark, str(root))
+        jvm.count()  # warm-up
         cases = {
             "all columns (noop write)": noop(full),
             "header columns, no body (noop write)": noop(header),
+            "JVM reader (`rmq.spark.load`), all columns (noop write)": noop(jvm),
+            "JVM reader (`rmq.spark.load`), header columns, no body (noop write)": noop(
+                jvm.select(*HEADER_COLUMNS.split(","))
+            ),
             "all columns, count()": full.count,
             "ceiling: one prebuilt batch repeated, all columns (noop write)": noop(prebuilt),
             "ceiling: one prebuilt batch repeated, header columns (noop write)": noop(prebuilt_header),
@@ -292,15 +304,22 @@ def spark_runs(root: Path, runs: int) -> tuple[dict[str, tuple[float, int]], dic
 PARQUET_TARGET = 1.0
 """rmq's queries must run at least as fast as the same queries over Parquet (ratio ≥ 1×)."""
 HEADER_COLUMNS = "topic,queue_id,queue_offset,commitlog_offset,store_size,store_timestamp,tags,msg_id"
-# (name, rocketmq `columns` option or None for every column, query, whether the ratio has a target)
+# (name, rocketmq `columns` option or None for every column, query, whether the ratio has a target).
+# JVM rows read with `rmq.spark.load` (Spark prunes the columns itself; no `columns` option), the others
+# with the Python source, which needs the option to read few columns.
+JVM = "JVM reader: "
 VS_PARQUET = (
-    ("count(*)", "", "count", True),
-    ("count by topic", "topic", "by_topic", True),
-    ("header columns, no body (noop write)", HEADER_COLUMNS, "noop_header", True),
-    ("sum(body_size)", "body_size", "sum_body_size", True),
-    ("all columns into Parquet", None, "to_parquet", True),
-    ("count(*) of every column (no `columns` option)", None, "count", False),
-    ("sum(length(body)) (the body read on both sides)", "body", "sum_length_body", False),
+    (JVM + "count(*)", None, "count", True),
+    (JVM + "count by topic", None, "by_topic", True),
+    (JVM + "header columns, no body (noop write)", None, "noop_header", True),
+    (JVM + "sum(body_size)", None, "sum_body_size", True),
+    (JVM + "all columns into Parquet", None, "to_parquet", True),
+    (JVM + "sum(length(body)) (the body read on both sides)", None, "sum_length_body", False),
+    ("Python source: count(*)", "", "count", False),
+    ("Python source: count by topic", "topic", "by_topic", False),
+    ("Python source: header columns, no body (noop write)", HEADER_COLUMNS, "noop_header", False),
+    ("Python source: sum(body_size)", "body_size", "sum_body_size", False),
+    ("Python source: all columns into Parquet", None, "to_parquet", False),
 )
 ParquetRow = tuple[list[float], list[float], list[float], int]
 """rocketmq seconds per run, Parquet seconds per run, 1-minute load average before each round, rows."""
@@ -330,6 +349,8 @@ def parquet_runs(spark, root: Path, runs: int) -> dict[str, ParquetRow]:  # type
     """Each query of `VS_PARQUET` over the rocketmq source and over a Parquet copy of its rows: one
     unmeasured pass over every query (which also checks that both sources give the same answer), then
     `runs` rounds, each running every query on both sources (which source goes first alternates)."""
+    import rmq.spark
+
     pq = root.with_name(root.name + ".parquet")
     marker = pq / "_rmq_bench.json"
     full = spark.read.format("rocketmq").load(str(root))
@@ -344,8 +365,11 @@ def parquet_runs(spark, root: Path, runs: int) -> dict[str, ParquetRow]:  # type
     queries = []
     for name, columns, what, _target in VS_PARQUET:
         # One DataFrame per query, reused by its runs (no filter is pushed down, so none leaks).
-        reader = spark.read.format("rocketmq")
-        rdf = (reader if columns is None else reader.option("columns", columns)).load(str(root))
+        if name.startswith(JVM):
+            rdf = rmq.spark.load(spark, str(root))
+        else:
+            reader = spark.read.format("rocketmq")
+            rdf = (reader if columns is None else reader.option("columns", columns)).load(str(root))
         r_run, p_run = _query(rdf, what, sink / "rmq"), _query(parquet, what, sink / "pq")
         r_got, p_got = r_run(), p_run()
         if r_got != p_got:

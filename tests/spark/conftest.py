@@ -43,6 +43,8 @@ def spark() -> Iterator[SparkSession]:
         .config("spark.driver.memory", "1g")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.sql.session.timeZone", "UTC")
+        # The JVM reader (rmq.spark.load); tests/spark/test_jvm_reader.py fails when the wheel lacks it.
+        .config("spark.jars", rmq.spark.jar_path() or "")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")

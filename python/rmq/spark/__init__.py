@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from rmq.spark.jvm import jar_path, jvm_reader_available, load
 from rmq.spark.schema import spark_schema
 from rmq.spark.source import RocketMQDataSource, RocketMQDataSourceNoPushdown
 from rmq.spark.udf import decode_record, parse_properties, record_struct_type
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
 __all__ = [
     "RocketMQDataSource",
     "decode_record",
+    "jar_path",
+    "jvm_reader_available",
+    "load",
     "parse_properties",
     "record_struct_type",
     "register",

@@ -1,0 +1,137 @@
+"""``rmq.spark.load``: batch reads through the JVM reader, planned here by rmq's Rust reader.
+
+The JVM reader (``org.rmq.spark.RocketMQSource``, in the jar ``jar_path()`` names) is a DataSource V2 batch
+source: it decodes records into Spark's own columnar batches in the executors and reads only the columns a
+query needs, with no Python worker and no Arrow hop. Planning stays here: the committed end of the CommitLog
+and splits cut on record boundaries come from the Rust reader, as for the Python source, and travel to the
+JVM reader as options. The DataFrame reads what was committed when ``load`` planned it.
+
+Reads the JVM reader does not serve (row filters given as options, ``failOnDataLoss=false``, or a Spark
+without the jar on its classpath) go to the Python source (``spark.read.format("rocketmq")``), with a log
+line saying why; both give the same rows.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rmq.spark.options import FilterSpec, ReadSpec, parse_options
+from rmq.spark.schema import columns_option, spark_schema
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+__all__ = ["JVM_SOURCE", "jar_path", "jvm_reader_available", "load", "python_only_reason"]
+
+log = logging.getLogger(__name__)
+
+JVM_SOURCE = "org.rmq.spark.RocketMQSource"
+"""The JVM reader's class, as ``spark.read.format`` takes it."""
+
+_JAR = Path(__file__).with_name("jars") / "rmq-spark.jar"
+
+# Options the JVM path takes as they are (the rest need the Python source).
+_JVM_OPTIONS = frozenset(
+    {
+        *("path", "paths", "commitlogdir", "checkcrc", "decompress", "slicesize", "batchsize", "columns"),
+        *("pushdown", "pushfilters", "failondataloss"),
+    }
+)
+
+
+def jar_path() -> str | None:
+    """The jar of the JVM reader inside this install (``None`` when the wheel was built without it). Put it on
+    Spark's classpath when the session is built: ``SparkSession.builder.config("spark.jars", jar_path())``."""
+    return str(_JAR) if _JAR.is_file() else None
+
+
+def jvm_reader_available(spark: SparkSession) -> bool:
+    """Whether `spark`'s driver can load the JVM reader (its jar is on the classpath)."""
+    try:
+        jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
+        return bool(jvm.org.apache.spark.util.Utils.classIsLoadable(JVM_SOURCE))
+    except Exception:  # Spark Connect, or a JVM that is gone: no JVM reader
+        return False
+
+
+def python_only_reason(spec: ReadSpec, options: dict[str, str]) -> str | None:
+    """Why these options need the Python source, or ``None`` when the JVM reader serves them."""
+    others = sorted(k for k in options if k.lower() not in _JVM_OPTIONS)
+    if others:
+        return f"option(s) {', '.join(others)} filter rows or stream, which only the Python source does"
+    if not spec.fail_on_data_loss:
+        return "failOnDataLoss=false skips damage, which only the Python source does"
+    if spec.filter != FilterSpec():
+        return "a row filter is given"
+    return None
+
+
+def _python_source(spark: SparkSession, options: dict[str, str]) -> DataFrame:
+    from rmq.spark import register
+
+    try:
+        registered = spark._jsparkSession.sessionState().dataSourceManager().dataSourceExists("rocketmq")  # type: ignore[attr-defined]
+    except Exception:
+        registered = False
+    if not registered:
+        register(spark)
+    return spark.read.format("rocketmq").options(**options).load()
+
+
+def load(spark: SparkSession, path: str | Path, **options: str | int | bool) -> DataFrame:
+    """A DataFrame of every message committed in the store at `path` now (one row per message; columns as
+    ``spark_schema()``, or those the ``columns`` option names). Options as ``rmq.spark.options``, with values
+    as strings, numbers or booleans. Read by the JVM reader when it can (see the module doc)."""
+    opts = {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in options.items()}
+    opts["path"] = str(path)
+    spec = parse_options(opts)
+    columns = columns_option(opts)
+    spark_schema(columns)  # an unknown or repeated column name is an error here, as with the Python source
+    why = python_only_reason(spec, opts)
+    if why is None and not jvm_reader_available(spark):
+        why = f"the JVM reader is not on Spark's classpath (build the session with spark.jars={jar_path()})"
+    if why is not None:
+        log.info("rocketmq: reading %s with the Python source: %s", spec.path, why)
+        return _python_source(spark, opts)
+    return _jvm_frame(spark, spec, columns)
+
+
+_MIN_SLICE = 32 << 20
+
+
+def _slice_size(spark: SparkSession, spec: ReadSpec) -> int:
+    """Bytes per split when ``sliceSize`` is not given: the committed bytes shared out over Spark's default
+    parallelism (at least 32 MiB; a split never crosses a CommitLog file). A JVM task has no Python worker
+    to amortise, and one split per core keeps each core on one sequential walk."""
+    from rmq.spark.source import plan_partitions
+
+    _kind, whole = plan_partitions(replace(spec, slice_size=1 << 62))
+    total = sum(p.end - p.start for p in whole)  # type: ignore[union-attr]
+    cores = max(1, spark.sparkContext.defaultParallelism)
+    return max(_MIN_SLICE, -(-total // cores))
+
+
+def _jvm_frame(spark: SparkSession, spec: ReadSpec, columns: list[str] | None) -> DataFrame:
+    from rmq.spark.source import ScanPartition, plan_partitions
+
+    if spec.auto_slice:
+        spec = replace(spec, slice_size=_slice_size(spark, spec))
+    kind, parts = plan_partitions(spec)
+    if kind != "scan" or not all(isinstance(p, ScanPartition) for p in parts):
+        raise AssertionError(f"an unfiltered read planned {kind} partitions")
+    splits = ";".join(f"{p.start}:{p.end}:{int(p.end_is_boundary)}" for p in parts)  # type: ignore[union-attr]
+    commitlog = spec.commitlog_dir or str(Path(spec.path) / "commitlog")
+    df = (
+        spark.read.format(JVM_SOURCE)
+        .option("commitlogDir", commitlog)
+        .option("splits", splits)
+        .option("checkCRC", str(spec.check_crc).lower())
+        .option("decompress", str(spec.decompress).lower())
+        .option("batchSize", str(min(spec.batch_rows, 8192)))
+        .load()
+    )
+    log.info("rocketmq: reading %s with the JVM reader, %d splits", spec.path, len(parts))
+    return df if columns is None else df.select(*columns)
