@@ -27,10 +27,12 @@ import org.apache.spark.sql.vectorized.ColumnarBatch;
 /**
  * Decodes the records of one {@link Split} into columnar batches (the message record of REMOTING.md §4.1).
  *
- * <p>Every record is checked as rmq's Rust reader checks it: magic code, TOTALSIZE, PHYSICALOFFSET equal to
- * its own position, the fields adding up to TOTALSIZE and (with checkCRC) the body CRC. Damage raises an
- * error naming the file and the offset: this reader has no failOnDataLoss=false (rmq.spark.load reads such
- * stores with the Python source, which skips damage).
+ * <p>A read checks what it reads. Every record: its magic code, TOTALSIZE and PHYSICALOFFSET equal to its own
+ * position (so the chain of records is intact and every row is a record); the body length when a column
+ * needs the body's place; the fields past the body adding up to TOTALSIZE (and topic and properties being
+ * UTF-8) when a column reads them; the body CRC (checkCRC) when the body is read. Damage raises an error
+ * naming the file and the offset: this reader has no failOnDataLoss=false (rmq.spark.load reads such stores
+ * with the Python source, which skips damage).
  */
 final class SplitReader implements PartitionReader<ColumnarBatch> {
     static final int MESSAGE_MAGIC = 0xDAA320A7;
