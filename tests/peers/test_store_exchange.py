@@ -356,6 +356,9 @@ def spark() -> Iterator[Any]:
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.memory", "512m")
         .config("spark.sql.shuffle.partitions", "1")
+        # The first session of the process launches Spark's JVM, and only jars given then are on the
+        # driver's classpath: tests/spark's JVM reader tests run later in this process.
+        .config("spark.jars", rmq.spark.jar_path() or "")
         .getOrCreate()
     )
     session.sparkContext.setLogLevel("ERROR")
