@@ -19,6 +19,7 @@ from rmq.broker.processors.offsets import OffsetProcessors
 from rmq.broker.processors.pull import PullProcessor
 from rmq.broker.processors.query import QueryProcessors
 from rmq.broker.processors.send import SendProcessor
+from rmq.broker.processors.send_back import SendBackProcessor
 from rmq.broker.records import parse_properties
 from rmq.broker.services import BrokerServices
 from rmq.broker.subscription_group import SubscriptionGroupManager
@@ -573,6 +574,42 @@ async def test_sql92_subscription_filters_exactly(tmp_path):
             b.call(RequestCode.CHECK_CLIENT_CONFIG, {}, orjson.dumps(check)).code
             == ResponseCode.SUBSCRIPTION_PARSE_FAILED
         )
+    finally:
+        b.close()
+
+
+async def test_sync_flush_send_back_answers_once_the_retry_message_is_flushed(tmp_path):
+    """A send-back's answer is the consumer's receipt: with SYNC_FLUSH it comes after the group commit that
+    holds the re-put message, as a send's does."""
+    b = Broker(str(tmp_path), flushDiskType="SYNC_FLUSH")
+    try:
+        ctx = FakeContext()
+        first = b.call(RequestCode.SEND_MESSAGE_V2, v2("Work", 0), b"job", ctx=ctx)
+        for _ in range(500):
+            if first is not None or ctx.responses:
+                break
+            await asyncio.sleep(0.01)
+        sent = first if first is not None else ctx.responses[0]
+        offset = int(sent.ext_fields["msgId"][16:], 16)
+        back = SendBackProcessor(b.s)
+        answers = []
+        for _ in range(10):
+            c = FakeContext()
+            req = create_request(RequestCode.CONSUMER_SEND_MSG_BACK, {"offset": str(offset), "group": "CG"})
+            direct = back.send_back(c, req)
+            end = b.store.commitlog_max_offset()  # the re-put record's end
+            answers.append((direct, c, end))
+        held = [a for a in answers if a[0] is None]
+        assert held, "the re-put messages were not flushed yet, so their answers wait for the group commit"
+        for _ in range(500):
+            if all(c.responses for _d, c, _e in held):
+                break
+            await asyncio.sleep(0.01)
+        for direct, c, _end in answers:
+            r = direct if direct is not None else c.responses[0]
+            assert r.code == ResponseCode.SUCCESS, r.remark
+        assert b.store.flushed_offset() >= max(e for _d, _c, e in answers)
+        assert len(b.s.flush_responder) == 0
     finally:
         b.close()
 

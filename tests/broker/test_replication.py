@@ -336,6 +336,51 @@ async def test_sync_master_waits_for_the_slave(tmp_path):
     assert log_bytes(tmp_path / "s", 0, end) == log_bytes(tmp_path / "m", 0, end)
 
 
+async def test_sync_master_send_back_waits_for_the_slave(tmp_path):
+    """A consumer's send-back is its receipt for the message: on a SYNC_MASTER it is answered once a slave
+    has the re-put message; with no slave, SYSTEM_ERROR SLAVE_NOT_AVAILABLE (the consumer then sends the
+    message back itself); with a slave that stops acknowledging, FLUSH_SLAVE_TIMEOUT."""
+    props = ("brokerRole=SYNC_MASTER", "slaveTimeout=1000", "haSlaveFallbehindMax=65536")
+    master = await asyncio.to_thread(start_broker, tmp_path / "m", *props)
+    client = RemotingClient()
+    slave = None
+
+    def back(offset: int):
+        # delayLevel -1: straight to the DLQ, so no scheduled re-put writes to the master meanwhile.
+        fields = {"offset": str(offset), "group": "CG", "delayLevel": "-1"}
+        return client.invoke(
+            master.broker_addr, create_request(RequestCode.CONSUMER_SEND_MSG_BACK, fields), 5000
+        )
+
+    try:
+        r = await client.invoke(master.broker_addr, send_request(0, 0), 5000)
+        offset = int(r.ext_fields["msgId"][16:], 16)
+        r = await back(offset)
+        assert (r.code, r.remark) == (ResponseCode.SYSTEM_ERROR, "SLAVE_NOT_AVAILABLE")
+        assert "WARNING" in await logged(master, "send-backs answered SYSTEM_ERROR SLAVE_NOT_AVAILABLE")
+        slave = await asyncio.to_thread(start_pair_slave, tmp_path, master)
+        await wait_caught_up(client, master, slave)
+        while (r := await back(offset)).code != ResponseCode.SUCCESS:
+            assert r.remark == "SLAVE_NOT_AVAILABLE"
+            await asyncio.sleep(0.05)
+        for _ in range(5):
+            r = await back(offset)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            # Answered once the slave acknowledged: its CommitLog already ends past the re-put record.
+            assert await commitlog_max(client, slave.broker_addr) >= await commitlog_max(
+                client, master.broker_addr
+            )
+        slave.proc.send_signal(signal.SIGSTOP)
+        r = await back(offset)
+        assert r.code == ResponseCode.FLUSH_SLAVE_TIMEOUT
+    finally:
+        await client.close()
+        if slave is not None:
+            slave.proc.send_signal(signal.SIGCONT)
+            slave.stop()
+        master.stop()
+
+
 async def test_sync_master_sends_take_the_fast_path_and_still_wait_for_the_slave(tmp_path):
     """Once a topic is vetted, a SYNC_MASTER's sends are answered by the network thread (its counters),
     SEND_OK only once the slave acknowledged them: a stopped slave's sends time out FLUSH_SLAVE_TIMEOUT, then

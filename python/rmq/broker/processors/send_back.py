@@ -1,9 +1,16 @@
 """CONSUMER_SEND_MSG_BACK (36): a consumer failed a message; re-put it to `%RETRY%<group>` with a
-growing delay, or to `%DLQ%<group>` after `maxReconsumeTimes` (REMOTING.md §7.6)."""
+growing delay, or to `%DLQ%<group>` after `maxReconsumeTimes` (REMOTING.md §7.6).
+
+The answer is the consumer's receipt for the message (it moves its offset past it), so it comes once the
+re-put message is as durable as a send's: after the group commit with SYNC_FLUSH, after a slave's ack on
+a SYNC_MASTER (RocketMQ's send-back goes through the same put, which waits for both). Anything but
+SUCCESS makes the consumer send the message back itself, through its producer."""
 
 from __future__ import annotations
 
+import logging
 import random
+import time
 
 from rmq.broker.records import StoredMessage, properties_string
 from rmq.broker.schedule import schedule_target
@@ -17,15 +24,24 @@ from rmq.store import MessageIllegalError, offset_msg_id
 
 __all__ = ["SendBackProcessor"]
 
+log = logging.getLogger(__name__)
+
+_WARN_INTERVAL_S = 10.0
+"""At most one SLAVE_NOT_AVAILABLE warning per this many seconds (with how many there were)."""
+
 
 class SendBackProcessor:
     def __init__(self, services: BrokerServices) -> None:
         self.s = services
+        self._sync_flush = services.config.sync_flush
+        self._sync_master = services.config.broker_role == "SYNC_MASTER"
+        self._slave_not_available = 0
+        self._warned_at = -_WARN_INTERVAL_S
 
     def table(self) -> dict[int, Processor]:
         return {RequestCode.CONSUMER_SEND_MSG_BACK: self.send_back}
 
-    def send_back(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    def send_back(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         s = self.s
         f = request.ext_fields
         group = header_str(f, "group")
@@ -72,7 +88,7 @@ class SendBackProcessor:
         if level > 0 and s.delay_levels:
             topic, queue_id, _ = schedule_target(topic, queue_id, props, level, len(s.delay_levels))
         try:
-            s.store.put(
+            _msg_id, _queue_offset, phys, size, _ = s.store.put(
                 topic,
                 queue_id,
                 m.body,
@@ -88,4 +104,37 @@ class SendBackProcessor:
             return create_response(request, ResponseCode.MESSAGE_ILLEGAL, str(e))
         if level == 0 and topic.startswith(codes.DLQ_GROUP_TOPIC_PREFIX):
             s.metrics.dead(props[MessageConst.RETRY_TOPIC], group)
-        return create_response(request)
+        return self._when_durable(phys + size, ctx, create_response(request))
+
+    def _when_durable(
+        self, end: int, ctx: RequestContext, response: RemotingCommand
+    ) -> RemotingCommand | None:
+        """`response` now, or held until the record ending at `end` is flushed (SYNC_FLUSH) or on a slave
+        (SYNC_MASTER; then flushed as well with SYNC_FLUSH). The responders answer FLUSH_DISK_TIMEOUT or
+        FLUSH_SLAVE_TIMEOUT when that takes too long."""
+        s = self.s
+        if self._sync_master:
+            ha = s.ha_master
+            if ha is not None and s.replica_responder is not None:
+                ha.notify()
+                if ha.is_slave_ok(end):
+                    s.replica_responder.hold(end, ctx, response)
+                    return None
+            # Stored but not on a slave: RocketMQ's send-back answers a put that is not PUT_OK so.
+            response.code = ResponseCode.SYSTEM_ERROR
+            response.remark = "SLAVE_NOT_AVAILABLE"
+            self._slave_not_available += 1
+            now = time.monotonic()
+            if now - self._warned_at >= _WARN_INTERVAL_S:
+                log.warning(
+                    "SYNC_MASTER: %d send-backs answered SYSTEM_ERROR SLAVE_NOT_AVAILABLE (stored, not on a"
+                    " slave; the consumer sends the message back itself)",
+                    self._slave_not_available,
+                )
+                self._warned_at = now
+                self._slave_not_available = 0
+            return response
+        if self._sync_flush and s.store.flushed_offset() < end:
+            s.flush_responder.hold(end, ctx, response)
+            return None
+        return response
