@@ -152,6 +152,11 @@ final class Properties {
         return s.getBytes(java.nio.charset.StandardCharsets.US_ASCII);
     }
 
+    /** The bytes the parsed string lies in. */
+    byte[] bytes() {
+        return b;
+    }
+
     int valueStart(int e) {
         return r[4 * e + 2];
     }
