@@ -379,9 +379,7 @@ class BrokerController:
         """A SYNC_MASTER answer a slave acknowledged (or timed out): with SYNC_FLUSH it waits for the
         flush as well."""
         s = self.services
-        if s is not None and self.config.sync_flush and s.store.flushed_offset() < end:
-            s.flush_responder.hold(end, ctx, response)
-        else:
+        if not (s is not None and self.config.sync_flush and s.hold_until_flushed(end, ctx, response)):
             ctx.send_response(response)
 
     def _start_metrics(self, s: BrokerServices) -> None:

@@ -20,6 +20,7 @@ from rmq.broker.stats import RateSampler, WindowCounter
 from rmq.broker.subscription_group import SubscriptionGroupManager
 from rmq.broker.topic_config import TopicConfigManager
 from rmq.remoting.command import RemotingCommand
+from rmq.remoting.context import RequestContext
 from rmq.store import AsyncStore, MessageStore
 
 __all__ = ["BrokerServices", "Counters", "socket_addr"]
@@ -97,6 +98,27 @@ class BrokerServices:
     vetted topic's sends and batches bypass Python, ``forget_topic`` / ``forget_topics`` undo it (called
     only by the controller's one hook for topic and broker config changes), ``fast_puts`` counts them,
     ``fast_send_stats`` counts what it took and declined."""
+
+    def hold_until_replicated(self, end: int, ctx: RequestContext, response: RemotingCommand) -> bool:
+        """SYNC_MASTER: hold `response` until a slave acknowledged the record ending at `end` (the
+        controller then holds it for the flush too with SYNC_FLUSH); False, and not held, when no slave is
+        connected or the slave lags more than haSlaveFallbehindMax."""
+        ha, responder = self.ha_master, self.replica_responder
+        if ha is None or responder is None:
+            return False
+        ha.notify()
+        if not ha.is_slave_ok(end):
+            return False
+        responder.hold(end, ctx, response)
+        return True
+
+    def hold_until_flushed(self, end: int, ctx: RequestContext, response: RemotingCommand) -> bool:
+        """Hold `response` until the record ending at `end` is flushed (callers decide whether SYNC_FLUSH
+        asks for it); False, and not held, when it already is."""
+        if self.store.flushed_offset() >= end:
+            return False
+        self.flush_responder.hold(end, ctx, response)
+        return True
 
     def fast_send_stats(self) -> dict[str, str]:
         """The fast path's counters for GET_BROKER_RUNTIME_INFO: send requests it answered

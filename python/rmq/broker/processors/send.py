@@ -334,10 +334,9 @@ class SendProcessor:
         )
         if self._sync_master and wait:
             return self._replicate(end, ctx, response)
-        if not (self._sync_flush and wait) or s.store.flushed_offset() >= end:
-            return response
-        s.flush_responder.hold(end, ctx, response)
-        return None
+        if self._sync_flush and wait and s.hold_until_flushed(end, ctx, response):
+            return None
+        return response
 
     def _refuse_on_slave(self, request: RemotingCommand) -> RemotingCommand:
         """A slave takes messages from its master only: SERVICE_NOT_AVAILABLE, as RocketMQ's slave
@@ -358,12 +357,10 @@ class SendProcessor:
         slaveTimeout), or at once SLAVE_NOT_AVAILABLE when no slave is connected or the slave lags more
         than haSlaveFallbehindMax (the message is stored either way, as RocketMQ does)."""
         s = self.s
-        ha = s.ha_master
-        assert ha is not None and s.replica_responder is not None
-        ha.notify()
-        if ha.is_slave_ok(end):
-            s.replica_responder.hold(end, ctx, response)
+        if s.hold_until_replicated(end, ctx, response):
             return None
+        ha = s.ha_master
+        assert ha is not None
         response.code = ResponseCode.SLAVE_NOT_AVAILABLE
         self._slave_not_available += 1
         now = time.monotonic()
@@ -380,8 +377,7 @@ class SendProcessor:
             self._slave_warned_at = now
             self._slave_reason = reason
             self._slave_not_available = 0
-        if self._sync_flush and s.store.flushed_offset() < end:
-            s.flush_responder.hold(end, ctx, response)
+        if self._sync_flush and s.hold_until_flushed(end, ctx, response):
             return None
         return response
 

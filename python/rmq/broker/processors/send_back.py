@@ -114,12 +114,8 @@ class SendBackProcessor:
         FLUSH_SLAVE_TIMEOUT when that takes too long."""
         s = self.s
         if self._sync_master:
-            ha = s.ha_master
-            if ha is not None and s.replica_responder is not None:
-                ha.notify()
-                if ha.is_slave_ok(end):
-                    s.replica_responder.hold(end, ctx, response)
-                    return None
+            if s.hold_until_replicated(end, ctx, response):
+                return None
             # Stored but not on a slave: RocketMQ's send-back answers a put that is not PUT_OK so.
             response.code = ResponseCode.SYSTEM_ERROR
             response.remark = "SLAVE_NOT_AVAILABLE"
@@ -134,7 +130,6 @@ class SendBackProcessor:
                 self._warned_at = now
                 self._slave_not_available = 0
             return response
-        if self._sync_flush and s.store.flushed_offset() < end:
-            s.flush_responder.hold(end, ctx, response)
+        if self._sync_flush and s.hold_until_flushed(end, ctx, response):
             return None
         return response
