@@ -11,6 +11,7 @@ from rmq.broker.clients import ConsumerManager, ProducerManager
 from rmq.broker.config import BrokerConfig, ConfigError, parse_properties_text
 from rmq.broker.consumer_offset import ConsumerOffsetManager
 from rmq.broker.flush_responder import FlushResponder
+from rmq.broker.ha.responder import ReplicaResponder
 from rmq.broker.long_polling import PullHoldService
 from rmq.broker.mq_lock import RebalanceLockManager
 from rmq.broker.processors.admin import AdminProcessors
@@ -25,7 +26,7 @@ from rmq.broker.services import BrokerServices
 from rmq.broker.subscription_group import SubscriptionGroupManager
 from rmq.broker.topic_config import TopicConfigManager
 from rmq.common.codes import RequestCode, ResponseCode
-from rmq.remoting.command import RemotingCommand, create_request
+from rmq.remoting.command import RemotingCommand, create_request, create_response
 from rmq.store import AsyncStore, MessageStore, decode_records, encode_batch_body, java_string_hash
 
 
@@ -610,6 +611,43 @@ async def test_sync_flush_send_back_answers_once_the_retry_message_is_flushed(tm
             assert r.code == ResponseCode.SUCCESS, r.remark
         assert b.store.flushed_offset() >= max(e for _d, _c, e in answers)
         assert len(b.s.flush_responder) == 0
+    finally:
+        b.close()
+
+
+async def test_timed_out_answers_name_the_status_as_a_send_or_a_send_back_expects(tmp_path):
+    """A held answer that times out: a send's carries the status's own code (FLUSH_DISK_TIMEOUT,
+    FLUSH_SLAVE_TIMEOUT, which the client maps to a SendStatus); a send-back's is SYSTEM_ERROR with the
+    status as the remark, as RocketMQ answers a send-back whose put is not PUT_OK."""
+    b = Broker(str(tmp_path))
+    try:
+        never = b.store.commitlog_max_offset() + (1 << 40)  # an offset no flush or slave reaches
+        flush = FlushResponder(b.s.astore, 0.05)
+        replica = ReplicaResponder(lambda: 0, 0.05, lambda *_: pytest.fail("nothing was acknowledged"))
+        send, send_back = FakeContext(), FakeContext()
+        for responder in (flush, replica):
+            responder.hold(never, send, create_response(create_request(RequestCode.SEND_MESSAGE_V2, {})))
+            responder.hold(
+                never,
+                send_back,
+                create_response(create_request(RequestCode.CONSUMER_SEND_MSG_BACK, {})),
+                status_remark=True,
+            )
+        for _ in range(200):
+            if len(send.responses) == 2 and len(send_back.responses) == 2:
+                break
+            await asyncio.sleep(0.01)
+        assert [r.code for r in send.responses] == [
+            ResponseCode.FLUSH_DISK_TIMEOUT,
+            ResponseCode.FLUSH_SLAVE_TIMEOUT,
+        ]
+        assert [(r.code, r.remark) for r in send_back.responses] == [
+            (ResponseCode.SYSTEM_ERROR, "FLUSH_DISK_TIMEOUT"),
+            (ResponseCode.SYSTEM_ERROR, "FLUSH_SLAVE_TIMEOUT"),
+        ]
+        assert len(flush) == len(replica) == 0
+        flush.close()
+        replica.close()
     finally:
         b.close()
 

@@ -375,11 +375,15 @@ class BrokerController:
             cfg.broker_id,
         )
 
-    def _replicated(self, end: int, ctx: Any, response: Any) -> None:
+    def _replicated(self, end: int, ctx: Any, response: Any, status_remark: bool) -> None:
         """A SYNC_MASTER answer a slave acknowledged (or timed out): with SYNC_FLUSH it waits for the
         flush as well."""
         s = self.services
-        if not (s is not None and self.config.sync_flush and s.hold_until_flushed(end, ctx, response)):
+        if not (
+            s is not None
+            and self.config.sync_flush
+            and s.hold_until_flushed(end, ctx, response, status_remark)
+        ):
             ctx.send_response(response)
 
     def _start_metrics(self, s: BrokerServices) -> None:

@@ -99,25 +99,31 @@ class BrokerServices:
     only by the controller's one hook for topic and broker config changes), ``fast_puts`` counts them,
     ``fast_send_stats`` counts what it took and declined."""
 
-    def hold_until_replicated(self, end: int, ctx: RequestContext, response: RemotingCommand) -> bool:
+    def hold_until_replicated(
+        self, end: int, ctx: RequestContext, response: RemotingCommand, status_remark: bool = False
+    ) -> bool:
         """SYNC_MASTER: hold `response` until a slave acknowledged the record ending at `end` (the
         controller then holds it for the flush too with SYNC_FLUSH); False, and not held, when no slave is
-        connected or the slave lags more than haSlaveFallbehindMax."""
+        connected or the slave lags more than haSlaveFallbehindMax. `status_remark`: a timeout answers
+        SYSTEM_ERROR with the status as the remark (a send-back) instead of the status's own code."""
         ha, responder = self.ha_master, self.replica_responder
         if ha is None or responder is None:
             return False
         ha.notify()
         if not ha.is_slave_ok(end):
             return False
-        responder.hold(end, ctx, response)
+        responder.hold(end, ctx, response, status_remark)
         return True
 
-    def hold_until_flushed(self, end: int, ctx: RequestContext, response: RemotingCommand) -> bool:
+    def hold_until_flushed(
+        self, end: int, ctx: RequestContext, response: RemotingCommand, status_remark: bool = False
+    ) -> bool:
         """Hold `response` until the record ending at `end` is flushed (callers decide whether SYNC_FLUSH
-        asks for it); False, and not held, when it already is."""
+        asks for it); False, and not held, when it already is. `status_remark` as for
+        `hold_until_replicated`."""
         if self.store.flushed_offset() >= end:
             return False
-        self.flush_responder.hold(end, ctx, response)
+        self.flush_responder.hold(end, ctx, response, status_remark)
         return True
 
     def fast_send_stats(self) -> dict[str, str]:

@@ -110,11 +110,12 @@ class SendBackProcessor:
         self, end: int, ctx: RequestContext, response: RemotingCommand
     ) -> RemotingCommand | None:
         """`response` now, or held until the record ending at `end` is flushed (SYNC_FLUSH) or on a slave
-        (SYNC_MASTER; then flushed as well with SYNC_FLUSH). The responders answer FLUSH_DISK_TIMEOUT or
-        FLUSH_SLAVE_TIMEOUT when that takes too long."""
+        (SYNC_MASTER; then flushed as well with SYNC_FLUSH). When that takes too long the answer is
+        SYSTEM_ERROR with remark FLUSH_DISK_TIMEOUT or FLUSH_SLAVE_TIMEOUT, as RocketMQ answers a send-back
+        whose put is not PUT_OK (the consumer then sends the message back itself)."""
         s = self.s
         if self._sync_master:
-            if s.hold_until_replicated(end, ctx, response):
+            if s.hold_until_replicated(end, ctx, response, status_remark=True):
                 return None
             # Stored but not on a slave: RocketMQ's send-back answers a put that is not PUT_OK so.
             response.code = ResponseCode.SYSTEM_ERROR
@@ -130,6 +131,6 @@ class SendBackProcessor:
                 self._warned_at = now
                 self._slave_not_available = 0
             return response
-        if self._sync_flush and s.hold_until_flushed(end, ctx, response):
+        if self._sync_flush and s.hold_until_flushed(end, ctx, response, status_remark=True):
             return None
         return response
