@@ -275,11 +275,7 @@ impl GroupCommit {
 
     /// Flush one range; returns whether it reached the disk.
     fn flush(&self, job: (i64, i64, i64)) -> bool {
-        let ok = self
-            .log
-            .queue()
-            .sync_range(job.0 as u64, job.1 as u64)
-            .is_ok();
+        let ok = self.log.sync_range(job.0 as u64, job.1 as u64).is_ok();
         let advanced = {
             let mut st = self.state.lock();
             if !ok {

@@ -104,6 +104,8 @@ pub fn offset_to_file_name(offset: u64) -> String {
 
 /// A memory-mapped segment. It holds no file descriptor: the mapping alone keeps the pages
 /// reachable (and `msync` works on it), so a broker with many queues does not run out of fds.
+/// The one exception is a CommitLog segment appended with `write(2)`
+/// ([`MappedFile::write_through`]): it keeps a descriptor while it is being written.
 pub struct MappedFile {
     path: PathBuf,
     from_offset: u64,
@@ -117,6 +119,8 @@ pub struct MappedFile {
     deleted: AtomicBool,
     /// Bytes `[0, allocated)` have disk blocks reserved ([`MappedFile::ensure_allocated`]).
     allocated: AtomicUsize,
+    /// The descriptor [`MappedFile::write_through`] writes with, opened on first use.
+    fd: parking_lot::Mutex<Option<File>>,
 }
 
 // SAFETY: `base` points into `map`, which lives as long as `self`. Writes happen only through
@@ -212,6 +216,7 @@ impl MappedFile {
             last_store_ts: AtomicU64::new(0),
             deleted: AtomicBool::new(false),
             allocated: AtomicUsize::new(0),
+            fd: parking_lot::Mutex::new(None),
         })
     }
 
@@ -384,23 +389,57 @@ impl MappedFile {
         Ok(())
     }
 
-    /// Copy `data` to `pos` without publishing it. Only the single appender of the owning
-    /// queue (or recovery, which has exclusive access) may call this.
-    pub fn write_at(&self, pos: usize, data: &[u8]) -> Result<()> {
-        if pos
-            .checked_add(data.len())
-            .is_none_or(|end| end > self.size)
-        {
+    /// A write of `len` bytes at `pos` must end inside the segment.
+    fn check_write(&self, pos: usize, len: usize) -> Result<()> {
+        if pos.checked_add(len).is_none_or(|end| end > self.size) {
             return Err(StoreError::corrupt(
                 "write",
                 format!(
-                    "{} bytes at {pos} overflow segment {} of {} bytes",
-                    data.len(),
+                    "{len} bytes at {pos} overflow segment {} of {} bytes",
                     self.path.display(),
                     self.size
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// Write `data` at `pos` with `pwrite(2)` instead of through the mapping, without publishing
+    /// it; same contract as [`MappedFile::write_at`]. The bytes land in the same page-cache
+    /// pages the mapping shows, so readers see them as they see mapped writes. What it saves:
+    /// the mapping never holds these pages writable, so the appender takes no page faults and
+    /// writing the pages back write-protects nothing (no TLB shootdowns). Opens the file on
+    /// first use and keeps the descriptor until [`MappedFile::close_fd`].
+    pub fn write_through(&self, pos: usize, data: &[u8]) -> Result<()> {
+        use std::os::unix::fs::FileExt;
+        self.check_write(pos, data.len())?;
+        let mut fd = self.fd.lock();
+        if fd.is_none() {
+            *fd = Some(
+                OpenOptions::new()
+                    .write(true)
+                    .open(&self.path)
+                    .at(&self.path)?,
+            );
+        }
+        let file = fd.as_ref().expect("opened above");
+        file.write_all_at(data, pos as u64).at(&self.path)
+    }
+
+    /// Close the descriptor [`MappedFile::write_through`] opened (a segment written to its end).
+    pub fn close_fd(&self) {
+        self.fd.lock().take();
+    }
+
+    /// Whether a descriptor is open for [`MappedFile::write_through`].
+    pub fn has_fd(&self) -> bool {
+        self.fd.lock().is_some()
+    }
+
+    /// Copy `data` to `pos` without publishing it. Only the single appender of the owning
+    /// queue (or recovery, which has exclusive access) may call this.
+    pub fn write_at(&self, pos: usize, data: &[u8]) -> Result<()> {
+        self.check_write(pos, data.len())?;
         // SAFETY: bounds checked above; no reader reads at or above the published position.
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), self.base.add(pos), data.len()) };
         Ok(())

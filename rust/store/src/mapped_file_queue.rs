@@ -299,9 +299,10 @@ impl MappedFileQueue {
     }
 
     /// `msync` the bytes `[from, to)` across files, leaving the flushed watermark alone
-    /// (see [`MappedFileQueue::raise_flushed`]). Everything below `to` must be written: the
-    /// pages holding the range are unmapped first ([`MappedFile::unmap_written`]).
-    pub fn sync_range(&self, from: u64, to: u64) -> Result<()> {
+    /// (see [`MappedFileQueue::raise_flushed`]). Everything below `to` must be written. With
+    /// `unmap`, the pages holding the range are unmapped first ([`MappedFile::unmap_written`]):
+    /// worth it when they were written through the mapping.
+    pub fn sync_range(&self, from: u64, to: u64, unmap: bool) -> Result<()> {
         let mut at = from;
         while at < to {
             let Some(f) = self.find(at) else {
@@ -315,7 +316,9 @@ impl MappedFileQueue {
             };
             let base = f.from_offset();
             let end = (to - base).min(f.size() as u64) as usize;
-            f.unmap_written((at - base) as usize, end);
+            if unmap {
+                f.unmap_written((at - base) as usize, end);
+            }
             f.sync_range((at - base) as usize, end)?;
             at = base + f.size() as u64;
         }
@@ -513,8 +516,8 @@ mod tests {
         let f1 = q.last_or_create(0).unwrap();
         f1.append(&[4u8; 1000]).unwrap();
         // Ranges in any order, crossing the file boundary; the watermark is separate.
-        q.sync_range(3000, 5096).unwrap();
-        q.sync_range(100, 3000).unwrap();
+        q.sync_range(3000, 5096, true).unwrap();
+        q.sync_range(100, 3000, false).unwrap();
         assert_eq!(q.flushed_where(), 0);
         q.raise_flushed(4500);
         assert_eq!(q.flushed_where(), 4500);
@@ -528,7 +531,7 @@ mod tests {
         assert_eq!(q.flush(0).unwrap(), 5096);
         assert_eq!(f1.flushed_position(), 1000);
         // Past the end or below the first file: nothing to do, no error.
-        q.sync_range(5096, 9000).unwrap();
+        q.sync_range(5096, 9000, true).unwrap();
     }
 
     #[test]

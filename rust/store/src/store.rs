@@ -194,9 +194,10 @@ impl MessageStore {
             manifest.commitlog_file_size == Some(config.mapped_file_size_commit_log),
         );
         commitlog.load()?;
-        // Durable appends then overwrite written blocks (see CommitLog::set_write_ahead).
+        // SYNC_FLUSH appends with write(2) over blocks written ahead (see
+        // CommitLog::set_durable_appends).
         commitlog
-            .set_write_ahead(config.flush_disk_type == crate::config::FlushDiskType::SyncFlush);
+            .set_durable_appends(config.flush_disk_type == crate::config::FlushDiskType::SyncFlush);
         let queues = Arc::new(QueueTable::new(
             config.consume_queue_dir(),
             config.mapped_file_size_consume_queue,

@@ -133,7 +133,7 @@ impl CommitLog {
             }
             let n = data.len().min(file.size() - pos);
             self.reserve(&file, pos + n)?;
-            file.write_at(pos, &data[..n])?;
+            self.write_bytes(&file, pos, &data[..n])?;
             if let Some(ts) = last_timestamp_in(&data[..n]) {
                 file.set_last_store_timestamp(ts as u64);
             }
