@@ -16,6 +16,7 @@
 
 use std::borrow::Cow;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -109,6 +110,9 @@ pub struct FastSend {
     latency: Latency,
     /// SYNC_MASTER: answers wait for a slave.
     replication: Option<Replication>,
+    /// SYNC_FLUSH: the end of the sends answered without waiting for their flush since the
+    /// last [`FastSend::write_deferred`], whose flush it requests (0: none).
+    flush_after_write: AtomicI64,
 }
 
 /// The properties a request carries for the store, and whether its producer waits for it.
@@ -137,6 +141,21 @@ impl FastSend {
             topic_in: Mutex::new(HashMap::new()),
             latency: Latency::default(),
             replication: None,
+            flush_after_write: AtomicI64::new(0),
+        }
+    }
+
+    /// Write the sends stored since the last call: with SYNC_FLUSH their records were kept
+    /// back ([`MessageStore::put_deferred`]) to be written in one `write(2)`. The caller calls
+    /// this once it has handled the requests at hand, and always before it sends an answer or
+    /// makes a held answer durable ([`FastSend::flush_held`]). On a write error (the disk
+    /// failing: the blocks are reserved beforehand) the records stay kept back for the next
+    /// call, and their held answers time out; nothing is published that was not written.
+    pub fn write_deferred(&self) {
+        let _ = self.store.write_deferred();
+        let end = self.flush_after_write.swap(0, Ordering::Relaxed);
+        if end > 0 {
+            self.store.request_flush(end);
         }
     }
 
@@ -317,10 +336,7 @@ impl FastSend {
                 properties: props.stored.as_bytes(),
             };
             // Store errors (disk full, shut down, ...) are answered by the Python path.
-            vec![self
-                .store
-                .put_deferring_flush(&msg)
-                .map_err(|_| Decline::Store)?]
+            vec![self.store.put_deferred(&msg).map_err(|_| Decline::Store)?]
         };
         self.counters.taken(results.len());
         for r in &results {
@@ -337,7 +353,8 @@ impl FastSend {
         let flush_wait =
             self.sync_flush && props.wait && !oneway && self.store.flushed_offset() < end;
         if self.sync_flush && !flush_wait {
-            self.store.request_flush(end);
+            // Requested once the record is written (`write_deferred`).
+            self.flush_after_write.fetch_max(end, Ordering::Relaxed);
         }
         if oneway {
             return Ok(Sent::NoReply);
@@ -409,7 +426,7 @@ impl FastSend {
             })
             .collect();
         self.store
-            .put_batch_deferring_flush(&msgs)
+            .put_batch_deferred(&msgs)
             .map_err(|_| Decline::Store)
     }
 

@@ -578,6 +578,10 @@ impl Worker {
                     }
                 }
             }
+            // Stored sends are written before anything is answered or flushed.
+            if let Some(fs) = self.shared.fast.read().as_ref() {
+                fs.write_deferred();
+            }
             self.write_replies();
             self.flush_held();
             self.commands();
@@ -834,6 +838,9 @@ impl Worker {
             l.rbuf.copy_within(pos..l.rlen, 0);
             l.rlen -= pos;
             if l.replies.len() > REPLY_BATCH {
+                if let Some(fs) = &fast {
+                    fs.write_deferred();
+                }
                 if l.conn.send(&[&l.replies]) == Written::WatchWritable {
                     watch_writable = true;
                 }
@@ -1020,7 +1027,11 @@ impl Worker {
         };
         self.shared.conns.write().remove(&id);
         if !l.replies.is_empty() {
-            // Answers of this round to a peer that has shut down its side: best effort.
+            // Answers of this round to a peer that has shut down its side: best effort, once
+            // what they answer for is written.
+            if let Some(fs) = self.shared.fast.read().as_ref() {
+                fs.write_deferred();
+            }
             l.conn.send(&[&l.replies]);
         }
         l.conn.out.lock().closed = true;

@@ -205,6 +205,10 @@ fn sync_flush_holds_until_durable() {
         }
         Sent::NoReply => panic!("not oneway"),
     };
+    // Stored but kept back until the network thread writes the round's sends at its end.
+    assert!(s.commitlog_max_offset() < held.end);
+    fs.write_deferred();
+    assert_eq!(s.commitlog_max_offset(), held.end);
     s.wait_flushed(held.end, Duration::from_secs(5)).unwrap();
     let held_reply = |timed_out: Release| {
         let mut out = Vec::new();

@@ -78,6 +78,11 @@ struct PutState {
     raw_pending_at: i64,
     /// Records encoded for one `write(2)` (durable appends, [`CommitLog::set_durable_appends`]).
     encoded: Vec<u8>,
+    /// Durable appends whose write is deferred ([`CommitLog::put_deferred`]): their records,
+    /// the file and position they go to, and the newest store timestamp among them.
+    deferred: Vec<u8>,
+    deferred_at: Option<(Arc<MappedFile>, usize)>,
+    deferred_ts: i64,
 }
 
 /// Outcome of a recovery scan.
@@ -621,6 +626,20 @@ impl CommitLog {
 
     /// Append one message.
     pub fn put(&self, msg: &MessageRef<'_>) -> Result<AppendResult> {
+        self.put_with(msg, false)
+    }
+
+    /// Append one message; with durable appends its bytes are not written yet but kept with
+    /// other deferred appends, to be written with them in one `write(2)` by
+    /// [`CommitLog::write_deferred`] (or before any other append): until then readers, flushes
+    /// and [`CommitLog::max_offset`] do not see it. Without durable appends, as [`CommitLog::put`].
+    /// For a caller that appends several requests' messages and then answers them all, such
+    /// as the network thread: it must write them before it answers.
+    pub fn put_deferred(&self, msg: &MessageRef<'_>) -> Result<AppendResult> {
+        self.put_with(msg, true)
+    }
+
+    fn put_with(&self, msg: &MessageRef<'_>, defer: bool) -> Result<AppendResult> {
         message::validate(msg, self.max_message_size)?;
         let crc = body_crc(msg.body);
         let len = record_len(
@@ -641,8 +660,8 @@ impl CommitLog {
             } else {
                 0
             };
-            let file = self.file_for(len)?;
-            let pos = file.wrote_position();
+            let defer = defer && self.durable_appends();
+            let (file, pos) = self.place(&mut st, len, defer)?;
             let physical_offset = file.from_offset() as i64 + pos as i64;
             let at = Placement {
                 queue_offset,
@@ -650,7 +669,11 @@ impl CommitLog {
                 store_timestamp: ts,
                 store_host: self.store_host,
             };
-            if self.durable_appends() {
+            if defer {
+                Self::defer(&mut st, &file, pos, len, ts, |buf| {
+                    message::encode_into(buf, msg, crc, &at)
+                });
+            } else if self.durable_appends() {
                 let mut buf = std::mem::take(&mut st.encoded);
                 buf.clear();
                 buf.resize(len, 0);
@@ -665,26 +688,117 @@ impl CommitLog {
                     .ok_or_else(|| StoreError::corrupt("append", "record past end of file"))?;
                 message::encode_into(buf, msg, crc, &at);
             }
-            file.set_last_store_timestamp(ts as u64);
-            file.set_wrote_position(pos + len);
+            if !defer {
+                file.set_last_store_timestamp(ts as u64);
+                file.set_wrote_position(pos + len);
+                self.last_store_ts.store(ts, Ordering::Release);
+            }
             if counts {
                 Self::bump_offset(&mut st, msg.topic, msg.queue_id, 1);
             }
-            self.last_store_ts.store(ts, Ordering::Release);
-            AppendResult {
-                physical_offset,
-                size: len as i32,
-                queue_offset,
-                store_timestamp: ts,
-            }
+            (
+                AppendResult {
+                    physical_offset,
+                    size: len as i32,
+                    queue_offset,
+                    store_timestamp: ts,
+                },
+                defer,
+            )
         };
-        self.appended_to(result.physical_offset + result.size as i64);
+        let (result, deferred) = result;
+        if !deferred {
+            self.appended_to(result.physical_offset + result.size as i64);
+        }
         Ok(result)
+    }
+
+    /// Where an append of `len` bytes goes, the put lock held: after the deferred appends when
+    /// this one is deferred too and fits in their file; otherwise they are written first and
+    /// it goes where the log ends ([`CommitLog::file_for`]).
+    fn place(
+        &self,
+        st: &mut PutState,
+        len: usize,
+        defer: bool,
+    ) -> Result<(Arc<MappedFile>, usize)> {
+        if let Some((file, start)) = st.deferred_at.clone() {
+            let pos = start + st.deferred.len();
+            if defer && pos + len + END_FILE_MIN_BLANK_LENGTH <= file.size() {
+                self.reserve(&file, pos + len)?;
+                return Ok((file, pos));
+            }
+            self.write_pending(st)?;
+        }
+        let file = self.file_for(len)?;
+        let pos = file.wrote_position();
+        Ok((file, pos))
+    }
+
+    /// Add a deferred append of `len` bytes at `pos` of `file`, encoded by `encode`.
+    fn defer(
+        st: &mut PutState,
+        file: &Arc<MappedFile>,
+        pos: usize,
+        len: usize,
+        ts: i64,
+        encode: impl FnOnce(&mut [u8]),
+    ) {
+        if st.deferred_at.is_none() {
+            st.deferred_at = Some((file.clone(), pos));
+        }
+        let from = st.deferred.len();
+        st.deferred.resize(from + len, 0);
+        encode(&mut st.deferred[from..]);
+        st.deferred_ts = st.deferred_ts.max(ts);
+    }
+
+    /// Write the deferred appends (the put lock held) and publish them; returns where the log
+    /// ends then, if there were any. On an error they stay deferred, to be written by the next
+    /// try: their queue offsets are taken, and nothing was published or answered for them.
+    fn write_pending(&self, st: &mut PutState) -> Result<Option<i64>> {
+        let Some((file, pos)) = st.deferred_at.clone() else {
+            return Ok(None);
+        };
+        let bytes = std::mem::take(&mut st.deferred);
+        let wrote = self.write_bytes(&file, pos, &bytes);
+        let end = pos + bytes.len();
+        st.deferred = bytes;
+        wrote?;
+        st.deferred.clear();
+        st.deferred_at = None;
+        file.set_last_store_timestamp(st.deferred_ts as u64);
+        file.set_wrote_position(end);
+        self.last_store_ts
+            .fetch_max(st.deferred_ts, Ordering::AcqRel);
+        let end = file.from_offset() as i64 + end as i64;
+        self.appended_to(end);
+        Ok(Some(end))
+    }
+
+    /// Write the deferred appends ([`CommitLog::put_deferred`]) in one `write(2)` and publish
+    /// them; returns where the log ends then, if there were any.
+    pub fn write_deferred(&self) -> Result<Option<i64>> {
+        let mut st = self.put.lock();
+        if st.deferred_at.is_none() {
+            return Ok(None);
+        }
+        let _clock = self.clock_put_lock();
+        self.write_pending(&mut st)
     }
 
     /// Append several messages of one topic and queue under one lock, with consecutive
     /// queue offsets, all in the same file.
     pub fn put_batch(&self, msgs: &[MessageRef<'_>]) -> Result<Vec<AppendResult>> {
+        self.put_batch_with(msgs, false)
+    }
+
+    /// As [`CommitLog::put_batch`], the write deferred as by [`CommitLog::put_deferred`].
+    pub fn put_batch_deferred(&self, msgs: &[MessageRef<'_>]) -> Result<Vec<AppendResult>> {
+        self.put_batch_with(msgs, true)
+    }
+
+    fn put_batch_with(&self, msgs: &[MessageRef<'_>], defer: bool) -> Result<Vec<AppendResult>> {
         if msgs.is_empty() {
             return Err(StoreError::MessageIllegal("empty batch".into()));
         }
@@ -710,7 +824,7 @@ impl CommitLog {
             total += l;
         }
         let mut out = Vec::with_capacity(msgs.len());
-        {
+        let deferred = {
             let mut st = self.put.lock();
             let _clock = self.clock_put_lock();
             let ts = now_ms().max(st.last_store_ts);
@@ -718,10 +832,11 @@ impl CommitLog {
             let topic = msgs[0].topic;
             let qid = msgs[0].queue_id;
             let mut queue_offset = Self::next_offset(&mut st, topic, qid);
-            let file = self.file_for(total)?;
-            let mut pos = file.wrote_position();
+            let defer = defer && self.durable_appends();
+            let (file, mut pos) = self.place(&mut st, total, defer)?;
             let start = pos;
-            // Durable appends encode the batch into one buffer for one write.
+            // Durable appends encode the batch into one buffer for one write (or keep it
+            // with the deferred appends).
             let mut encoded = if self.durable_appends() {
                 let mut buf = std::mem::take(&mut st.encoded);
                 buf.clear();
@@ -760,18 +875,28 @@ impl CommitLog {
                 }
             }
             if let Some(buf) = encoded {
-                let wrote = self.write_bytes(&file, start, &buf);
-                st.encoded = buf;
-                wrote?;
+                if defer {
+                    Self::defer(&mut st, &file, start, buf.len(), ts, |to| {
+                        to.copy_from_slice(&buf)
+                    });
+                    st.encoded = buf;
+                } else {
+                    let wrote = self.write_bytes(&file, start, &buf);
+                    st.encoded = buf;
+                    wrote?;
+                }
             }
-            file.set_last_store_timestamp(ts as u64);
-            file.set_wrote_position(pos);
+            if !defer {
+                file.set_last_store_timestamp(ts as u64);
+                file.set_wrote_position(pos);
+                self.last_store_ts.store(ts, Ordering::Release);
+            }
             if counted > 0 {
                 Self::bump_offset(&mut st, topic, qid, counted);
             }
-            self.last_store_ts.store(ts, Ordering::Release);
-        }
-        if let Some(last) = out.last() {
+            defer
+        };
+        if let Some(last) = out.last().filter(|_| !deferred) {
             self.appended_to(last.physical_offset + last.size as i64);
         }
         Ok(out)
@@ -1064,6 +1189,75 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn deferred_appends_are_seen_once_written_in_order_with_the_others() {
+        let d = tempfile::tempdir().unwrap();
+        let size = 64 * 1024;
+        let l = log(d.path(), size);
+        l.set_durable_appends(true);
+        l.load().unwrap();
+        let mut expect = Vec::new();
+        let mut end = 0;
+        // Kept back: not readable, not in the log's end, until written.
+        for i in 0..5u8 {
+            let body = vec![i + 1; 300];
+            let r = l.put_deferred(&msg("T", 0, &body, b"")).unwrap();
+            assert_eq!(l.max_offset(), 0);
+            assert!(l.record_at(r.physical_offset).is_none());
+            assert_eq!(r.physical_offset, end, "one after the other");
+            end = r.physical_offset + r.size as i64;
+            expect.push((r.physical_offset, body, r.queue_offset));
+        }
+        assert_eq!(l.write_deferred().unwrap(), Some(end));
+        assert_eq!(l.max_offset(), end);
+        assert_eq!(l.write_deferred().unwrap(), None, "nothing left");
+        for (at, body, _) in &expect {
+            let rec = l.record_at(*at).unwrap();
+            assert_eq!(message::decode(rec.bytes(), true).unwrap().body, &body[..]);
+        }
+        // An append that is not deferred writes the deferred ones first, then itself after them;
+        // batches defer as singles do; appends past a file's end roll over as usual.
+        for i in 0..400u32 {
+            let body = vec![(i % 200) as u8 + 1; 150 + (i as usize * 29) % 700];
+            let rs = match i % 4 {
+                0 => vec![l.put(&msg("T", 1, &body, b"")).unwrap()],
+                1 => l
+                    .put_batch_deferred(&[msg("B", 0, &body, b"a=b"), msg("B", 0, &body, b"")])
+                    .unwrap(),
+                _ => vec![l.put_deferred(&msg("T", 1, &body, b"")).unwrap()],
+            };
+            for r in rs {
+                assert!(
+                    r.physical_offset >= expect.last().unwrap().0,
+                    "in append order"
+                );
+                expect.push((r.physical_offset, body.clone(), r.queue_offset));
+            }
+            if i % 4 == 0 {
+                // The plain append is readable at once, and so is everything before it.
+                let (at, body, _) = &expect[expect.len() - 2];
+                let rec = l.record_at(*at).unwrap();
+                assert_eq!(message::decode(rec.bytes(), true).unwrap().body, &body[..]);
+            }
+        }
+        assert!(l.queue().files().len() >= 4);
+        l.write_deferred().unwrap();
+        assert_eq!(
+            expect.iter().filter(|(_, _, q)| *q > 0).count() + 3,
+            expect.len(),
+            "queue offsets count up per queue"
+        );
+        drop(l);
+        assert_eq!(records_after_reopen(d.path(), size), expect);
+        // Without durable appends nothing is kept back.
+        let m = tempfile::tempdir().unwrap();
+        let mapped = log(m.path(), size);
+        mapped.load().unwrap();
+        let r = mapped.put_deferred(&msg("T", 0, b"now", b"")).unwrap();
+        assert!(mapped.record_at(r.physical_offset).is_some());
+        assert_eq!(mapped.write_deferred().unwrap(), None);
     }
 
     #[test]

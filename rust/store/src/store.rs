@@ -498,49 +498,58 @@ impl MessageStore {
     /// Append one message. Under SYNC_FLUSH the flush is requested; wait for durability
     /// with [`MessageStore::wait_flushed`] (or watch [`MessageStore::flush_notify_fd`]).
     pub fn put(&self, msg: &MessageRef<'_>) -> Result<AppendResult> {
-        self.put_then(msg, true)
-    }
-
-    /// Append one message without asking for its flush: under SYNC_FLUSH the caller makes it
-    /// durable with [`MessageStore::flush_or_request`] (or [`MessageStore::request_flush`]).
-    pub fn put_deferring_flush(&self, msg: &MessageRef<'_>) -> Result<AppendResult> {
         self.put_then(msg, false)
     }
 
-    fn put_then(&self, msg: &MessageRef<'_>, request_flush: bool) -> Result<AppendResult> {
+    /// Append one message without asking for its flush and, with SYNC_FLUSH, without writing
+    /// it yet ([`CommitLog::put_deferred`]): the caller writes what it appended so with
+    /// [`MessageStore::write_deferred`], in one go, before it answers; then it makes it durable
+    /// with [`MessageStore::flush_or_request`] (or [`MessageStore::request_flush`]).
+    pub fn put_deferred(&self, msg: &MessageRef<'_>) -> Result<AppendResult> {
+        self.put_then(msg, true)
+    }
+
+    fn put_then(&self, msg: &MessageRef<'_>, deferred: bool) -> Result<AppendResult> {
         self.check_puttable()?;
-        let r = self
-            .commitlog
-            .put(msg)
-            .inspect_err(|e| self.note_error(e))?;
+        let r = if deferred {
+            self.commitlog.put_deferred(msg)
+        } else {
+            self.commitlog.put(msg)
+        }
+        .inspect_err(|e| self.note_error(e))?;
         self.disk.on_write_ok();
-        self.after_put(std::slice::from_ref(&r), request_flush);
+        self.after_put(std::slice::from_ref(&r), !deferred);
         Ok(r)
+    }
+
+    /// Write the appends [`MessageStore::put_deferred`] kept back; returns where the log ends
+    /// then, if there were any.
+    pub fn write_deferred(&self) -> Result<Option<i64>> {
+        self.commitlog
+            .write_deferred()
+            .inspect_err(|e| self.note_error(e))
     }
 
     /// Append several messages of one topic and queue atomically.
     pub fn put_batch(&self, msgs: &[MessageRef<'_>]) -> Result<Vec<AppendResult>> {
-        self.put_batch_then(msgs, true)
-    }
-
-    /// As [`MessageStore::put_batch`], without asking for the flush (see
-    /// [`MessageStore::put_deferring_flush`]).
-    pub fn put_batch_deferring_flush(&self, msgs: &[MessageRef<'_>]) -> Result<Vec<AppendResult>> {
         self.put_batch_then(msgs, false)
     }
 
-    fn put_batch_then(
-        &self,
-        msgs: &[MessageRef<'_>],
-        request_flush: bool,
-    ) -> Result<Vec<AppendResult>> {
+    /// As [`MessageStore::put_batch`], deferred as by [`MessageStore::put_deferred`].
+    pub fn put_batch_deferred(&self, msgs: &[MessageRef<'_>]) -> Result<Vec<AppendResult>> {
+        self.put_batch_then(msgs, true)
+    }
+
+    fn put_batch_then(&self, msgs: &[MessageRef<'_>], deferred: bool) -> Result<Vec<AppendResult>> {
         self.check_puttable()?;
-        let r = self
-            .commitlog
-            .put_batch(msgs)
-            .inspect_err(|e| self.note_error(e))?;
+        let r = if deferred {
+            self.commitlog.put_batch_deferred(msgs)
+        } else {
+            self.commitlog.put_batch(msgs)
+        }
+        .inspect_err(|e| self.note_error(e))?;
         self.disk.on_write_ok();
-        self.after_put(&r, request_flush);
+        self.after_put(&r, !deferred);
         Ok(r)
     }
 
@@ -936,6 +945,9 @@ impl MessageStore {
         if let Some(mut s) = self.background.lock().take() {
             s.shutdown();
         }
+        // Appends a network thread kept back and never wrote (it writes them before it
+        // answers, so none was acknowledged): written, as the page cache keeps written ones.
+        let _ = self.write_deferred();
         if let Some(mut s) = self.reput.lock().take() {
             s.shutdown();
         }

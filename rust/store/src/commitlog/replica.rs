@@ -47,6 +47,8 @@ impl CommitLog {
     /// Returns the end of the log in the files: the offset to acknowledge and to resume from.
     pub fn append_raw(&self, offset: i64, data: &[u8]) -> Result<i64> {
         let mut st = self.put.lock();
+        // A slave takes no sends, so nothing is deferred; were anything, it goes first.
+        self.write_pending(&mut st)?;
         let end = self.max_offset();
         let expected = end + st.raw_pending.len() as i64;
         let fresh = end == 0 && self.mfq.files().iter().all(|f| f.wrote_position() == 0);
