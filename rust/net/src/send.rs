@@ -152,6 +152,9 @@ impl FastSend {
     /// failing: the blocks are reserved beforehand) the records stay kept back for the next
     /// call, and their held answers time out; nothing is published that was not written.
     pub fn write_deferred(&self) {
+        if !self.sync_flush {
+            return; // nothing is deferred, no flush to ask for
+        }
         let _ = self.store.write_deferred();
         let end = self.flush_after_write.swap(0, Ordering::Relaxed);
         if end > 0 {

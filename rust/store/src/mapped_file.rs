@@ -432,6 +432,7 @@ impl MappedFile {
     }
 
     /// Whether a descriptor is open for [`MappedFile::write_through`].
+    #[cfg(test)]
     pub fn has_fd(&self) -> bool {
         self.fd.lock().is_some()
     }

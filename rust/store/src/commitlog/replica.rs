@@ -48,7 +48,7 @@ impl CommitLog {
     pub fn append_raw(&self, offset: i64, data: &[u8]) -> Result<i64> {
         let mut st = self.put.lock();
         // A slave takes no sends, so nothing is deferred; were anything, it goes first.
-        self.write_pending(&mut st)?;
+        self.write_deferred_locked(&mut st)?;
         let end = self.max_offset();
         let expected = end + st.raw_pending.len() as i64;
         let fresh = end == 0 && self.mfq.files().iter().all(|f| f.wrote_position() == 0);
