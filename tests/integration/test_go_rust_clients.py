@@ -8,7 +8,8 @@ rmq's own client: every message exactly once, intact), push consumer clustering,
 and SQL92 subscriptions, transactions (commit, rollback, and an unknown state settled by the broker's
 check-back), delay level 1, retry (the first delivery of each message fails, the redelivery carries
 reconsumeTimes 1), dead letters after maxReconsumeTimes 2 (``%DLQ%<group>`` read back with rmq's own client)
-and the classic pull consumer (every queue read from offset 0, the offsets stored on the broker). Each driver
+and the classic pull consumer (every queue read from offset 0, the offsets stored on the broker); and that
+the network thread's fast path declines none of the client's sends for what they carry. Each driver
 produces what it consumes and prints one JSON result; these tests check it.
 
 The broker's delay levels are all 1 s, so retries (level 3 + reconsumeTimes unless the client picks one)
@@ -32,6 +33,7 @@ from rmq.common.codes import MessageConst
 
 from tests.brokerproc import BrokerProcess, start_broker
 from tests.clients import drivers
+from tests.fastsend import delta, fast_send_stats
 from tests.integration.semantics_helpers import unique
 
 COUNT = 6
@@ -270,6 +272,39 @@ async def test_batch_send_stores_each_message_once(
         assert batch["msg_ids"] == [""] and uniq_keys == [None] * COUNT
     else:
         assert batch["msg_ids"] == uniq_keys
+
+
+def test_sends_take_the_fast_path(client: tuple[str, Path], broker: BrokerProcess, tmp_path: Path) -> None:
+    """Sync, batch, async and oneway sends of the client, to one topic, as the network thread's fast path
+    counts them: none declined for what it sent (its header, properties, batch, ...). A request is left to
+    Python only as the first to the new topic (Python creates and vets it) or when it arrived behind a
+    request Python was still handling (``Queued``: a driver's sends follow its start-up heartbeat on the
+    same connection, so its one batch often is), so only the sync sends after the first are sure to be
+    taken."""
+    name, exe = client
+    topic, group = unique(f"{name}_fast"), unique(f"{name}_fast_g")
+    scenarios = [("send", COUNT), ("batch", 1), ("async", COUNT), ("oneway", COUNT), ("batch", 1)]
+    before = fast_send_stats(broker.broker_addr)
+    for scenario, _requests in scenarios:
+        result = drivers.run(
+            exe,
+            scenario,
+            *("-namesrv", broker.namesrv_addr, "-topic", topic, "-group", group),
+            *("-count", str(COUNT), "-timeout", TIMEOUT),
+            home=tmp_path / "home",
+        )
+        assert result["_exit"] == 0 and "error" not in result, result
+    requests = sum(r for _s, r in scenarios)
+    # the driver does not wait for its oneway requests to be answered: wait until the broker counted them
+    deadline = time.monotonic() + 30
+    while True:
+        d = delta(before, fast_send_stats(broker.broker_addr))
+        if d["taken"] + d["declined"] >= requests or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert d["taken"] + d["declined"] == requests, d
+    assert d["declined"] == d["Topic"] + d["Queued"] and d["Topic"] <= 1, f"the fast path declined sends: {d}"
+    assert d["taken"] >= COUNT - 1, d
 
 
 def test_push_consumer_broadcasting(client: tuple[str, Path], broker: BrokerProcess, tmp_path: Path) -> None:
