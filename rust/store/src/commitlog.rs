@@ -500,7 +500,13 @@ impl CommitLog {
 
     /// Marks the put lock held until the returned guard drops.
     fn clock_put_lock(&self) -> PutLockClock<'_> {
-        self.put_locked_since.store(now_ms(), Ordering::Relaxed);
+        self.clock_put_lock_at(now_ms())
+    }
+
+    /// As [`CommitLog::clock_put_lock`], with the time an append read for its records (one
+    /// clock read per append, not two).
+    fn clock_put_lock_at(&self, now: i64) -> PutLockClock<'_> {
+        self.put_locked_since.store(now, Ordering::Relaxed);
         PutLockClock(&self.put_locked_since)
     }
 
@@ -651,8 +657,9 @@ impl CommitLog {
         );
         let result = {
             let mut st = self.put.lock();
-            let _clock = self.clock_put_lock();
-            let ts = now_ms().max(st.last_store_ts);
+            let now = now_ms();
+            let _clock = self.clock_put_lock_at(now);
+            let ts = now.max(st.last_store_ts);
             st.last_store_ts = ts;
             let counts = Self::consumes_queue_offset(msg.sys_flag);
             let queue_offset = if counts {
@@ -828,8 +835,9 @@ impl CommitLog {
         let mut out = Vec::with_capacity(msgs.len());
         let deferred = {
             let mut st = self.put.lock();
-            let _clock = self.clock_put_lock();
-            let ts = now_ms().max(st.last_store_ts);
+            let now = now_ms();
+            let _clock = self.clock_put_lock_at(now);
+            let ts = now.max(st.last_store_ts);
             st.last_store_ts = ts;
             let topic = msgs[0].topic;
             let qid = msgs[0].queue_id;

@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -30,6 +30,8 @@ pub struct QueueTable {
     root: PathBuf,
     file_size: u64,
     queues: RwLock<HashMap<String, HashMap<i32, Arc<ConsumeQueue>>>>,
+    /// Bumped when queues leave the table, so [`DispatchScratch`] drops what it kept of them.
+    removals: AtomicU64,
 }
 
 impl QueueTable {
@@ -38,6 +40,7 @@ impl QueueTable {
             root,
             file_size,
             queues: RwLock::new(HashMap::new()),
+            removals: AtomicU64::new(0),
         }
     }
 
@@ -45,6 +48,7 @@ impl QueueTable {
     pub fn load(&self) -> Result<()> {
         let found = ConsumeQueue::discover(&self.root, self.file_size)?;
         let mut map = self.queues.write();
+        self.removals.fetch_add(1, Ordering::AcqRel); // a queue loaded again replaces the one kept
         for cq in found {
             map.entry(cq.topic().to_string())
                 .or_default()
@@ -99,11 +103,49 @@ impl QueueTable {
 
     /// Remove a topic's queues from the table and return them.
     pub fn remove_topic(&self, topic: &str) -> Vec<Arc<ConsumeQueue>> {
-        self.queues
-            .write()
-            .remove(topic)
+        let mut map = self.queues.write();
+        self.removals.fetch_add(1, Ordering::AcqRel);
+        map.remove(topic)
             .map(|m| m.into_values().collect())
             .unwrap_or_default()
+    }
+}
+
+/// What one dispatch round keeps between records: the queues it looked up (a round meets the
+/// same few again and again, as producers send to each queue of a topic in turn), so a record
+/// costs no table lookup (a lock and two string-keyed hash lookups); and a buffer for the
+/// record's index hashes.
+#[derive(Default)]
+pub struct DispatchScratch {
+    queues: Vec<Arc<ConsumeQueue>>,
+    /// [`QueueTable`]'s removals when `queues` was last emptied.
+    removals: u64,
+    hashes: Vec<i32>,
+}
+
+impl DispatchScratch {
+    /// Kept at most: past this the oldest half is forgotten.
+    const QUEUES: usize = 64;
+
+    fn queue(&mut self, table: &QueueTable, topic: &str, queue_id: i32) -> Arc<ConsumeQueue> {
+        let removals = table.removals.load(Ordering::Acquire);
+        if removals != self.removals {
+            self.queues.clear();
+            self.removals = removals;
+        }
+        if let Some(q) = self
+            .queues
+            .iter()
+            .find(|q| q.queue_id() == queue_id && q.topic() == topic)
+        {
+            return q.clone();
+        }
+        let q = table.get_or_create(topic, queue_id);
+        if self.queues.len() >= Self::QUEUES {
+            self.queues.drain(..Self::QUEUES / 2);
+        }
+        self.queues.push(q.clone());
+        q
     }
 }
 
@@ -169,11 +211,11 @@ pub struct Dispatchers {
 
 impl Dispatchers {
     /// Apply one record to the ConsumeQueue and the index.
-    pub fn dispatch(&self, rec: &Record<'_>) -> Result<()> {
+    pub fn dispatch(&self, rec: &Record<'_>, scratch: &mut DispatchScratch) -> Result<()> {
         let req = dispatch_request(rec, &self.delay_levels);
         let tran = sysflag::transaction_type(req.sys_flag);
         if tran == sysflag::TRANSACTION_NOT_TYPE || tran == sysflag::TRANSACTION_COMMIT_TYPE {
-            self.queues.get_or_create(req.topic, req.queue_id).put(
+            scratch.queue(&self.queues, req.topic, req.queue_id).put(
                 req.commitlog_offset,
                 req.size,
                 req.tags_code,
@@ -188,17 +230,21 @@ impl Dispatchers {
             if tran != sysflag::TRANSACTION_ROLLBACK_TYPE
                 && req.commitlog_offset >= index.end_phy_offset()
             {
-                let mut hashes: Vec<i32> = Vec::new();
-                if let Some(u) = req.uniq_key {
-                    hashes.push(crate::index::topic_key_hash(req.topic, u));
-                }
-                if let Some(ks) = req.keys {
-                    for k in ks.split(' ').filter(|k| !k.is_empty()) {
-                        hashes.push(crate::index::topic_key_hash(req.topic, k));
+                let hashes = &mut scratch.hashes;
+                hashes.clear();
+                if req.uniq_key.is_some() || req.keys.is_some() {
+                    let prefix = crate::index::topic_prefix_hash(req.topic);
+                    if let Some(u) = req.uniq_key {
+                        hashes.push(crate::index::topic_key_hash_after(prefix, u));
+                    }
+                    if let Some(ks) = req.keys {
+                        for k in ks.split(' ').filter(|k| !k.is_empty()) {
+                            hashes.push(crate::index::topic_key_hash_after(prefix, k));
+                        }
                     }
                 }
                 if !hashes.is_empty() {
-                    index.put_hashes(&hashes, req.commitlog_offset, req.store_timestamp)?;
+                    index.put_hashes(hashes, req.commitlog_offset, req.store_timestamp)?;
                 }
             }
         }
@@ -271,6 +317,7 @@ pub fn dispatch_range(
     mut from: i64,
 ) -> i64 {
     let files = log.queue();
+    let mut scratch = DispatchScratch::default();
     loop {
         let max = log.max_offset();
         if from >= max {
@@ -326,7 +373,7 @@ pub fn dispatch_range(
             // A dispatcher failing for want of disk space or on an I/O error must not skip the
             // record: dispatching stops here and resumes at this record in the next round. A
             // record the queues refuse (a damaged queue offset) stays readable in the log.
-            match dispatchers.dispatch(&rec) {
+            match dispatchers.dispatch(&rec, &mut scratch) {
                 Err(StoreError::NoSpace { path, needed }) => {
                     dispatchers.disk.on_no_space(&path, needed);
                     progress.publish(at, last_ts);
@@ -386,4 +433,34 @@ pub fn start(
         dispatch_range(&log, &dispatchers, &progress, from);
     })
     .map_err(|e| crate::error::StoreError::io("reput thread", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scratch_keeps_the_queues_of_the_table_and_forgets_removed_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let table = QueueTable::new(dir.path().to_path_buf(), 6000);
+        let mut scratch = DispatchScratch::default();
+        let q = scratch.queue(&table, "T", 1);
+        assert!(Arc::ptr_eq(&q, &table.get("T", 1).unwrap()));
+        assert!(Arc::ptr_eq(&q, &scratch.queue(&table, "T", 1)));
+        // Same queue id, other topic; same topic, other queue id: other queues.
+        assert_eq!(scratch.queue(&table, "U", 1).topic(), "U");
+        assert_eq!(scratch.queue(&table, "T", 2).queue_id(), 2);
+        // More queues than it keeps: each still the table's own.
+        for i in 0..3 * DispatchScratch::QUEUES as i32 {
+            let q = scratch.queue(&table, "V", i);
+            assert!(Arc::ptr_eq(&q, &table.get("V", i).unwrap()));
+        }
+        assert!(scratch.queues.len() <= DispatchScratch::QUEUES);
+        // A removed topic's queue is not used again: the next record gets the new one.
+        let old = scratch.queue(&table, "T", 1);
+        table.remove_topic("T");
+        let new = scratch.queue(&table, "T", 1);
+        assert!(!Arc::ptr_eq(&old, &new));
+        assert!(Arc::ptr_eq(&new, &table.get("T", 1).unwrap()));
+    }
 }

@@ -82,8 +82,17 @@ pub fn index_key_hash(key: &str) -> i32 {
 
 /// The index hash of the key `topic#key`, without building that string.
 pub fn topic_key_hash(topic: &str, key: &str) -> i32 {
-    let h = crate::message::java_string_hash_on(java_string_hash(topic), "#");
-    slot_hash(crate::message::java_string_hash_on(h, key))
+    topic_key_hash_after(topic_prefix_hash(topic), key)
+}
+
+/// The Java hash of `topic#`, for [`topic_key_hash_after`] (one per record, not per key).
+pub fn topic_prefix_hash(topic: &str) -> i32 {
+    crate::message::java_string_hash_on(java_string_hash(topic), "#")
+}
+
+/// [`topic_key_hash`] from the topic's [`topic_prefix_hash`].
+pub fn topic_key_hash_after(prefix: i32, key: &str) -> i32 {
+    slot_hash(crate::message::java_string_hash_on(prefix, key))
 }
 
 fn slot_hash(h: i32) -> i32 {
