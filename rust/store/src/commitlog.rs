@@ -1074,32 +1074,17 @@ impl CommitLog {
     }
 }
 
-/// Nice value of the populating thread: it prepares pages megabytes ahead, so it can wait for
-/// a free core, where at the default priority its bursts (a few milliseconds of page faults on
-/// one core of two) delay the network thread and the clients' answers.
-pub const POPULATE_NICE: i32 = 19;
-
 /// Start the thread that faults in CommitLog pages ahead of the appender
-/// ([`CommitLog::populate_ahead`]), so appends do not take page faults themselves. It runs at
-/// [`POPULATE_NICE`]: if it falls behind, the appender faults pages in itself.
+/// ([`CommitLog::populate_ahead`]), so appends do not take page faults themselves.
 pub fn start_populating(log: Arc<CommitLog>) -> std::io::Result<Service> {
     let signal = log.populate_signal.clone();
-    Service::spawn("rmq-populate", signal, move |ctx| {
-        // SAFETY: plain system calls; on Linux PRIO_PROCESS with a thread id sets that
-        // thread's nice value. Lowering one's own priority needs no privilege; on failure the
-        // thread keeps the default.
-        unsafe {
-            let tid = libc::gettid();
-            libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, POPULATE_NICE);
+    Service::spawn("rmq-populate", signal, move |ctx| loop {
+        let seen = ctx.signal().generation();
+        log.populate_ahead();
+        if ctx.stopped() {
+            break;
         }
-        loop {
-            let seen = ctx.signal().generation();
-            log.populate_ahead();
-            if ctx.stopped() {
-                break;
-            }
-            ctx.wait(seen, std::time::Duration::from_secs(1));
-        }
+        ctx.wait(seen, std::time::Duration::from_secs(1));
     })
 }
 
@@ -1120,33 +1105,6 @@ mod tests {
             body,
             properties: props,
         }
-    }
-
-    #[test]
-    fn the_populating_thread_runs_at_a_low_priority() {
-        let dir = tempfile::tempdir().unwrap();
-        let l = Arc::new(log(dir.path(), 1 << 20));
-        l.load().unwrap();
-        let service = start_populating(l).unwrap();
-        // Its nice value, from /proc (field 19 of the thread's stat, after the command name).
-        let nice = (0..200)
-            .find_map(|_| {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-                std::fs::read_dir("/proc/self/task").unwrap().find_map(|t| {
-                    let t = t.ok()?.path();
-                    let comm = std::fs::read_to_string(t.join("comm")).ok()?;
-                    if comm.trim() != "rmq-populate" {
-                        return None;
-                    }
-                    let stat = std::fs::read_to_string(t.join("stat")).ok()?;
-                    let fields: Vec<&str> = stat[stat.rfind(')')? + 2..].split(' ').collect();
-                    let nice: i32 = fields[16].parse().ok()?;
-                    (nice == POPULATE_NICE).then_some(nice)
-                })
-            })
-            .expect("the rmq-populate thread at POPULATE_NICE");
-        assert_eq!(nice, POPULATE_NICE);
-        drop(service);
     }
 
     fn log(dir: &std::path::Path, size: u64) -> CommitLog {
