@@ -151,14 +151,14 @@ async def test_full_disk_refuses_sends_keeps_reads_and_recovers(small_disk):
     await asyncio.to_thread(fill, small_disk / "ballast2")
     b = await asyncio.to_thread(start_broker, store, *PROPS)
     try:
-        # As RocketMQ does above diskMaxUsedSpaceRatio, retention (which runs at start) deletes
-        # the oldest files, expired or not, and says so; once it has, everything after them is
-        # served.
+        # As RocketMQ does above diskSpaceCleanForciblyRatio, retention (which runs at start)
+        # deletes the oldest files, expired or not, and says so; once it has, everything after
+        # them is served.
         deadline = time.monotonic() + 30
         while True:
             info = await runtime_info(b.broker_addr)
             repairs = [v for k, v in info.items() if k.startswith("storeRepair0")]
-            if any("retention" in r and "diskMaxUsedSpaceRatio" in r for r in repairs):
+            if any("retention" in r and "diskSpaceCleanForciblyRatio" in r for r in repairs):
                 break
             assert time.monotonic() < deadline, repairs
             await asyncio.sleep(0.2)

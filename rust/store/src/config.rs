@@ -85,8 +85,17 @@ pub struct StoreConfig {
     pub file_reserved_time: u64,
     /// `deleteWhen`: hours of the day (`"04"`, or `"04;16"`) when expired files are deleted.
     pub delete_when: String,
-    /// `diskMaxUsedSpaceRatio` (percent): above it, expired-or-not files are cleaned.
+    /// `diskMaxUsedSpaceRatio` (percent): above it, expired files are deleted at any hour, not
+    /// only at `deleteWhen`.
     pub disk_max_used_space_ratio: u32,
+    /// `diskSpaceCleanForciblyRatio` (percent; RocketMQ's system property
+    /// `rocketmq.broker.diskSpaceCleanForciblyRatio`): above it, or above
+    /// `diskSpaceWarningLevelRatio`, the oldest files are deleted whether expired or not, when
+    /// `cleanFileForciblyEnable` is on.
+    pub disk_space_clean_forcibly_ratio: u32,
+    /// `cleanFileForciblyEnable`: whether a disk above `diskSpaceCleanForciblyRatio` has
+    /// unexpired files deleted.
+    pub clean_file_forcibly_enable: bool,
     /// `diskSpaceWarningLevelRatio` (percent): above it, writes are refused.
     pub disk_space_warning_level_ratio: u32,
     /// `cleanResourceInterval` (ms) between retention checks.
@@ -136,6 +145,8 @@ impl Default for StoreConfig {
             file_reserved_time: 72,
             delete_when: "04".to_string(),
             disk_max_used_space_ratio: 75,
+            disk_space_clean_forcibly_ratio: 85,
+            clean_file_forcibly_enable: true,
             disk_space_warning_level_ratio: 90,
             clean_resource_interval: 10_000,
             delete_commit_log_files_interval: 100,
@@ -229,6 +240,8 @@ impl StoreConfig {
         "deleteWhen",
         "diskMaxUsedSpaceRatio",
         "diskSpaceWarningLevelRatio",
+        "diskSpaceCleanForciblyRatio",
+        "cleanFileForciblyEnable",
         "cleanResourceInterval",
         "deleteCommitLogFilesInterval",
         "maxTransferBytesOnMessageInMemory",
@@ -280,6 +293,10 @@ impl StoreConfig {
             "fileReservedTime" => self.file_reserved_time = parse_num(key, value)?,
             "deleteWhen" => self.delete_when = value.trim().to_string(),
             "diskMaxUsedSpaceRatio" => self.disk_max_used_space_ratio = parse_num(key, value)?,
+            "diskSpaceCleanForciblyRatio" => {
+                self.disk_space_clean_forcibly_ratio = parse_num(key, value)?
+            }
+            "cleanFileForciblyEnable" => self.clean_file_forcibly_enable = parse_bool(key, value)?,
             "diskSpaceWarningLevelRatio" => {
                 self.disk_space_warning_level_ratio = parse_num(key, value)?
             }
@@ -336,6 +353,11 @@ impl StoreConfig {
         if self.disk_space_warning_level_ratio == 0 || self.disk_space_warning_level_ratio > 100 {
             return Err(StoreError::Config(
                 "diskSpaceWarningLevelRatio must be within 1..=100".into(),
+            ));
+        }
+        if self.disk_space_clean_forcibly_ratio == 0 || self.disk_space_clean_forcibly_ratio > 100 {
+            return Err(StoreError::Config(
+                "diskSpaceCleanForciblyRatio must be within 1..=100".into(),
             ));
         }
         parse_delay_levels(&self.message_delay_level)?;

@@ -5,9 +5,11 @@
 //!   checkpoint's logics/index timestamps;
 //! * every `cleanResourceInterval` ms: measure disk use (writes are refused above
 //!   `diskSpaceWarningLevelRatio`); delete CommitLog files older than `fileReservedTime`
-//!   hours at the `deleteWhen` hour, or any old file while the disk is above
-//!   `diskMaxUsedSpaceRatio`; then ConsumeQueue and index files wholly below the
-//!   CommitLog's new minimum offset. Files not yet dispatched are never deleted.
+//!   hours at the `deleteWhen` hour, or at any hour while the disk is above
+//!   `diskMaxUsedSpaceRatio`; the oldest files whether expired or not only while it is above
+//!   `diskSpaceCleanForciblyRatio` or `diskSpaceWarningLevelRatio` (see [`cleaning`]); then
+//!   ConsumeQueue and index files wholly below the CommitLog's new minimum offset. Files not
+//!   yet dispatched are never deleted.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -143,46 +145,94 @@ impl Background {
         let dir = self.config.commit_log_dir();
         self.disk.refresh();
         let used = crate::disk::disk_used_percent(&dir).unwrap_or(0.0);
-        let over = used > self.config.disk_max_used_space_ratio as f64;
-        if over || is_delete_hour(&self.config.delete_when) {
-            let reserved = self.config.file_reserved_time.saturating_mul(3_600_000);
-            let before = self.commitlog.min_offset();
-            let deleted = delete_expired(
-                &self.config,
-                &self.commitlog,
-                &self.queues,
-                self.index.as_deref(),
-                &self.progress,
-                reserved,
-                over,
-            );
-            let after = self.commitlog.min_offset();
-            match deleted {
-                Ok(n) if n > 0 && over => self.journal.warn(
+        let Some(why) = cleaning(&self.config, used, is_delete_hour(&self.config.delete_when))
+        else {
+            return;
+        };
+        let force = why == Cleaning::Forced;
+        let reserved = self.config.file_reserved_time.saturating_mul(3_600_000);
+        let before = self.commitlog.min_offset();
+        let deleted = delete_expired(
+            &self.config,
+            &self.commitlog,
+            &self.queues,
+            self.index.as_deref(),
+            &self.progress,
+            reserved,
+            force,
+        );
+        let after = self.commitlog.min_offset();
+        let shown = dir.display();
+        let hours = self.config.file_reserved_time;
+        match deleted {
+            Ok(n) if n > 0 => match why {
+                Cleaning::Forced => self.journal.warn(
                     "retention",
                     format!(
-                        "the disk of {} is {used:.1}% used, above diskMaxUsedSpaceRatio {}%: \
-                         deleted {n} CommitLog files, bytes [{before}, {after}), whether \
-                         expired or not, and the queue and index files below them",
-                        dir.display(),
+                        "the disk of {shown} is {used:.1}% used, above \
+                         diskSpaceCleanForciblyRatio {}% (or diskSpaceWarningLevelRatio {}%): \
+                         deleted {n} CommitLog files, bytes [{before}, {after}), whether older \
+                         than {hours} hours or not, and the queue and index files below them",
+                        self.config.disk_space_clean_forcibly_ratio,
+                        self.config.disk_space_warning_level_ratio
+                    ),
+                ),
+                Cleaning::SpaceLow => self.journal.warn(
+                    "retention",
+                    format!(
+                        "the disk of {shown} is {used:.1}% used, above diskMaxUsedSpaceRatio \
+                         {}%: deleted {n} CommitLog files older than {hours} hours, bytes \
+                         [{before}, {after}), and the queue and index files below them",
                         self.config.disk_max_used_space_ratio
                     ),
                 ),
-                Ok(n) if n > 0 => self.journal.info(
+                Cleaning::Hour => self.journal.info(
                     "retention",
                     format!(
-                        "deleted {n} CommitLog files older than {} hours, bytes [{before}, \
-                         {after})",
-                        self.config.file_reserved_time
+                        "deleted {n} CommitLog files older than {hours} hours, bytes [{before}, \
+                         {after})"
                     ),
                 ),
-                Err(e) => self
-                    .journal
-                    .warn("retention", format!("deleting expired files failed: {e}")),
-                _ => {}
-            }
+            },
+            Err(e) => self
+                .journal
+                .warn("retention", format!("deleting expired files failed: {e}")),
+            _ => {}
         }
     }
+}
+
+/// Why a retention round deletes CommitLog files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cleaning {
+    /// The `deleteWhen` hour: files older than `fileReservedTime`.
+    Hour,
+    /// The disk is above `diskMaxUsedSpaceRatio`: files older than `fileReservedTime`, at any
+    /// hour.
+    SpaceLow,
+    /// The disk is above `diskSpaceCleanForciblyRatio` or `diskSpaceWarningLevelRatio` (and
+    /// `cleanFileForciblyEnable`): the oldest files, expired or not.
+    Forced,
+}
+
+/// RocketMQ's rule (CleanCommitLogService): whether a round with the disk `used` percent full
+/// deletes files, and which. A round deletes at the `deleteWhen` hour or while the disk is above
+/// `diskMaxUsedSpaceRatio` (75 % by default); it deletes unexpired files only while the disk is
+/// also above `diskSpaceCleanForciblyRatio` (85 %) or `diskSpaceWarningLevelRatio` (90 %).
+pub fn cleaning(config: &StoreConfig, used: f64, delete_hour: bool) -> Option<Cleaning> {
+    let space_low = used > config.disk_max_used_space_ratio as f64;
+    if !space_low && !delete_hour {
+        return None;
+    }
+    let nearly_full = used > config.disk_space_clean_forcibly_ratio as f64
+        || used > config.disk_space_warning_level_ratio as f64;
+    Some(if nearly_full && config.clean_file_forcibly_enable {
+        Cleaning::Forced
+    } else if space_low {
+        Cleaning::SpaceLow
+    } else {
+        Cleaning::Hour
+    })
 }
 
 /// Start the background service.
@@ -212,4 +262,48 @@ pub fn start(bg: Background) -> Result<Service> {
         bg.flush_logics(true, &mut index_end);
     })
     .map_err(|e| StoreError::io("housekeeping thread", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unexpired_files_go_only_when_the_disk_is_nearly_full() {
+        let c = StoreConfig::default();
+        assert_eq!(
+            (
+                c.disk_max_used_space_ratio,
+                c.disk_space_clean_forcibly_ratio
+            ),
+            (75, 85)
+        );
+        assert_eq!(cleaning(&c, 50.0, false), None);
+        assert_eq!(cleaning(&c, 50.0, true), Some(Cleaning::Hour));
+        // Above diskMaxUsedSpaceRatio: expired files only, at any hour.
+        assert_eq!(cleaning(&c, 80.0, false), Some(Cleaning::SpaceLow));
+        assert_eq!(cleaning(&c, 80.0, true), Some(Cleaning::SpaceLow));
+        // Above diskSpaceCleanForciblyRatio, and above diskSpaceWarningLevelRatio.
+        assert_eq!(cleaning(&c, 86.0, false), Some(Cleaning::Forced));
+        assert_eq!(cleaning(&c, 95.0, false), Some(Cleaning::Forced));
+        let off = StoreConfig {
+            clean_file_forcibly_enable: false,
+            ..c.clone()
+        };
+        assert_eq!(cleaning(&off, 95.0, false), Some(Cleaning::SpaceLow));
+        // A round runs only at the hour or above diskMaxUsedSpaceRatio, as in RocketMQ: with
+        // that ratio at 95, a disk at 88 % deletes nothing until the hour, and then forcibly.
+        let high = StoreConfig {
+            disk_max_used_space_ratio: 95,
+            ..c.clone()
+        };
+        assert_eq!(cleaning(&high, 88.0, false), None);
+        assert_eq!(cleaning(&high, 88.0, true), Some(Cleaning::Forced));
+        // A warning level below the forcible ratio forces too.
+        let low_warn = StoreConfig {
+            disk_space_warning_level_ratio: 80,
+            ..c
+        };
+        assert_eq!(cleaning(&low_warn, 82.0, false), Some(Cleaning::Forced));
+    }
 }

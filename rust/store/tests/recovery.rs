@@ -14,6 +14,11 @@ fn config(root: &Path) -> StoreConfig {
     c.mapped_file_size_consume_queue = 20 * 100;
     c.max_hash_slot_num = 101;
     c.max_index_num = 400;
+    // What retention deletes, and whether writes are refused, must not follow how full the
+    // host's disk is: these tests are not about the disk (`retention::cleaning`).
+    c.disk_max_used_space_ratio = 100;
+    c.disk_space_clean_forcibly_ratio = 100;
+    c.disk_space_warning_level_ratio = 100;
     c
 }
 
@@ -280,6 +285,43 @@ fn an_index_that_stopped_growing_is_synced_and_kept_after_a_crash() {
             1,
             "{key}"
         );
+    }
+}
+
+#[test]
+fn a_disk_above_the_used_ratio_loses_only_expired_files() {
+    // The disk this runs on is fuller than 1 % (a tmpfs may not be: then neither half bites,
+    // and the test shows nothing but does not fail).
+    let d = tempfile::tempdir().unwrap();
+    let mut cfg = config(d.path());
+    cfg.disk_max_used_space_ratio = 1;
+    cfg.clean_resource_interval = 10;
+    cfg.delete_commit_log_files_interval = 0;
+    let store = MessageStore::open(cfg.clone()).unwrap();
+    fill(&store, 2000);
+    assert!(store.commitlog_max_offset() > 3 * cfg.mapped_file_size_commit_log as i64);
+    // Above diskMaxUsedSpaceRatio alone: rounds run (every 10 ms) but nothing is 72 h old.
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(store.commitlog_min_offset(), 0);
+    assert_eq!(read_all(&store, "Topic", 0).len(), 1000);
+    store.shutdown().unwrap();
+    drop(store);
+    // Above diskSpaceCleanForciblyRatio too: the oldest files go, expired or not, and say so.
+    cfg.disk_space_clean_forcibly_ratio = 1;
+    let store = MessageStore::open(cfg).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while store.commitlog_min_offset() == 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    if rmq_store::disk::disk_used_percent(d.path()).unwrap_or(0.0) > 1.0 {
+        assert!(store.commitlog_min_offset() > 0);
+        let said = journal_has(&store, "retention");
+        assert!(
+            said.iter()
+                .any(|m| m.contains("diskSpaceCleanForciblyRatio 1%")),
+            "{said:?}"
+        );
+        assert!(read_all(&store, "Topic", 0).len() < 1000);
     }
 }
 

@@ -16,6 +16,11 @@ fn config(root: &Path) -> StoreConfig {
     c.mapped_file_size_consume_queue = 20 * 100;
     c.max_hash_slot_num = 101;
     c.max_index_num = 4000;
+    // What retention deletes, and whether writes are refused, must not follow how full the
+    // host's disk is: these tests are not about the disk (`retention::cleaning`).
+    c.disk_max_used_space_ratio = 100;
+    c.disk_space_clean_forcibly_ratio = 100;
+    c.disk_space_warning_level_ratio = 100;
     c
 }
 
