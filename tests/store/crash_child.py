@@ -22,6 +22,8 @@ def main() -> None:
             "mappedFileSizeConsumeQueue": 20 * 500,
             "maxHashSlotNum": 100,
             "maxIndexNum": 1000,
+            # Crash recovery, not retention: how full the host's disk is must not delete files here.
+            "diskMaxUsedSpaceRatio": 100,
         }
     )
     print("ready", s.max_offset("C", 0), flush=True)

@@ -60,6 +60,8 @@ def test_sigkill_during_sync_flush_loses_nothing_acknowledged(tmp_path):
                 "mappedFileSizeConsumeQueue": 20 * 500,
                 "maxHashSlotNum": 100,
                 "maxIndexNum": 1000,
+                # Crash recovery, not retention: how full the host's disk is must not delete files here.
+                "diskMaxUsedSpaceRatio": 100,
             }
         )
         try:
