@@ -432,6 +432,26 @@ impl MessageStore {
         let store = &self.inner;
         py.detach(|| store.delete_topic(topic)).map_err(to_py_err)
     }
+    /// RocketMQ's `cleanUnusedTopic`: remove the ConsumeQueues of topics not in `keep`; returns
+    /// the topics removed.
+    fn clean_unused_topics(&self, py: Python<'_>, keep: Vec<String>) -> PyResult<Vec<String>> {
+        let store = &self.inner;
+        let keep: std::collections::HashSet<String> = keep.into_iter().collect();
+        py.detach(|| store.clean_unused_topics(&keep))
+            .map_err(to_py_err)
+    }
+    /// RocketMQ's `cleanExpiredConsumerQueue`: remove the ConsumeQueues whose messages all lie
+    /// below the CommitLog's minimum offset; returns them.
+    fn clean_expired_queues(&self, py: Python<'_>) -> PyResult<Vec<(String, i32)>> {
+        let store = &self.inner;
+        py.detach(|| store.clean_expired_queues())
+            .map_err(to_py_err)
+    }
+    /// RocketMQ's `executeDeleteFilesManually`: the next 20 retention rounds delete expired
+    /// CommitLog files at any hour.
+    fn delete_files_manually(&self) {
+        self.inner.delete_files_manually();
+    }
     /// Run retention now; returns the number of CommitLog files deleted.
     #[pyo3(signature = (reserved_ms, force = false))]
     fn delete_expired_files(

@@ -529,6 +529,18 @@ impl CommitLog {
         self.put.lock().queue_offsets.remove(topic);
     }
 
+    /// Forget one queue's next queue offset: its next message starts the queue again at 0
+    /// (RocketMQ's `removeQueueFromTopicQueueTable`).
+    pub fn remove_queue(&self, topic: &str, queue_id: i32) {
+        let mut st = self.put.lock();
+        if let Some(q) = st.queue_offsets.get_mut(topic) {
+            q.remove(&queue_id);
+            if q.is_empty() {
+                st.queue_offsets.remove(topic);
+            }
+        }
+    }
+
     /// Next logical offset the appender will give (topic, queue).
     pub fn next_queue_offset(&self, topic: &str, queue_id: i32) -> i64 {
         self.put

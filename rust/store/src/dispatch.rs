@@ -101,6 +101,24 @@ impl QueueTable {
             .unwrap_or_default()
     }
 
+    /// Whether any queue of `topic` is in the table.
+    pub fn has_topic(&self, topic: &str) -> bool {
+        self.queues.read().contains_key(topic)
+    }
+
+    /// Remove one queue from the table and return it; a topic left without queues leaves the
+    /// table too.
+    pub fn remove_queue(&self, topic: &str, queue_id: i32) -> Option<Arc<ConsumeQueue>> {
+        let mut map = self.queues.write();
+        self.removals.fetch_add(1, Ordering::AcqRel);
+        let queues = map.get_mut(topic)?;
+        let q = queues.remove(&queue_id);
+        if queues.is_empty() {
+            map.remove(topic);
+        }
+        q
+    }
+
     /// Remove a topic's queues from the table and return them.
     pub fn remove_topic(&self, topic: &str) -> Vec<Arc<ConsumeQueue>> {
         let mut map = self.queues.write();

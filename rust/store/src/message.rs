@@ -71,6 +71,12 @@ pub mod property {
 /// The topic of delayed messages; their ConsumeQueue tag code is the delivery time.
 pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
 
+/// The topic of transaction op messages (which half messages are settled).
+pub const TRANS_OP_HALF_TOPIC: &str = "RMQ_SYS_TRANS_OP_HALF_TOPIC";
+
+/// The name prefix of light message queue (LMQ) topics.
+pub const LMQ_PREFIX: &str = "%LMQ%";
+
 /// A message to append, borrowing its bytes from the caller.
 #[derive(Debug, Clone)]
 pub struct MessageRef<'a> {

@@ -11,6 +11,7 @@
 //!   ConsumeQueue and index files wholly below the CommitLog's new minimum offset. Files not
 //!   yet dispatched are never deleted.
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -91,6 +92,8 @@ pub struct Background {
     pub disk: Arc<crate::disk::DiskGuard>,
     pub journal: Arc<crate::journal::Journal>,
     pub signal: Arc<Signal>,
+    /// Rounds left that delete expired files whatever the hour (a manual request).
+    pub manual_deletes: Arc<AtomicU32>,
 }
 
 impl Background {
@@ -145,10 +148,17 @@ impl Background {
         let dir = self.config.commit_log_dir();
         self.disk.refresh();
         let used = crate::disk::disk_used_percent(&dir).unwrap_or(0.0);
-        let Some(why) = cleaning(&self.config, used, is_delete_hour(&self.config.delete_when))
-        else {
+        let logics =
+            crate::disk::disk_used_percent(&self.config.consume_queue_dir()).unwrap_or(0.0);
+        let manual = self
+            .manual_deletes
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1))
+            .is_ok();
+        let due = manual || is_delete_hour(&self.config.delete_when);
+        let Some(why) = cleaning(&self.config, used, logics, due) else {
             return;
         };
+        let used = used.max(logics);
         let force = why == Cleaning::Forced;
         let reserved = self.config.file_reserved_time.saturating_mul(3_600_000);
         let before = self.commitlog.min_offset();
@@ -202,10 +212,15 @@ impl Background {
     }
 }
 
+/// Retention rounds that delete expired files at any hour after a manual request
+/// ([`crate::store::MessageStore::delete_files_manually`]; RocketMQ's
+/// `MAX_MANUAL_DELETE_FILE_TIMES`).
+pub const MANUAL_DELETE_ROUNDS: u32 = 20;
+
 /// Why a retention round deletes CommitLog files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cleaning {
-    /// The `deleteWhen` hour: files older than `fileReservedTime`.
+    /// The `deleteWhen` hour, or a manual request: files older than `fileReservedTime`.
     Hour,
     /// The disk is above `diskMaxUsedSpaceRatio`: files older than `fileReservedTime`, at any
     /// hour.
@@ -215,18 +230,29 @@ pub enum Cleaning {
     Forced,
 }
 
-/// RocketMQ's rule (CleanCommitLogService): whether a round with the disk `used` percent full
-/// deletes files, and which. A round deletes at the `deleteWhen` hour or while the disk is above
-/// `diskMaxUsedSpaceRatio` (75 % by default); it deletes unexpired files only while the disk is
-/// also above `diskSpaceCleanForciblyRatio` (85 %) or `diskSpaceWarningLevelRatio` (90 %).
-pub fn cleaning(config: &StoreConfig, used: f64, delete_hour: bool) -> Option<Cleaning> {
-    let space_low = used > config.disk_max_used_space_ratio as f64;
-    if !space_low && !delete_hour {
+/// RocketMQ's rule (CleanCommitLogService): whether a round deletes files, and which, with the
+/// CommitLog's disk `physic` and the ConsumeQueues' disk `logics` percent full, and `due` at
+/// the `deleteWhen` hour or after a manual request. A round deletes when due or while a disk is
+/// above `diskMaxUsedSpaceRatio` (75 % by default, read within 10..=95); it deletes unexpired
+/// files only while a disk is also above `diskSpaceCleanForciblyRatio` (85 %) or
+/// `diskSpaceWarningLevelRatio` (90 %).
+pub fn cleaning(config: &StoreConfig, physic: f64, logics: f64, due: bool) -> Option<Cleaning> {
+    // RocketMQ reads diskMaxUsedSpaceRatio within 10..=95 whatever is configured.
+    let ratio = config.disk_max_used_space_ratio.clamp(10, 95) as f64;
+    let nearly_full = |used: f64| {
+        used > config.disk_space_clean_forcibly_ratio as f64
+            || used > config.disk_space_warning_level_ratio as f64
+    };
+    // The CommitLog's disk first; the ConsumeQueues' only when that one is below the ratio.
+    let (space_low, clean_now) = if physic > ratio {
+        (true, nearly_full(physic))
+    } else {
+        (logics > ratio, nearly_full(physic) || nearly_full(logics))
+    };
+    if !space_low && !due {
         return None;
     }
-    let nearly_full = used > config.disk_space_clean_forcibly_ratio as f64
-        || used > config.disk_space_warning_level_ratio as f64;
-    Some(if nearly_full && config.clean_file_forcibly_enable {
+    Some(if clean_now && config.clean_file_forcibly_enable {
         Cleaning::Forced
     } else if space_low {
         Cleaning::SpaceLow
@@ -278,32 +304,51 @@ mod tests {
             ),
             (75, 85)
         );
-        assert_eq!(cleaning(&c, 50.0, false), None);
-        assert_eq!(cleaning(&c, 50.0, true), Some(Cleaning::Hour));
+        let one = |c: &StoreConfig, used: f64, due: bool| cleaning(c, used, used, due);
+        assert_eq!(one(&c, 50.0, false), None);
+        assert_eq!(one(&c, 50.0, true), Some(Cleaning::Hour));
         // Above diskMaxUsedSpaceRatio: expired files only, at any hour.
-        assert_eq!(cleaning(&c, 80.0, false), Some(Cleaning::SpaceLow));
-        assert_eq!(cleaning(&c, 80.0, true), Some(Cleaning::SpaceLow));
+        assert_eq!(one(&c, 80.0, false), Some(Cleaning::SpaceLow));
+        assert_eq!(one(&c, 80.0, true), Some(Cleaning::SpaceLow));
         // Above diskSpaceCleanForciblyRatio, and above diskSpaceWarningLevelRatio.
-        assert_eq!(cleaning(&c, 86.0, false), Some(Cleaning::Forced));
-        assert_eq!(cleaning(&c, 95.0, false), Some(Cleaning::Forced));
+        assert_eq!(one(&c, 86.0, false), Some(Cleaning::Forced));
+        assert_eq!(one(&c, 95.0, false), Some(Cleaning::Forced));
         let off = StoreConfig {
             clean_file_forcibly_enable: false,
             ..c.clone()
         };
-        assert_eq!(cleaning(&off, 95.0, false), Some(Cleaning::SpaceLow));
-        // A round runs only at the hour or above diskMaxUsedSpaceRatio, as in RocketMQ: with
-        // that ratio at 95, a disk at 88 % deletes nothing until the hour, and then forcibly.
+        assert_eq!(one(&off, 95.0, false), Some(Cleaning::SpaceLow));
+        // A round runs only when due or above diskMaxUsedSpaceRatio, as in RocketMQ: with that
+        // ratio at 95, a disk at 88 % deletes nothing until the hour, and then forcibly.
         let high = StoreConfig {
             disk_max_used_space_ratio: 95,
             ..c.clone()
         };
-        assert_eq!(cleaning(&high, 88.0, false), None);
-        assert_eq!(cleaning(&high, 88.0, true), Some(Cleaning::Forced));
+        assert_eq!(one(&high, 88.0, false), None);
+        assert_eq!(one(&high, 88.0, true), Some(Cleaning::Forced));
+        // The ratio is read within 10..=95, as RocketMQ's getter does.
+        let over = StoreConfig {
+            disk_max_used_space_ratio: 100,
+            ..c.clone()
+        };
+        assert_eq!(one(&over, 96.0, false), Some(Cleaning::Forced));
+        let under = StoreConfig {
+            disk_max_used_space_ratio: 1,
+            ..c.clone()
+        };
+        assert_eq!(one(&under, 5.0, false), None);
+        assert_eq!(one(&under, 11.0, false), Some(Cleaning::SpaceLow));
         // A warning level below the forcible ratio forces too.
         let low_warn = StoreConfig {
             disk_space_warning_level_ratio: 80,
-            ..c
+            ..c.clone()
         };
-        assert_eq!(cleaning(&low_warn, 82.0, false), Some(Cleaning::Forced));
+        assert_eq!(one(&low_warn, 82.0, false), Some(Cleaning::Forced));
+        // ConsumeQueues on another disk: that disk counts when the CommitLog's is below the
+        // ratio, and only then.
+        assert_eq!(cleaning(&c, 50.0, 80.0, false), Some(Cleaning::SpaceLow));
+        assert_eq!(cleaning(&c, 50.0, 88.0, false), Some(Cleaning::Forced));
+        assert_eq!(cleaning(&c, 80.0, 88.0, false), Some(Cleaning::SpaceLow));
+        assert_eq!(cleaning(&c, 88.0, 50.0, false), Some(Cleaning::Forced));
     }
 }

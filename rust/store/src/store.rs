@@ -76,6 +76,8 @@ pub struct MessageStore {
     watermark: Arc<FlushWatermark>,
     progress: Arc<DispatchProgress>,
     reput: Mutex<Option<Service>>,
+    /// Retention rounds left that delete expired files at any hour (a manual request).
+    manual_deletes: Arc<std::sync::atomic::AtomicU32>,
     /// Faults in CommitLog pages ahead of the appender.
     populate: Mutex<Option<Service>>,
     background: Mutex<Option<Service>>,
@@ -380,6 +382,7 @@ impl MessageStore {
         let populate = crate::commitlog::start_populating(commitlog.clone())
             .map_err(|e| StoreError::io("populate thread", e))?;
 
+        let manual_deletes = Arc::new(std::sync::atomic::AtomicU32::new(0));
         let background = retention::start(retention::Background {
             config: config.clone(),
             commitlog: commitlog.clone(),
@@ -390,6 +393,7 @@ impl MessageStore {
             disk: disk.clone(),
             journal: journal.clone(),
             signal: Signal::new(),
+            manual_deletes: manual_deletes.clone(),
         })?;
 
         Ok(MessageStore {
@@ -403,6 +407,7 @@ impl MessageStore {
             watermark,
             progress,
             reput: Mutex::new(Some(reput)),
+            manual_deletes,
             populate: Mutex::new(Some(populate)),
             background: Mutex::new(Some(background)),
             disk,
@@ -898,6 +903,97 @@ impl MessageStore {
         // A deleted queue must not look missing (and be rebuilt) at the next start.
         self.write_manifest();
         Ok(())
+    }
+
+    /// RocketMQ's `cleanUnusedTopic`: remove the ConsumeQueues of every topic not in `keep`
+    /// (the broker's topic configs), except `SCHEDULE_TOPIC_XXXX`, `RMQ_SYS_TRANS_OP_HALF_TOPIC`
+    /// and LMQ topics, which have none. Returns the topics removed.
+    pub fn clean_unused_topics(
+        &self,
+        keep: &std::collections::HashSet<String>,
+    ) -> Result<Vec<String>> {
+        let mut topics: Vec<String> = self
+            .queues
+            .all()
+            .iter()
+            .map(|q| q.topic().to_string())
+            .filter(|t| {
+                !keep.contains(t)
+                    && t != message::SCHEDULE_TOPIC
+                    && t != message::TRANS_OP_HALF_TOPIC
+                    && !t.starts_with(message::LMQ_PREFIX)
+            })
+            .collect();
+        topics.sort();
+        topics.dedup();
+        for t in &topics {
+            self.delete_topic(t)?;
+        }
+        if !topics.is_empty() {
+            self.journal.info(
+                "clean-unused-topic",
+                format!(
+                    "removed the ConsumeQueues of {} topics without a topic config: {}",
+                    topics.len(),
+                    topics.join(", ")
+                ),
+            );
+        }
+        Ok(topics)
+    }
+
+    /// RocketMQ's `cleanExpiredConsumerQueue`: remove every ConsumeQueue (but
+    /// `SCHEDULE_TOPIC_XXXX`'s) whose last message lies below the CommitLog's minimum offset,
+    /// i.e. whose every message retention has deleted; its next message starts it again at
+    /// queue offset 0. Returns the queues removed.
+    pub fn clean_expired_queues(&self) -> Result<Vec<(String, i32)>> {
+        let min = self.commitlog.min_offset();
+        let mut removed = Vec::new();
+        for q in self.queues.all() {
+            let end = q.max_physic_offset();
+            if q.topic() == message::SCHEDULE_TOPIC || end < 0 || end > min {
+                continue;
+            }
+            let (topic, qid) = (q.topic().to_string(), q.queue_id());
+            if let Some(q) = self.queues.remove_queue(&topic, qid) {
+                q.destroy()?;
+            }
+            self.commitlog.remove_queue(&topic, qid);
+            if !self.queues.has_topic(&topic) {
+                self.filters.remove_topic(&topic);
+                let _ = std::fs::remove_dir_all(self.config.consume_queue_dir().join(&topic));
+            }
+            removed.push((topic, qid));
+        }
+        if !removed.is_empty() {
+            self.write_manifest();
+            let shown: Vec<String> = removed.iter().map(|(t, q)| format!("{t}-{q}")).collect();
+            self.journal.info(
+                "clean-expired-queue",
+                format!(
+                    "removed {} ConsumeQueues whose messages all lie below CommitLog offset {min}: {}",
+                    removed.len(),
+                    shown.join(", ")
+                ),
+            );
+        }
+        Ok(removed)
+    }
+
+    /// RocketMQ's `executeDeleteFilesManually` (mqadmin `deleteExpiredCommitLog`): the next 20
+    /// retention rounds delete expired CommitLog files whatever the hour.
+    pub fn delete_files_manually(&self) {
+        self.manual_deletes
+            .store(retention::MANUAL_DELETE_ROUNDS, Ordering::Release);
+        self.journal.info(
+            "retention",
+            format!(
+                "asked to delete expired files: the next {} retention rounds delete CommitLog \
+                 files older than {} hours at any hour",
+                retention::MANUAL_DELETE_ROUNDS,
+                self.config.file_reserved_time
+            ),
+        );
     }
 
     /// Record which queues exist and how far they reach (see [`crate::rebuild`]).

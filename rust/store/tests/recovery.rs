@@ -292,8 +292,9 @@ fn an_index_that_stopped_growing_is_synced_and_kept_after_a_crash() {
 fn a_disk_above_the_used_ratio_loses_only_expired_files() {
     let d = tempfile::tempdir().unwrap();
     let used = rmq_store::disk::disk_used_percent(d.path()).unwrap_or(0.0);
-    if used <= 1.0 {
-        // An empty filesystem (a fresh tmpfs): nothing here can be above 1%.
+    if used <= 10.0 {
+        // A nearly empty filesystem (a fresh tmpfs): diskMaxUsedSpaceRatio is read as at
+        // least 10%, so nothing here can be above it.
         eprintln!(
             "skipped: the disk of {} is only {used:.2}% used",
             d.path().display()
@@ -301,7 +302,7 @@ fn a_disk_above_the_used_ratio_loses_only_expired_files() {
         return;
     }
     let mut cfg = config(d.path());
-    cfg.disk_max_used_space_ratio = 1;
+    cfg.disk_max_used_space_ratio = 10;
     cfg.clean_resource_interval = 10;
     cfg.delete_commit_log_files_interval = 0;
     let store = MessageStore::open(cfg.clone()).unwrap();
@@ -316,18 +317,101 @@ fn a_disk_above_the_used_ratio_loses_only_expired_files() {
     // Above diskSpaceCleanForciblyRatio too: the oldest files go, expired or not, and say so.
     cfg.disk_space_clean_forcibly_ratio = 1;
     let store = MessageStore::open(cfg).unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while store.commitlog_min_offset() == 0 && std::time::Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_for_retention(&store, |m| m.contains("diskSpaceCleanForciblyRatio 1%"));
     assert!(store.commitlog_min_offset() > 0);
-    let said = journal_has(&store, "retention");
-    assert!(
-        said.iter()
-            .any(|m| m.contains("diskSpaceCleanForciblyRatio 1%")),
-        "{said:?}"
-    );
     assert!(read_all(&store, "Topic", 0).len() < 1000);
+}
+
+#[test]
+fn a_manual_request_deletes_expired_files_at_any_hour() {
+    let d = tempfile::tempdir().unwrap();
+    let mut cfg = config(d.path());
+    cfg.clean_resource_interval = 10;
+    cfg.delete_commit_log_files_interval = 0;
+    cfg.file_reserved_time = 0; // every file is expired at once
+    cfg.delete_when = "99".into(); // never the hour
+    let store = MessageStore::open(cfg).unwrap();
+    fill(&store, 2000);
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(
+        store.commitlog_min_offset(),
+        0,
+        "not the hour, no request: nothing goes"
+    );
+    store.delete_files_manually();
+    wait_for_retention(&store, |m| m.starts_with("deleted"));
+    assert!(store.commitlog_min_offset() > 0);
+    wait_for_retention(&store, |m| m.contains("asked to delete expired files"));
+}
+
+#[test]
+fn unused_topics_and_expired_queues_are_cleaned_as_rocketmq_does() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = config(d.path());
+    let store = MessageStore::open(cfg).unwrap();
+    fill(&store, 2000); // "Topic", queues 0 and 1, over several CommitLog files
+    for t in ["Kept", "Gone", message::SCHEDULE_TOPIC, "%LMQ%x"] {
+        store.put(&msg(t, 0, b"x", b"")).unwrap();
+    }
+    assert!(store.wait_dispatched(store.commitlog_max_offset(), Duration::from_secs(5)));
+    let keep: std::collections::HashSet<String> =
+        ["Topic", "Kept"].iter().map(|s| s.to_string()).collect();
+    assert_eq!(
+        store.clean_unused_topics(&keep).unwrap(),
+        vec!["Gone".to_string()]
+    );
+    let mut left = store.queues();
+    left.sort();
+    let names: Vec<&str> = left.iter().map(|(t, _)| t.as_str()).collect();
+    assert_eq!(
+        names,
+        ["%LMQ%x", "Kept", message::SCHEDULE_TOPIC, "Topic", "Topic"]
+    );
+    assert!(!d.path().join("consumequeue/Gone").exists());
+    assert_eq!(
+        store
+            .put(&msg("Gone", 0, b"again", b""))
+            .unwrap()
+            .queue_offset,
+        0
+    );
+    // Nothing expired yet.
+    assert!(store.clean_expired_queues().unwrap().is_empty());
+    // Every file but the last deleted: queue 1 of "Topic" and "Kept" get messages in the
+    // last file, queue 0 not; SCHEDULE_TOPIC_XXXX stays whatever it holds.
+    let big = vec![b'q'; 1024];
+    let mut one = store.put(&msg("Topic", 1, &big, b"")).unwrap();
+    for _ in 0..100 {
+        one = store.put(&msg("Topic", 1, &big, b"")).unwrap(); // 100 KiB: a new file
+    }
+    store.put(&msg("Kept", 0, b"late", b"")).unwrap();
+    assert!(store.wait_dispatched(store.commitlog_max_offset(), Duration::from_secs(5)));
+    assert!(store.delete_expired_files(0, true).unwrap() > 0);
+    let removed = store.clean_expired_queues().unwrap();
+    assert!(removed.contains(&("Topic".to_string(), 0)), "{removed:?}");
+    assert!(!removed.contains(&("Topic".to_string(), 1)), "{removed:?}");
+    assert!(!removed
+        .iter()
+        .any(|(t, _)| t == message::SCHEDULE_TOPIC || t == "Kept"));
+    assert!(!d.path().join("consumequeue/Topic/0").exists());
+    assert!(d.path().join("consumequeue/Topic/1").exists());
+    let said = journal_has(&store, "clean-expired-queue");
+    assert_eq!(said.len(), 1, "{said:?}");
+    // The queue starts again at 0; the other keeps counting.
+    assert_eq!(
+        store
+            .put(&msg("Topic", 0, b"new", b""))
+            .unwrap()
+            .queue_offset,
+        0
+    );
+    assert_eq!(
+        store
+            .put(&msg("Topic", 1, b"next", b""))
+            .unwrap()
+            .queue_offset,
+        one.queue_offset + 1
+    );
 }
 
 #[test]
@@ -432,6 +516,16 @@ fn a_second_open_is_refused_and_bad_config_reported() {
         MessageStore::open(cfg),
         Err(StoreError::Corrupt { .. })
     ));
+}
+
+/// Wait (up to 10 s) until retention journals an entry `says`; fail naming what it journaled.
+fn wait_for_retention(store: &MessageStore, says: impl Fn(&str) -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let said = || journal_has(store, "retention").iter().any(|m| says(m));
+    while !said() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(said(), "{:?}", journal_has(store, "retention"));
 }
 
 fn journal_has(store: &MessageStore, kind: &str) -> Vec<String> {
