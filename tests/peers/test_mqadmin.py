@@ -413,6 +413,14 @@ def test_update_topic_and_delete_topic(admin: Admin) -> None:
         assert f"No topic route info in name server for the topic: {topic}" in runs[b].out, b
 
 
+@pytest.mark.parametrize("command", ["cleanExpiredCQ", "cleanUnusedTopic", "deleteExpiredCommitLog"])
+def test_store_housekeeping_commands(admin: Admin, command: str) -> None:
+    # Both brokers take the request (AdminBrokerProcessor answers SUCCESS); an unsupported request
+    # code would print "false". What each does to a store: tests/broker/test_store_housekeeping.py.
+    out = admin.same(command, "-c", "DefaultCluster")
+    assert out.strip().endswith("success"), out
+
+
 def test_update_and_delete_sub_group(admin: Admin) -> None:
     group = unique("AdmSG")
     out = admin.same("updateSubGroup", "-c", "DefaultCluster", "-g", group, "-r", "5", "-q", "2")

@@ -11,6 +11,7 @@ import os
 import time
 from collections.abc import Awaitable
 
+from rmq._store import StoreError
 from rmq.broker import journal
 from rmq.broker.config import ConfigError, parse_properties_text, property_kind
 from rmq.broker.services import BrokerServices
@@ -77,6 +78,9 @@ class AdminProcessors:
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.query_topic_consume_by_who,
             RequestCode.GET_BROKER_CONFIG: self.get_broker_config,
             RequestCode.UPDATE_BROKER_CONFIG: self.update_broker_config,
+            RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE: self.clean_expired_consume_queue,
+            RequestCode.CLEAN_UNUSED_TOPIC: self.clean_unused_topic,
+            RequestCode.DELETE_EXPIRED_COMMITLOG: self.delete_expired_commit_log,
         }
 
     def _master_only(self, handler: Processor) -> Processor:
@@ -137,6 +141,64 @@ class AdminProcessors:
         self.s.group_gets.forget(topic=topic)
         self.s.store.delete_topic(topic)
         return self._after_registration(create_response(request), f"topic {topic} deleted")
+
+    # --- store housekeeping (mqadmin cleanExpiredCQ, cleanUnusedTopic, deleteExpiredCommitLog) --------
+    async def clean_expired_consume_queue(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> RemotingCommand:
+        """Remove the ConsumeQueues whose messages retention has all deleted (RocketMQ's
+        ``cleanExpiredConsumerQueue``); such a queue starts again at offset 0."""
+        try:
+            removed = await asyncio.to_thread(self.s.store.clean_expired_queues)
+        except StoreError as e:
+            log.warning("cleanExpiredCQ from %s failed: %s", ctx.remote_addr, e)
+            return create_response(request, ResponseCode.SYSTEM_ERROR, f"cleanExpiredCQ failed: {e}")
+        shown = ", ".join(f"{t}-{q}" for t, q in removed) or "none"
+        log.warning(
+            "cleanExpiredCQ from %s: removed %d ConsumeQueues whose messages are all deleted: %s",
+            ctx.remote_addr,
+            len(removed),
+            shown,
+        )
+        return create_response(request)
+
+    async def clean_unused_topic(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """Remove the ConsumeQueues of topics this broker has no config for (RocketMQ's
+        ``cleanUnusedTopic``). System topics, ``rmq_sys_`` topics and retry and dead-letter topics
+        are kept whether or not they have a config: rmq writes some of them without one."""
+        keep = [
+            t
+            for t, _ in self.s.store.queues()
+            if t in self.s.topics
+            or t in codes.SYSTEM_TOPICS
+            or t.startswith(
+                (codes.SYSTEM_TOPIC_PREFIX, codes.RETRY_GROUP_TOPIC_PREFIX, codes.DLQ_GROUP_TOPIC_PREFIX)
+            )
+        ]
+        try:
+            removed = await asyncio.to_thread(self.s.store.clean_unused_topics, keep)
+        except StoreError as e:
+            log.warning("cleanUnusedTopic from %s failed: %s", ctx.remote_addr, e)
+            return create_response(request, ResponseCode.SYSTEM_ERROR, f"cleanUnusedTopic failed: {e}")
+        for topic in removed:
+            self.s.group_gets.forget(topic=topic)  # its stats; consumer offsets stay, as in RocketMQ
+        log.warning(
+            "cleanUnusedTopic from %s: removed the ConsumeQueues of %d topics without a config: %s",
+            ctx.remote_addr,
+            len(removed),
+            ", ".join(removed) or "none",
+        )
+        return create_response(request)
+
+    def delete_expired_commit_log(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """The next 20 retention rounds delete CommitLog files older than ``fileReservedTime``
+        whatever the hour (RocketMQ's ``executeDeleteFilesManually``)."""
+        self.s.store.delete_files_manually()
+        log.warning(
+            "deleteExpiredCommitLog from %s: the next 20 retention rounds delete expired CommitLog files",
+            ctx.remote_addr,
+        )
+        return create_response(request)
 
     # How long a topic change's answer waits for the name servers to have it (RocketMQ registers
     # synchronously before answering, so a route or topic list read right after the answer has it).
