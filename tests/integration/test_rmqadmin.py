@@ -607,6 +607,17 @@ def test_exit_codes(admin: Cluster) -> None:
     assert "failed (broker error)" in refused.err and "CODE: 1" in refused.err
 
 
+def test_store_housekeeping_requests(admin: Cluster) -> None:
+    # Each broker takes the request; with nothing expired and every topic configured, nothing is removed
+    # (what each does to a store: tests/broker/test_store_housekeeping.py).
+    for command in ("cleanExpiredCQ", "cleanUnusedTopic", "deleteExpiredCommitLog"):
+        assert admin.ok(command, "-b", admin.addr).strip() == "success", command
+        assert admin.ok(command, "-c", admin.cluster).strip() == "success", command
+        assert admin.ok(command, "-b", admin.addr, as_json=True) == {"brokers": [admin.addr], "success": True}
+    assert admin.run("cleanUnusedTopic", "-b", admin.addr, "-c", admin.cluster).code == Exit.USAGE
+    assert admin.run("cleanExpiredCQ", "-c", name("nocluster")).code == Exit.NOT_FOUND
+
+
 # --- the asyncio admin API, as Python programs use it ---------------------------------------------------
 
 

@@ -1,8 +1,10 @@
-"""Cluster and broker commands: clusterList, brokerStatus, getBrokerConfig, updateBrokerConfig, statsAll."""
+"""Cluster and broker commands: clusterList, brokerStatus, getBrokerConfig, updateBrokerConfig, statsAll,
+and the store housekeeping requests cleanExpiredCQ, cleanUnusedTopic and deleteExpiredCommitLog."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import click
@@ -209,3 +211,44 @@ async def stats_all(admin: Admin, out: Out, active: bool, topic: str | None) -> 
         ),
     )
     out.data([r.to_dict() for r in rows])
+
+
+async def _housekeeping(
+    admin: Admin,
+    out: Out,
+    broker_addr: str | None,
+    cluster: str | None,
+    request: Callable[[str], Awaitable[None]],
+) -> None:
+    """One store housekeeping request to ``-b``, to every master of ``-c``, or (neither, as mqadmin) to every
+    master of every cluster; ``success`` as mqadmin prints it."""
+    if broker_addr and cluster:
+        raise click.UsageError("give at most one of -b brokerAddr and -c clusterName")
+    addrs = [broker_addr] if broker_addr else [b.addr for b in await admin.masters(cluster)]
+    for addr in addrs:
+        await request(addr)
+    out.line("success")
+    out.data({"brokers": addrs, "success": True})
+
+
+@click.option("-b", "--brokerAddr", "broker_addr", help="Broker address.")
+@click.option("-c", "--cluster", "cluster", help="Every master of this cluster (default: of every cluster).")
+@admin_command("cleanExpiredCQ", "Clean expired ConsumeQueues on brokers.")
+async def clean_expired_cq(admin: Admin, out: Out, broker_addr: str | None, cluster: str | None) -> None:
+    await _housekeeping(admin, out, broker_addr, cluster, admin.clean_expired_consume_queue)
+
+
+@click.option("-b", "--brokerAddr", "broker_addr", help="Broker address.")
+@click.option("-c", "--cluster", "cluster", help="Every master of this cluster (default: of every cluster).")
+@admin_command("cleanUnusedTopic", "Clean the ConsumeQueues of topics brokers have no config for.")
+async def clean_unused_topic(admin: Admin, out: Out, broker_addr: str | None, cluster: str | None) -> None:
+    await _housekeeping(admin, out, broker_addr, cluster, admin.clean_unused_topic)
+
+
+@click.option("-b", "--brokerAddr", "broker_addr", help="Broker address.")
+@click.option("-c", "--cluster", "cluster", help="Every master of this cluster (default: of every cluster).")
+@admin_command("deleteExpiredCommitLog", "Delete expired CommitLog files on brokers.")
+async def delete_expired_commit_log(
+    admin: Admin, out: Out, broker_addr: str | None, cluster: str | None
+) -> None:
+    await _housekeeping(admin, out, broker_addr, cluster, admin.delete_expired_commit_log)

@@ -201,6 +201,20 @@ class Admin(MessageReadMixin, MessageQueryMixin):
         body = "".join(f"{k}={v}\n" for k, v in properties.items()).encode()
         await self._call(addr, RequestCode.UPDATE_BROKER_CONFIG, body=body)
 
+    async def clean_expired_consume_queue(self, addr: str) -> None:
+        """CLEAN_EXPIRED_CONSUMEQUEUE (306): the broker removes the ConsumeQueues whose messages are all
+        deleted."""
+        await self._call(addr, RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE)
+
+    async def clean_unused_topic(self, addr: str) -> None:
+        """CLEAN_UNUSED_TOPIC (316): the broker removes the ConsumeQueues of topics it has no config for."""
+        await self._call(addr, RequestCode.CLEAN_UNUSED_TOPIC)
+
+    async def delete_expired_commit_log(self, addr: str) -> None:
+        """DELETE_EXPIRED_COMMITLOG (329): the broker's next retention rounds delete expired CommitLog files
+        whatever the hour."""
+        await self._call(addr, RequestCode.DELETE_EXPIRED_COMMITLOG)
+
     async def view_broker_stats(self, addr: str, name: str, key: str) -> BrokerStatsData:
         """VIEW_BROKER_STATS_DATA (315): ``TOPIC_PUT_NUMS`` of a topic, ``GROUP_GET_NUMS`` of topic@group."""
         response = await self._call(
