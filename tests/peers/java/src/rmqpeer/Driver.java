@@ -683,6 +683,9 @@ public final class Driver {
         // periodic rebalance, 20 s on): a plain message creates it and is skipped below.
         replier.send(new Message(topic, "create".getBytes(StandardCharsets.UTF_8)));
         List<String> replyErrors = Collections.synchronizedList(new ArrayList<>());
+        // Set before the shutdown below: a reply still being sent then (to a request retried after a
+        // timeout) is interrupted by the consumer's own shutdown, which says nothing about the broker.
+        java.util.concurrent.atomic.AtomicBoolean closing = new java.util.concurrent.atomic.AtomicBoolean();
         pc.registerMessageListener((MessageListenerConcurrently) (msgs, ctx) -> {
             for (MessageExt m : msgs) {
                 if (MessageUtil.getReplyToClient(m) == null) {
@@ -693,7 +696,9 @@ public final class Driver {
                         ("re:" + body(m)).getBytes(StandardCharsets.UTF_8));
                     replier.send(reply);
                 } catch (Exception e) {
-                    replyErrors.add(e.toString());
+                    if (!closing.get()) {
+                        replyErrors.add(e.toString());
+                    }
                 }
             }
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS;
@@ -721,13 +726,14 @@ public final class Driver {
                 }
             }
         }
+        closing.set(true);
         requester.shutdown();
         pc.shutdown();
         replier.shutdown();
         Map<String, Object> out = new TreeMap<>();
         out.put("replies", replies);
         out.put("errors", errors);
-        out.put("reply_errors", replyErrors);
+        out.put("reply_errors", new ArrayList<>(replyErrors));
         return out;
     }
 
