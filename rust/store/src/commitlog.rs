@@ -529,16 +529,35 @@ impl CommitLog {
         self.put.lock().queue_offsets.remove(topic);
     }
 
-    /// Forget one queue's next queue offset: its next message starts the queue again at 0
-    /// (RocketMQ's `removeQueueFromTopicQueueTable`).
-    pub fn remove_queue(&self, topic: &str, queue_id: i32) {
+    /// Forget one queue's next queue offset, so its next message starts the queue again at 0
+    /// (RocketMQ's `removeQueueFromTopicQueueTable`), if that offset is `next` (nothing was
+    /// appended to the queue beyond what the caller saw); `remove` runs first, with appends held
+    /// off, to remove what the caller keeps of the queue. Returns whether it did.
+    pub fn remove_queue_if_next(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        next: i64,
+        remove: impl FnOnce() -> Result<()>,
+    ) -> Result<bool> {
         let mut st = self.put.lock();
+        let now = st
+            .queue_offsets
+            .get(topic)
+            .and_then(|m| m.get(&queue_id))
+            .copied()
+            .unwrap_or(0);
+        if now != next {
+            return Ok(false);
+        }
+        remove()?;
         if let Some(q) = st.queue_offsets.get_mut(topic) {
             q.remove(&queue_id);
             if q.is_empty() {
                 st.queue_offsets.remove(topic);
             }
         }
+        Ok(true)
     }
 
     /// Next logical offset the appender will give (topic, queue).
@@ -1208,6 +1227,38 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_queue_is_forgotten_only_when_nothing_was_appended_past_what_the_caller_saw() {
+        let d = tempfile::tempdir().unwrap();
+        let l = log(d.path(), 64 * 1024);
+        l.load().unwrap();
+        for _ in 0..3 {
+            l.put(&msg("T", 1, b"x", b"")).unwrap();
+        }
+        l.put(&msg("T", 2, b"x", b"")).unwrap();
+        // The caller saw 2 messages of queue 1, but 3 were appended: kept, and `remove` not run.
+        let mut ran = false;
+        assert!(!l
+            .remove_queue_if_next("T", 1, 2, || {
+                ran = true;
+                Ok(())
+            })
+            .unwrap());
+        assert!(!ran);
+        assert_eq!(l.next_queue_offset("T", 1), 3);
+        // It saw all 3: removed; the queue starts again at 0, the topic's other queue does not.
+        assert!(l
+            .remove_queue_if_next("T", 1, 3, || {
+                ran = true;
+                Ok(())
+            })
+            .unwrap());
+        assert!(ran);
+        assert_eq!(l.next_queue_offset("T", 1), 0);
+        assert_eq!(l.put(&msg("T", 1, b"x", b"")).unwrap().queue_offset, 0);
+        assert_eq!(l.put(&msg("T", 2, b"x", b"")).unwrap().queue_offset, 1);
     }
 
     #[test]

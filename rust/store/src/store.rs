@@ -955,10 +955,19 @@ impl MessageStore {
                 continue;
             }
             let (topic, qid) = (q.topic().to_string(), q.queue_id());
-            if let Some(q) = self.queues.remove_queue(&topic, qid) {
-                q.destroy()?;
+            // With appends held off, and only if every message appended to the queue is in it:
+            // a message appended meanwhile keeps the queue (and its offsets) as they are.
+            let removed_it =
+                self.commitlog
+                    .remove_queue_if_next(&topic, qid, q.max_offset(), || {
+                        match self.queues.remove_queue(&topic, qid) {
+                            Some(q) => q.destroy(),
+                            None => Ok(()),
+                        }
+                    })?;
+            if !removed_it {
+                continue;
             }
-            self.commitlog.remove_queue(&topic, qid);
             if !self.queues.has_topic(&topic) {
                 self.filters.remove_topic(&topic);
                 let _ = std::fs::remove_dir_all(self.config.consume_queue_dir().join(&topic));
