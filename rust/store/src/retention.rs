@@ -172,39 +172,39 @@ impl Background {
             force,
         );
         let after = self.commitlog.min_offset();
-        let shown = dir.display();
         let hours = self.config.file_reserved_time;
-        match deleted {
-            Ok(n) if n > 0 => match why {
-                Cleaning::Forced => self.journal.warn(
-                    "retention",
-                    format!(
-                        "the disk of {shown} is {used:.1}% used, above \
-                         diskSpaceCleanForciblyRatio {}% (or diskSpaceWarningLevelRatio {}%): \
-                         deleted {n} CommitLog files, bytes [{before}, {after}), whether older \
-                         than {hours} hours or not, and the queue and index files below them",
-                        self.config.disk_space_clean_forcibly_ratio,
-                        self.config.disk_space_warning_level_ratio
-                    ),
+        let which = if force {
+            format!("whether older than {hours} hours or not")
+        } else {
+            format!("older than {hours} hours")
+        };
+        // What made a round delete at any hour: the disk (a warning), else the hour or a request.
+        let cause = match why {
+            Cleaning::Forced => Some(format!(
+                "above diskSpaceCleanForciblyRatio {}% (or diskSpaceWarningLevelRatio {}%)",
+                self.config.disk_space_clean_forcibly_ratio,
+                self.config.disk_space_warning_level_ratio
+            )),
+            Cleaning::SpaceLow => Some(format!(
+                "above diskMaxUsedSpaceRatio {}%",
+                self.config.disk_max_used_space_ratio
+            )),
+            Cleaning::Hour => None,
+        };
+        match (deleted, cause) {
+            (Ok(n), None) if n > 0 => self.journal.info(
+                "retention",
+                format!("deleted {n} CommitLog files {which}, bytes [{before}, {after})"),
+            ),
+            (Ok(n), Some(cause)) if n > 0 => self.journal.warn(
+                "retention",
+                format!(
+                    "the disk of {} is {used:.1}% used, {cause}: deleted {n} CommitLog files \
+                     {which}, bytes [{before}, {after}), and the queue and index files below them",
+                    dir.display()
                 ),
-                Cleaning::SpaceLow => self.journal.warn(
-                    "retention",
-                    format!(
-                        "the disk of {shown} is {used:.1}% used, above diskMaxUsedSpaceRatio \
-                         {}%: deleted {n} CommitLog files older than {hours} hours, bytes \
-                         [{before}, {after}), and the queue and index files below them",
-                        self.config.disk_max_used_space_ratio
-                    ),
-                ),
-                Cleaning::Hour => self.journal.info(
-                    "retention",
-                    format!(
-                        "deleted {n} CommitLog files older than {hours} hours, bytes [{before}, \
-                         {after})"
-                    ),
-                ),
-            },
-            Err(e) => self
+            ),
+            (Err(e), _) => self
                 .journal
                 .warn("retention", format!("deleting expired files failed: {e}")),
             _ => {}

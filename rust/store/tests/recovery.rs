@@ -291,14 +291,8 @@ fn an_index_that_stopped_growing_is_synced_and_kept_after_a_crash() {
 #[test]
 fn a_disk_above_the_used_ratio_loses_only_expired_files() {
     let d = tempfile::tempdir().unwrap();
-    let used = rmq_store::disk::disk_used_percent(d.path()).unwrap_or(0.0);
-    if used <= 10.0 {
-        // A nearly empty filesystem (a fresh tmpfs): diskMaxUsedSpaceRatio is read as at
-        // least 10%, so nothing here can be above it.
-        eprintln!(
-            "skipped: the disk of {} is only {used:.2}% used",
-            d.path().display()
-        );
+    // diskMaxUsedSpaceRatio is read as at least 10%.
+    if !disk_fuller_than(d.path(), 10.0) {
         return;
     }
     let mut cfg = config(d.path());
@@ -470,13 +464,7 @@ fn writes_are_refused_above_the_disk_ratio() {
     let d = tempfile::tempdir().unwrap();
     let mut cfg = config(d.path());
     cfg.disk_space_warning_level_ratio = 1;
-    let used = rmq_store::disk::disk_used_percent(d.path()).unwrap_or(0.0);
-    if used <= 1.0 {
-        // An empty filesystem (a fresh tmpfs): nothing here can be above 1%.
-        eprintln!(
-            "skipped: the disk of {} is only {used:.2}% used",
-            d.path().display()
-        );
+    if !disk_fuller_than(d.path(), 1.0) {
         return;
     }
     let store = MessageStore::open(cfg).unwrap();
@@ -516,6 +504,19 @@ fn a_second_open_is_refused_and_bad_config_reported() {
         MessageStore::open(cfg),
         Err(StoreError::Corrupt { .. })
     ));
+}
+
+/// Whether the filesystem of `dir` is more than `percent` used, which a test of a disk ratio
+/// needs; on a nearly empty one (a fresh tmpfs as TMPDIR) it says it is skipped.
+fn disk_fuller_than(dir: &Path, percent: f64) -> bool {
+    let used = rmq_store::disk::disk_used_percent(dir).unwrap_or(0.0);
+    if used <= percent {
+        eprintln!(
+            "skipped: the disk of {} is only {used:.2}% used",
+            dir.display()
+        );
+    }
+    used > percent
 }
 
 /// Wait (up to 10 s) until retention journals an entry `says`; fail naming what it journaled.

@@ -153,13 +153,8 @@ class AdminProcessors:
         except StoreError as e:
             log.warning("cleanExpiredCQ from %s failed: %s", ctx.remote_addr, e)
             return create_response(request, ResponseCode.SYSTEM_ERROR, f"cleanExpiredCQ failed: {e}")
-        shown = ", ".join(f"{t}-{q}" for t, q in removed) or "none"
-        log.warning(
-            "cleanExpiredCQ from %s: removed %d ConsumeQueues whose messages are all deleted: %s",
-            ctx.remote_addr,
-            len(removed),
-            shown,
-        )
+        # Which ones: the store's own log line (rmq.store clean-expired-queue).
+        log.warning("cleanExpiredCQ from %s: %d ConsumeQueues removed", ctx.remote_addr, len(removed))
         return create_response(request)
 
     async def clean_unused_topic(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
@@ -182,11 +177,9 @@ class AdminProcessors:
             return create_response(request, ResponseCode.SYSTEM_ERROR, f"cleanUnusedTopic failed: {e}")
         for topic in removed:
             self.s.group_gets.forget(topic=topic)  # its stats; consumer offsets stay, as in RocketMQ
+        # Which ones: the store's own log line (rmq.store clean-unused-topic).
         log.warning(
-            "cleanUnusedTopic from %s: removed the ConsumeQueues of %d topics without a config: %s",
-            ctx.remote_addr,
-            len(removed),
-            ", ".join(removed) or "none",
+            "cleanUnusedTopic from %s: %d topics' ConsumeQueues removed", ctx.remote_addr, len(removed)
         )
         return create_response(request)
 
