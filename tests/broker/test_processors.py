@@ -473,7 +473,7 @@ async def test_admin_topics_stats_and_config(broker):
     assert refused.code == 1 and "storePathRootDir" in refused.remark
     bad = broker.call(RequestCode.UPDATE_BROKER_CONFIG, {}, b"defaultTopicQueueNums=abc\n")
     assert bad.code == 1 and "defaultTopicQueueNums" in bad.remark
-    assert broker.call(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "Admin"}).code == 0
+    assert (await broker.call(RequestCode.DELETE_TOPIC_IN_BROKER, {"topic": "Admin"})).code == 0
     assert broker.s.topics.get("Admin") is None
 
 

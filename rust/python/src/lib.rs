@@ -89,6 +89,12 @@ create_exception!(
 );
 create_exception!(
     _store,
+    StoreBusyError,
+    StoreErrorBase,
+    "The store did not catch up in time; nothing changed."
+);
+create_exception!(
+    _store,
     ReplicaOffsetError,
     StoreErrorBase,
     "Replicated CommitLog bytes offered elsewhere than where the log ends."
@@ -109,6 +115,7 @@ fn to_py_err(e: StoreError) -> PyErr {
         StoreError::Locked(_) => StoreLockedError::new_err(msg),
         StoreError::Slave => SlaveStoreError::new_err(msg),
         StoreError::ReplicaOffset { .. } => ReplicaOffsetError::new_err(msg),
+        StoreError::Busy(_) => StoreBusyError::new_err(msg),
     }
 }
 
@@ -645,5 +652,6 @@ fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("StoreLockedError", py.get_type::<StoreLockedError>())?;
     m.add("SlaveStoreError", py.get_type::<SlaveStoreError>())?;
     m.add("ReplicaOffsetError", py.get_type::<ReplicaOffsetError>())?;
+    m.add("StoreBusyError", py.get_type::<StoreBusyError>())?;
     Ok(())
 }

@@ -524,9 +524,28 @@ impl CommitLog {
         }
     }
 
-    /// Forget a topic's queue offsets (topic deletion).
-    pub fn remove_topic(&self, topic: &str) {
-        self.put.lock().queue_offsets.remove(topic);
+    /// Forget a topic's queue offsets (topic deletion), so its next message starts each queue
+    /// again at 0, once every message appended so far is dispatched: with appends held off and
+    /// the deferred appends written, `dispatched(end)` waits until the log's records up to `end`
+    /// are in the ConsumeQueues (false: they are not, and nothing changes). `remove` then runs,
+    /// appends still held off, to remove what the caller keeps of the topic. Returns whether
+    /// it did. A message of the topic dispatched after its queues were removed would start a
+    /// queue again at an offset the appender no longer counts from, and every later message of
+    /// that queue would be ignored until the count caught up.
+    pub fn remove_topic_once_dispatched(
+        &self,
+        topic: &str,
+        dispatched: impl FnOnce(i64) -> bool,
+        remove: impl FnOnce() -> Result<()>,
+    ) -> Result<bool> {
+        let mut st = self.put.lock();
+        self.write_deferred_locked(&mut st)?;
+        if !dispatched(self.max_offset()) {
+            return Ok(false);
+        }
+        remove()?;
+        st.queue_offsets.remove(topic);
+        Ok(true)
     }
 
     /// Forget one queue's next queue offset, so its next message starts the queue again at 0
@@ -1259,6 +1278,48 @@ mod tests {
         assert_eq!(l.next_queue_offset("T", 1), 0);
         assert_eq!(l.put(&msg("T", 1, b"x", b"")).unwrap().queue_offset, 0);
         assert_eq!(l.put(&msg("T", 2, b"x", b"")).unwrap().queue_offset, 1);
+    }
+
+    #[test]
+    fn a_topic_is_forgotten_only_once_what_was_appended_is_dispatched() {
+        let d = tempfile::tempdir().unwrap();
+        let l = log(d.path(), 64 * 1024);
+        l.load().unwrap();
+        l.put(&msg("T", 1, b"x", b"")).unwrap();
+        l.put(&msg("U", 1, b"x", b"")).unwrap();
+        // Not dispatched yet: nothing changes and `remove` does not run.
+        let mut ran = false;
+        let mut asked = 0;
+        assert!(!l
+            .remove_topic_once_dispatched(
+                "T",
+                |end| {
+                    asked = end;
+                    false
+                },
+                || {
+                    ran = true;
+                    Ok(())
+                }
+            )
+            .unwrap());
+        assert!(!ran);
+        assert_eq!(asked, l.max_offset(), "waits for the whole log");
+        assert_eq!(l.next_queue_offset("T", 1), 1);
+        // Dispatched: removed; the topic starts again at 0, the other topic does not.
+        assert!(l
+            .remove_topic_once_dispatched(
+                "T",
+                |_| true,
+                || {
+                    ran = true;
+                    Ok(())
+                }
+            )
+            .unwrap());
+        assert!(ran);
+        assert_eq!(l.put(&msg("T", 1, b"x", b"")).unwrap().queue_offset, 0);
+        assert_eq!(l.put(&msg("U", 1, b"x", b"")).unwrap().queue_offset, 1);
     }
 
     #[test]

@@ -47,6 +47,9 @@ pub enum StoreError {
     /// Another process holds the store's lock file.
     #[error("store directory {0} is locked by another process")]
     Locked(PathBuf),
+    /// An operation that waits for the store to catch up (dispatch) gave up; nothing changed.
+    #[error("store busy: {0}")]
+    Busy(String),
     /// The store is a slave's (brokerRole=SLAVE): messages are put to its master and reach it
     /// by replication only.
     #[error("messages are put to the master: this store is a slave's (brokerRole=SLAVE)")]

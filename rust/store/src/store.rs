@@ -30,6 +30,13 @@ use crate::read::{GetMessageStatus, GetRequest, GetResult, SqlFilter};
 use crate::retention;
 use crate::service::{Service, Signal};
 
+/// How long a topic deletion waits for the messages appended before it to be dispatched.
+const DELETE_TOPIC_WAIT: Duration = Duration::from_secs(10);
+/// The most a topic deletion holds appends off for while the dispatch catches up.
+const DELETE_TOPIC_HOLD: Duration = Duration::from_secs(1);
+/// The dispatch backlog (bytes) below which a topic deletion holds appends off.
+const DELETE_TOPIC_SMALL_BACKLOG: i64 = 1 << 20;
+
 /// How the last run ended, as found at open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LastShutdown {
@@ -892,14 +899,45 @@ impl MessageStore {
     }
 
     /// Remove a topic's ConsumeQueues (its records stay in the CommitLog until retention).
+    ///
+    /// Only once every message appended so far is in the ConsumeQueues, with appends held off
+    /// meanwhile ([`CommitLog::remove_topic_once_dispatched`]). The dispatch's backlog is
+    /// waited for first with appends going on, until what is left is small; appends are then
+    /// held off for at most `DELETE_TOPIC_HOLD` while the rest is dispatched. Gives up with
+    /// [`StoreError::Busy`], nothing removed, after `DELETE_TOPIC_WAIT` in all.
     pub fn delete_topic(&self, topic: &str) -> Result<()> {
-        self.filters.remove_topic(topic);
-        for q in self.queues.remove_topic(topic) {
-            q.destroy()?;
+        let started = std::time::Instant::now();
+        let left = || DELETE_TOPIC_WAIT.saturating_sub(started.elapsed());
+        loop {
+            let end = self.commitlog.max_offset();
+            if end - self.progress.dispatched() <= DELETE_TOPIC_SMALL_BACKLOG
+                || !self.progress.wait(end, left())
+            {
+                break;
+            }
         }
-        self.commitlog.remove_topic(topic);
-        let dir = self.config.consume_queue_dir().join(topic);
-        let _ = std::fs::remove_dir_all(dir);
+        let hold = left().min(DELETE_TOPIC_HOLD);
+        let removed = self.commitlog.remove_topic_once_dispatched(
+            topic,
+            |end| self.progress.wait(end, hold),
+            || {
+                self.filters.remove_topic(topic);
+                for q in self.queues.remove_topic(topic) {
+                    q.destroy()?;
+                }
+                let _ = std::fs::remove_dir_all(self.config.consume_queue_dir().join(topic));
+                Ok(())
+            },
+        )?;
+        if !removed {
+            return Err(StoreError::Busy(format!(
+                "topic {topic} not deleted: the ConsumeQueues did not catch up with the \
+                 CommitLog within {} ms (dispatched to offset {}, appended to {})",
+                started.elapsed().as_millis(),
+                self.progress.dispatched(),
+                self.commitlog.max_offset()
+            )));
+        }
         // A deleted queue must not look missing (and be rebuilt) at the next start.
         self.write_manifest();
         Ok(())

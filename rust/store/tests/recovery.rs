@@ -782,3 +782,88 @@ fn moved_queue_index_checkpoint_and_abort_paths_are_honoured() {
     assert_eq!(found.records.len(), 1);
     store.shutdown().unwrap();
 }
+
+/// Every unit of every queue of `topic` reads a record of `topic` stored at that queue offset,
+/// and each queue ends where the CommitLog's count for it goes on.
+fn assert_queues_match_the_log(store: &MessageStore, topic: &str, queues: i32) {
+    for qid in 0..queues {
+        let end = store.max_offset_in_queue(topic, qid);
+        assert_eq!(
+            end,
+            store.commitlog().next_queue_offset(topic, qid),
+            "{topic}-{qid} ends where the CommitLog counts from"
+        );
+        let mut off = store.min_offset_in_queue(topic, qid);
+        while off < end {
+            let r = store.get_message(&GetRequest {
+                topic,
+                queue_id: qid,
+                offset: off,
+                max_msgs: 1,
+                max_bytes: 0,
+                filter: None,
+                sql: None,
+            });
+            assert_eq!(r.status, GetMessageStatus::Found, "{topic}-{qid} at {off}");
+            let rec = message::decode(&r.buffer, true).unwrap();
+            assert_eq!((rec.topic, rec.queue_offset), (topic, off));
+            off = r.next_begin_offset;
+        }
+    }
+}
+
+#[test]
+fn a_topic_deleted_while_it_is_sent_to_keeps_its_queues_and_the_log_in_step() {
+    let d = tempfile::tempdir().unwrap();
+    let mut cfg = config(d.path());
+    cfg.mapped_file_size_commit_log = 4 << 20;
+    let store = std::sync::Arc::new(MessageStore::open(cfg).unwrap());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sender = {
+        let (store, stop) = (store.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let body = format!("hot-{i}");
+                store.put(&msg("Hot", i % 4, body.as_bytes(), b"")).unwrap();
+                i += 1;
+                if i % 8 == 0 {
+                    // A busy broker's pace, not a pace its dispatch could never keep up with.
+                    std::thread::sleep(Duration::from_micros(100));
+                }
+            }
+            i
+        })
+    };
+    let mut deleted = 0;
+    for _ in 0..200 {
+        std::thread::sleep(Duration::from_micros(500));
+        store.delete_topic("Hot").unwrap();
+        deleted += 1;
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let sent = sender.join().unwrap();
+    assert!(
+        sent > 1000 && deleted == 200,
+        "{sent} sends, {deleted} deletions"
+    );
+    // Messages sent after the last deletion are where their queue offsets say.
+    let after: Vec<_> = (0..40)
+        .map(|i| (i % 4, store.put(&msg("Hot", i % 4, b"after", b"")).unwrap()))
+        .collect();
+    assert!(store.wait_dispatched(store.commitlog_max_offset(), Duration::from_secs(5)));
+    assert_queues_match_the_log(&store, "Hot", 4);
+    for (qid, r) in &after {
+        let at = store.get_message(&GetRequest {
+            topic: "Hot",
+            queue_id: *qid,
+            offset: r.queue_offset,
+            max_msgs: 1,
+            max_bytes: 0,
+            filter: None,
+            sql: None,
+        });
+        assert_eq!(at.status, GetMessageStatus::Found);
+        assert_eq!(message::decode(&at.buffer, true).unwrap().body, b"after");
+    }
+}

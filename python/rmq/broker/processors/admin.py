@@ -130,17 +130,28 @@ class AdminProcessors:
         self.s.topics.update(tc)
         return self._after_registration(create_response(request), f"topic {topic} created")
 
-    def delete_topic(
-        self, ctx: RequestContext, request: RemotingCommand
-    ) -> RemotingCommand | Awaitable[RemotingCommand]:
+    async def delete_topic(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         topic = header_str(request.ext_fields, "topic")
         if topic in codes.SYSTEM_TOPICS:
             return create_response(request, ResponseCode.SYSTEM_ERROR, f"{topic} is a system topic")
         self.s.topics.delete(topic)
         self.s.offsets.remove_topic(topic)
         self.s.group_gets.forget(topic=topic)
-        self.s.store.delete_topic(topic)
-        return self._after_registration(create_response(request), f"topic {topic} deleted")
+        # In a thread: the store waits until the topic's messages are all dispatched.
+        try:
+            await asyncio.to_thread(self.s.store.delete_topic, topic)
+        except StoreError as e:
+            log.warning(
+                "deleting topic %s (from %s): its config is gone, its queues not: %s",
+                topic,
+                ctx.remote_addr,
+                e,
+            )
+            return create_response(
+                request, ResponseCode.SYSTEM_ERROR, f"topic {topic}: queues not deleted: {e}"
+            )
+        answer = self._after_registration(create_response(request), f"topic {topic} deleted")
+        return answer if isinstance(answer, RemotingCommand) else await answer
 
     # --- store housekeeping (mqadmin cleanExpiredCQ, cleanUnusedTopic, deleteExpiredCommitLog) --------
     async def clean_expired_consume_queue(
