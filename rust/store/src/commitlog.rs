@@ -1126,16 +1126,35 @@ impl CommitLog {
 
 /// Start the thread that faults in CommitLog pages ahead of the appender
 /// ([`CommitLog::populate_ahead`]), so appends do not take page faults themselves.
+///
+/// With mapped appends the thread runs at the idle scheduling class (`SCHED_IDLE`): faulting
+/// pages in is work no request waits for, and at normal priority its bursts (a few
+/// milliseconds a window) took a core from the network thread and the clients, which showed
+/// in the sends' tail latency. If it falls behind, appends fault their pages in themselves.
+/// Durable appends keep normal priority: the thread takes the put lock to reserve blocks,
+/// and the appender waits for a chunk of zeros it catches up with.
 pub fn start_populating(log: Arc<CommitLog>) -> std::io::Result<Service> {
     let signal = log.populate_signal.clone();
-    Service::spawn("rmq-populate", signal, move |ctx| loop {
+    let background = !log.durable_appends();
+    Service::spawn("rmq-populate", signal, move |ctx| {
+        if background {
+            let p = libc::sched_param { sched_priority: 0 };
+            // SAFETY: plain syscall on the calling thread; failure leaves normal priority.
+            unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &p) };
+        }
+        populate_loop(&log, ctx)
+    })
+}
+
+fn populate_loop(log: &CommitLog, ctx: &crate::service::ServiceContext) {
+    loop {
         let seen = ctx.signal().generation();
         log.populate_ahead();
         if ctx.stopped() {
             break;
         }
         ctx.wait(seen, std::time::Duration::from_secs(1));
-    })
+    }
 }
 
 #[cfg(test)]

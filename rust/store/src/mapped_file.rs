@@ -244,14 +244,18 @@ impl MappedFile {
         if to <= from {
             return;
         }
-        // SAFETY: the range lies inside this mapping; MADV_POPULATE_WRITE only faults pages
-        // in (as a write would) and never changes their contents.
-        unsafe {
-            libc::madvise(
-                self.base.add(from).cast(),
-                to - from,
-                libc::MADV_POPULATE_WRITE,
-            );
+        // A call holds the process's mmap lock for reading throughout: in pieces, a mapping
+        // change (a new ConsumeQueue file, say) waits for the piece in progress at most.
+        const PIECE: usize = 1 << 20;
+        let mut at = from;
+        while at < to {
+            let len = (to - at).min(PIECE);
+            // SAFETY: the range lies inside this mapping; MADV_POPULATE_WRITE only faults
+            // pages in (as a write would) and never changes their contents.
+            unsafe {
+                libc::madvise(self.base.add(at).cast(), len, libc::MADV_POPULATE_WRITE);
+            }
+            at += len;
         }
     }
 
