@@ -151,15 +151,20 @@ impl FastSend {
     /// makes a held answer durable ([`FastSend::flush_held`]). On a write error (the disk
     /// failing: the blocks are reserved beforehand) the records stay kept back for the next
     /// call, and their held answers time out; nothing is published that was not written.
-    pub fn write_deferred(&self) {
+    /// Returns false then: the caller must not send the answers of the sends stored since the
+    /// last call that succeeded (they would say SEND_OK of records not written).
+    pub fn write_deferred(&self) -> bool {
         if !self.sync_flush {
-            return; // nothing is deferred, no flush to ask for
+            return true; // nothing is deferred, no flush to ask for
         }
-        let _ = self.store.write_deferred();
+        if self.store.write_deferred().is_err() {
+            return false; // their flush is requested once they are written
+        }
         let end = self.flush_after_write.swap(0, Ordering::Relaxed);
         if end > 0 {
             self.store.request_flush(end);
         }
+        true
     }
 
     /// SYNC_MASTER: answer a send (that waits for the store) once a slave acknowledged its

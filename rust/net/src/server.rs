@@ -579,8 +579,8 @@ impl Worker {
                 }
             }
             // Stored sends are written before anything is answered or flushed.
-            if let Some(fs) = self.shared.fast.read().as_ref() {
-                fs.write_deferred();
+            if !self.write_deferred() {
+                self.withhold_replies();
             }
             self.write_replies();
             self.flush_held();
@@ -699,6 +699,7 @@ impl Worker {
         }
         let mut to_owner: Vec<u8> = Vec::new();
         let had_replies = !l.replies.is_empty();
+        let mut withheld = false;
         let mut outcome = ReadOutcome::Open;
         let mut watch_writable = false;
         while !l.paused {
@@ -838,8 +839,12 @@ impl Worker {
             l.rbuf.copy_within(pos..l.rlen, 0);
             l.rlen -= pos;
             if l.replies.len() > REPLY_BATCH {
-                if let Some(fs) = &fast {
-                    fs.write_deferred();
+                if !fast.as_ref().is_none_or(|fs| fs.write_deferred()) {
+                    // Not written: no answer leaves (see `withhold_replies`).
+                    withheld = true;
+                    l.replies.clear();
+                    outcome = ReadOutcome::Close;
+                    break;
                 }
                 if l.conn.send(&[&l.replies]) == Written::WatchWritable {
                     watch_writable = true;
@@ -872,7 +877,53 @@ impl Worker {
             let conn = l.conn.clone();
             self.interest(id, &conn, Interest::READABLE | Interest::WRITABLE);
         }
+        if withheld {
+            self.note_withheld(1);
+        }
         outcome
+    }
+
+    /// Write the sends the fast path stored in this round ([`FastSend::write_deferred`]);
+    /// false if that failed.
+    fn write_deferred(&self) -> bool {
+        self.shared
+            .fast
+            .read()
+            .as_ref()
+            .is_none_or(|fs| fs.write_deferred())
+    }
+
+    /// The round's sends could not be written (the disk failing): their answers would say
+    /// SEND_OK of records not on disk, so none is sent. Every connection with answers in this
+    /// round is closed instead: its client counts the sends failed and sends them again
+    /// (RocketMQ clients retry, on another broker where there is one). The records stay
+    /// kept back and are written by the next write that succeeds, so a resent message may be
+    /// stored twice, never acknowledged and lost.
+    fn withhold_replies(&mut self) {
+        let mut ids = std::mem::take(&mut self.replying);
+        ids.retain(|id| self.local.contains_key(id));
+        self.note_withheld(ids.len());
+        for id in ids {
+            if let Some(l) = self.local.get_mut(&id) {
+                l.replies.clear();
+            }
+            self.close(id);
+        }
+    }
+
+    fn note_withheld(&self, connections: usize) {
+        if connections == 0 {
+            return;
+        }
+        if let Some(fs) = self.shared.fast.read().as_ref() {
+            fs.store().journal().warn(
+                "deferred-write",
+                format!(
+                    "sends not written to the CommitLog: {connections} connections closed \
+                     without their answers, for their clients to send again"
+                ),
+            );
+        }
     }
 
     /// Write the fast-path answers of this poll round, all in one system call where io_uring
@@ -1029,10 +1080,15 @@ impl Worker {
         if !l.replies.is_empty() {
             // Answers of this round to a peer that has shut down its side: best effort, once
             // what they answer for is written.
-            if let Some(fs) = self.shared.fast.read().as_ref() {
-                fs.write_deferred();
+            let written = self
+                .shared
+                .fast
+                .read()
+                .as_ref()
+                .is_none_or(|fs| fs.write_deferred());
+            if written {
+                l.conn.send(&[&l.replies]);
             }
-            l.conn.send(&[&l.replies]);
         }
         l.conn.out.lock().closed = true;
         let fd = l.conn.fd();

@@ -832,6 +832,11 @@ impl CommitLog {
         Ok(Some(end))
     }
 
+    /// Bytes of deferred appends not written yet ([`CommitLog::put_deferred`]).
+    pub fn deferred_bytes(&self) -> usize {
+        self.put.lock().deferred.len()
+    }
+
     /// Write the deferred appends ([`CommitLog::put_deferred`]) in one `write(2)` and publish
     /// them; returns where the log ends then, if there were any.
     pub fn write_deferred(&self) -> Result<Option<i64>> {

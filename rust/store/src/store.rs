@@ -95,6 +95,9 @@ pub struct MessageStore {
     report: RecoveryReport,
     /// Every recovery step, repair and refusal, for the broker's log and runtime info.
     journal: Arc<Journal>,
+    /// Failed attempts to write the appends kept back ([`MessageStore::write_deferred`])
+    /// since the last that succeeded.
+    deferred_write_failures: AtomicU64,
     stats: StoreStats,
     /// The flock on `<root>/lock`, released at shutdown.
     lock: Mutex<Option<File>>,
@@ -433,6 +436,7 @@ impl MessageStore {
             },
             stats: StoreStats::default(),
             journal,
+            deferred_write_failures: AtomicU64::new(0),
             config,
             lock: Mutex::new(Some(lock)),
         })
@@ -536,10 +540,39 @@ impl MessageStore {
 
     /// Write the appends [`MessageStore::put_deferred`] kept back; returns where the log ends
     /// then, if there were any.
+    ///
+    /// On an error (the disk failing: blocks are reserved beforehand) the appends stay kept
+    /// back, unpublished, to be written by the next attempt or the next append; the first
+    /// failure of a run is journaled, and the success that ends it.
     pub fn write_deferred(&self) -> Result<Option<i64>> {
-        self.commitlog
-            .write_deferred()
-            .inspect_err(|e| self.note_error(e))
+        match self.commitlog.write_deferred() {
+            Ok(end) => {
+                let failed = self.deferred_write_failures.swap(0, Ordering::Relaxed);
+                if failed > 0 {
+                    self.journal.info(
+                        "deferred-write",
+                        format!(
+                            "the appends kept back were written after {failed} failed attempts"
+                        ),
+                    );
+                }
+                Ok(end)
+            }
+            Err(e) => {
+                self.note_error(&e);
+                if self.deferred_write_failures.fetch_add(1, Ordering::Relaxed) == 0 {
+                    self.journal.warn(
+                        "deferred-write",
+                        format!(
+                            "writing {} bytes of appends kept back failed: {e}; they stay \
+                             unwritten and unanswered until a write succeeds",
+                            self.commitlog.deferred_bytes()
+                        ),
+                    );
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Append several messages of one topic and queue atomically.
