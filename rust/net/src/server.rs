@@ -1080,13 +1080,7 @@ impl Worker {
         if !l.replies.is_empty() {
             // Answers of this round to a peer that has shut down its side: best effort, once
             // what they answer for is written.
-            let written = self
-                .shared
-                .fast
-                .read()
-                .as_ref()
-                .is_none_or(|fs| fs.write_deferred());
-            if written {
+            if self.write_deferred() {
                 l.conn.send(&[&l.replies]);
             }
         }
