@@ -7,13 +7,15 @@ nothing is stored, and no remark carries a secret.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 from rmq.client import ClientConfig, LitePullConsumer, Message, MQClientError, Producer
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand, create_request
-from rmq.store import decode_offset_msg_id
+from rmq.store import decode_offset_msg_id, decode_records
 
 from tests.acl.aclenv import (
     ADMIN,
@@ -210,3 +212,99 @@ async def test_view_message_by_id_needs_sub_on_the_messages_topic(cluster: AclCl
     assert r.code == ResponseCode.SUCCESS and r.body, r.remark
     view = create_request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": str(offsets[DENIED_TOPIC])})
     assert (await c.call(signed(view, ADMIN))).code == ResponseCode.SUCCESS
+
+
+async def stored_offset(c: AclCluster, topic: str, body: bytes) -> int:
+    r = await c.call(signed(send_request(topic, body), ADMIN))
+    assert r.code == ResponseCode.SUCCESS, r.remark
+    return decode_offset_msg_id(r.ext_fields["msgId"])[1]
+
+
+def send_back_request(offset: int, group: str = GROUP, delay_level: int = 1) -> RemotingCommand:
+    f = {"offset": str(offset), "group": group, "delayLevel": str(delay_level), "maxReconsumeTimes": "16"}
+    return create_request(RequestCode.CONSUMER_SEND_MSG_BACK, f)
+
+
+async def pulled(c: AclCluster, topic: str, group: str) -> list[tuple[Any, ...]]:
+    f = pull_fields(topic, group)
+    f.update({"sysFlag": "4", "subscription": "*", "expressionType": "TAG"})  # with its subscription
+    r = await c.call(signed(create_request(RequestCode.PULL_MESSAGE, f), APP))
+    if r.code != ResponseCode.SUCCESS or not r.body:
+        return []
+    return decode_records(bytes(r.body))
+
+
+async def test_send_back_needs_sub_on_the_records_topic(cluster: AclCluster) -> None:
+    """The send-back read bypass: a record of a denied topic, sent back to the account's own group, would
+    land in ``%RETRY%<group>``, which the account may pull. Refused, naming the topic; nothing re-put."""
+    c = cluster
+    secret = await stored_offset(c, DENIED_TOPIC, b"the secret body")
+    before = c.written()
+    r = await c.call(signed(send_back_request(secret), APP))
+    assert r.code == NO_PERMISSION and f"topic:{DENIED_TOPIC}" in r.remark, (r.code, r.remark)
+    no_secret(r.remark)
+    assert c.written() == before, "nothing is re-put"
+    assert c.acl.denied >= 1
+    # A topic the account does not name at all (defaultTopicPerm DENY) is refused the same way.
+    other = await stored_offset(c, "PubOnly", b"pub only body")
+    before = c.written()
+    r = await c.call(signed(send_back_request(other), APP))
+    assert r.code == NO_PERMISSION and "topic:PubOnly" in r.remark, (r.code, r.remark)
+    assert c.written() == before
+    # Its own topic's record goes back as before, and its group reads it from the retry topic.
+    mine = await stored_offset(c, TOPIC, b"my own body")
+    r = await c.call(signed(send_back_request(mine), APP))
+    assert r.code == ResponseCode.SUCCESS, r.remark
+    assert c.written() > before
+    retry = "%RETRY%" + GROUP
+    got: list[tuple[Any, ...]] = []
+    for _ in range(100):  # delay level 1: a second in the schedule topic
+        got = await pulled(c, retry, GROUP)
+        if got:
+            break
+        await asyncio.sleep(0.1)
+    assert [rec[12] for rec in got] == [b"my own body"], got
+    assert got[0][0] == retry
+    # A record of the group's own retry topic (a message failed again) goes back too: the group is its SUB.
+    r = await c.call(signed(send_back_request(got[0][3]), APP))
+    assert r.code == ResponseCode.SUCCESS, r.remark
+    # The admin account may send back any record (it reads every topic).
+    assert (await c.call(signed(send_back_request(secret), ADMIN))).code == ResponseCode.SUCCESS
+
+
+async def test_end_transaction_needs_pub_on_the_half_messages_topic(cluster: AclCluster) -> None:
+    """END_TRANSACTION names a half message by its offset; a commit writes it to its real topic. An
+    account may decide only transactions of topics it may send to (RocketMQ does not check it)."""
+    c = cluster
+
+    async def half(topic: str, body: bytes) -> RemotingCommand:
+        req = send_request(topic, body, group="TxPG")
+        req.ext_fields["f"] = "4"  # TRANSACTION_PREPARED_TYPE
+        req.ext_fields["i"] = "TRAN_MSG\x01true\x02PGROUP\x01TxPG\x02UNIQ_KEY\x01" + body.decode()
+        r = await c.call(signed(req, ADMIN))
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        return r
+
+    def end(r: RemotingCommand) -> RemotingCommand:
+        f = {
+            "producerGroup": "TxPG",
+            "tranStateTableOffset": r.ext_fields["queueOffset"],
+            "commitLogOffset": str(decode_offset_msg_id(r.ext_fields["msgId"])[1]),
+            "commitOrRollback": "8",  # COMMIT
+            "fromTransactionCheck": "false",
+            "msgId": r.ext_fields["msgId"],
+        }
+        return create_request(RequestCode.END_TRANSACTION, f)
+
+    denied = await half(DENIED_TOPIC, b"denied-half")
+    before = c.written()
+    r = await c.call(signed(end(denied), APP))
+    assert r.code == NO_PERMISSION and f"topic:{DENIED_TOPIC}" in r.remark, (r.code, r.remark)
+    no_secret(r.remark)
+    assert c.written() == before, "nothing committed, no op record"
+    mine = await half(TOPIC, b"my-half")
+    r = await c.call(signed(end(mine), APP))
+    assert r.code == ResponseCode.SUCCESS, r.remark
+    assert c.written() > before
+    r = await c.call(signed(end(denied), ADMIN))
+    assert r.code == ResponseCode.SUCCESS, r.remark

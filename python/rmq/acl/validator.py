@@ -10,13 +10,17 @@ Per request code (RocketMQ's ``PlainAccessValidator.parse``; a group ``g`` is al
   RocketMQ checks nothing for a batch, rmq checks it like a single send;
 * PULL_MESSAGE / LITE_PULL_MESSAGE: the topic and the consumer group, SUB;
 * QUERY_MESSAGE: the topic, SUB; CONSUMER_SEND_MSG_BACK, GET_CONSUMER_LIST_BY_GROUP, UNREGISTER_CLIENT: the
-  group, SUB; UPDATE_CONSUMER_OFFSET (and, in rmq, QUERY_CONSUMER_OFFSET): the group and the topic, SUB;
+  group, SUB (and, for CONSUMER_SEND_MSG_BACK, not checked by RocketMQ: once the record at its offset is
+  read, that record's topic, SUB, by :meth:`AccessValidator.check_read`); UPDATE_CONSUMER_OFFSET (and,
+  in rmq, QUERY_CONSUMER_OFFSET): the group and the topic, SUB;
 * HEART_BEAT: every consumer group in the body and every topic it subscribes to, SUB;
 * LOCK_BATCH_MQ / UNLOCK_BATCH_MQ (not checked by RocketMQ): the body's group and its queues' topics, SUB;
 * :data:`ADMIN_CODES`: an admin account, whatever the address (RocketMQ lets global white-list addresses
   do anything, and checks only five admin codes);
 * VIEW_MESSAGE_BY_ID (not checked by RocketMQ): a valid signature, then, once the message is read, its
   topic, SUB (:meth:`AccessValidator.check_read`, called by the processor);
+* END_TRANSACTION (not checked by RocketMQ): a valid signature, then, once the half message at its offset
+  is read, PUB on the topic the commit would write it to;
 * every other code: a valid signature of any account.
 
 Where RocketMQ lets the global white list skip every check, rmq does too except for admin codes. An
@@ -292,16 +296,27 @@ class AccessValidator:
                 )
         return None
 
-    def check_read(self, remote_addr: str, request: RemotingCommand, topic: str) -> str | None:
-        """After :meth:`check` let ``request`` through: may its account read ``topic``? For requests whose
-        topic is known only once the message is read (VIEW_MESSAGE_BY_ID, which RocketMQ does not check)."""
+    def check_read(
+        self, remote_addr: str, request: RemotingCommand, topic: str, perm: int = SUB
+    ) -> str | None:
+        """After :meth:`check` let ``request`` through: may its account have ``perm`` on ``topic``? For the
+        requests that name a record by its CommitLog offset, whose topic is known only once the record is
+        read: VIEW_MESSAGE_BY_ID and CONSUMER_SEND_MSG_BACK (SUB on the record's topic; a retry topic
+        ``%RETRY%g`` is group ``g``), END_TRANSACTION (PUB on the half message's real topic). RocketMQ checks
+        none of them, so a send-back of another topic's record could be read from the group's retry topic.
+        A refusal is counted and logged like one of :meth:`guard`'s."""
         rules = self.rules
         if rules.globally_white(_host(remote_addr)):
             return None
         account = rules.accounts.get(request.ext_fields.get(ACCESS_KEY) or "")
         if account is None:  # gone in a reload since the request was let through
-            return "No acl config for this accessKey any more"
-        return self._check_perms(account, _topic(topic, SUB))
+            reason: str | None = "No acl config for this accessKey any more"
+        else:
+            reason = self._check_perms(account, _topic(topic, perm))
+        if reason is not None:
+            self.denied += 1
+            self._log_denial(remote_addr, request.code, reason)
+        return reason
 
     def _check_signature(self, account: Account, request: RemotingCommand) -> str | None:
         ext = request.ext_fields

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from rmq.broker.clients import ConsumerManager, ProducerManager
 from rmq.broker.config import BrokerConfig
@@ -23,7 +23,15 @@ from rmq.remoting.command import RemotingCommand
 from rmq.remoting.context import RequestContext
 from rmq.store import AsyncStore, MessageStore
 
-__all__ = ["BrokerServices", "Counters", "socket_addr"]
+__all__ = ["BrokerServices", "Counters", "TopicCheck", "socket_addr"]
+
+
+class TopicCheck(Protocol):
+    """ACL's check of a topic known only once a record is read (``AccessValidator.check_read``)."""
+
+    def __call__(
+        self, remote_addr: str, request: RemotingCommand, topic: str, perm: int = ...
+    ) -> str | None: ...
 
 
 @dataclass
@@ -90,9 +98,9 @@ class BrokerServices:
     """SYNC_MASTER: holds send answers until a slave acknowledged their records (None otherwise)."""
     schedule: ScheduleService | None = None
     """The delay levels' service (its offsets answer GET_ALL_DELAY_OFFSET)."""
-    read_check: Callable[[str, RemotingCommand, str], str | None] | None = None
-    """ACL (None: off): why the request's account may not read a topic known only once a message is read
-    (``(remote_addr, request, topic)``), or None when it may."""
+    read_check: TopicCheck | None = None
+    """ACL (None: off): why the request's account may not have a permission (SUB unless given) on a topic
+    known only once the record the request names by offset is read, or None when it may."""
     fast_send: Any = None
     """The network thread's SEND fast path (``rmq._store.NetServer``), or None: ``allow_topic`` lets a
     vetted topic's sends and batches bypass Python, ``forget_topic`` / ``forget_topics`` undo it (called

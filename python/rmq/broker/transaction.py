@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 
+from rmq.acl.rules import PUB
 from rmq.broker.records import StoredMessage, encode_record, properties_string
 from rmq.broker.services import BrokerServices
 from rmq.common import codes
@@ -59,10 +60,10 @@ class EndTransactionProcessor:
         return {RequestCode.END_TRANSACTION: self.end_transaction}
 
     def end_transaction(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
-        response = self._end(request)
+        response = self._end(ctx, request)
         return None if request.is_oneway else response
 
-    def _end(self, request: RemotingCommand) -> RemotingCommand:
+    def _end(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         s = self.s
         f = request.ext_fields
         kind = header_int(f, "commitOrRollback")
@@ -87,6 +88,13 @@ class EndTransactionProcessor:
             )
         if half.physical_offset != cl_offset:
             return create_response(request, ResponseCode.SYSTEM_ERROR, "The commit log offset wrong")
+        if s.read_check is not None:
+            # The half message names the topic a commit writes to; the account must be allowed to send
+            # there (RocketMQ does not check END_TRANSACTION).
+            real_topic = half.properties.get(MessageConst.REAL_TOPIC) or ""
+            refusal = s.read_check(ctx.remote_addr, request, real_topic, PUB)
+            if refusal is not None:
+                return create_response(request, ResponseCode.NO_PERMISSION, refusal)
         self.checker.load_ops()
         if half.queue_offset in self.checker.done:
             return create_response(request)  # already decided (a late second phase)

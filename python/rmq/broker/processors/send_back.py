@@ -4,7 +4,10 @@ growing delay, or to `%DLQ%<group>` after `maxReconsumeTimes` (REMOTING.md §7.6
 The answer is the consumer's receipt for the message (it moves its offset past it), so it comes once the
 re-put message is as durable as a send's: after the group commit with SYNC_FLUSH, after a slave's ack on
 a SYNC_MASTER (RocketMQ's send-back goes through the same put, which waits for both). Anything but
-SUCCESS makes the consumer send the message back itself, through its producer."""
+SUCCESS makes the consumer send the message back itself, through its producer.
+
+With ACL on, the account must be allowed to read the topic of the record at the offset (SUB; its group's
+own retry topic is the group): otherwise NO_PERMISSION naming that topic, and nothing is re-put."""
 
 from __future__ import annotations
 
@@ -66,6 +69,12 @@ class SendBackProcessor:
                 request, ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {offset}"
             )
         m = StoredMessage.decode_one(raw)
+        if s.read_check is not None:
+            # The re-put copy lands in the group's retry topic, which the group may read: without this a
+            # send-back would read any topic's record by its offset (RocketMQ checks only the group).
+            refusal = s.read_check(ctx.remote_addr, request, m.topic)
+            if refusal is not None:
+                return create_response(request, ResponseCode.NO_PERMISSION, refusal)
         props = dict(m.properties)
         props.setdefault(MessageConst.RETRY_TOPIC, m.topic)
         max_times = gcfg.retry_max_times
