@@ -11,6 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from rmq.acl import AccessValidator, AclConfigError, RequestSigner
+from rmq.acl.audit import AdminAudit
 from rmq.broker import journal
 from rmq.broker.clients import ConsumerManager, ProducerManager
 from rmq.broker.config import BrokerConfig, ConfigError
@@ -116,6 +117,7 @@ class BrokerController:
             except AclConfigError as e:
                 raise ConfigError(f"aclEnable=true but {e}") from None
             self.remoting.dispatcher.guard = self.acl.guard
+        self.remoting.dispatcher.audit = AdminAudit()
         self._tasks: list[PeriodicTask] = []
         self._registration: NameServerRegistration | None = None
         self.ha_master: HAMaster | None = None

@@ -28,6 +28,7 @@ import os
 from collections.abc import Callable
 
 from rmq.acl import AccessValidator
+from rmq.acl.audit import AdminAudit
 from rmq.common.metrics import MetricsExporter
 from rmq.common.service import PeriodicTask
 from rmq.namesrv.kv_config import KVConfigManager
@@ -73,6 +74,7 @@ class NameServer:
             "namesrv-scan-not-active-broker", scan_interval_s, self.scan_not_active_brokers
         )
         self.acl = acl
+        self.remoting.dispatcher.audit = AdminAudit()
         self._acl_reload: PeriodicTask | None = None
         if acl is not None:
             self.remoting.dispatcher.guard = acl.guard

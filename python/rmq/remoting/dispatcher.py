@@ -20,7 +20,8 @@ parks (returns ``None``) is timed by whoever answers it later, if anyone.
 
 A :attr:`Dispatcher.guard` (a server's access check, e.g. :class:`rmq.acl.AccessValidator`) runs before
 the processor; when it returns a response, that is the answer (not sent for oneway requests) and the processor
-never runs.
+never runs. A :attr:`Dispatcher.audit` (e.g. :class:`rmq.acl.audit.AdminAudit`) sees every request a
+processor answered (or failed) with its answer, oneway requests included; a refusal is the guard's to log.
 
 Processors come in three shapes (see :mod:`rmq.remoting.context`); the dispatcher looks at what a call
 returns, so only awaitable results (``async def`` processors, or a plain processor's slow path) cost a task.
@@ -79,6 +80,8 @@ class Dispatcher:
         """Where answered requests are timed (None: not timed)."""
         self.guard: Callable[[RequestContext, RemotingCommand], RemotingCommand | None] | None = None
         """Runs before every processor; a response it returns refuses the request (None: no check)."""
+        self.audit: Callable[[RequestContext, RemotingCommand, RemotingCommand], None] | None = None
+        """Told of every request a processor answered, with the answer (None: nobody)."""
 
     def register(self, code: int, processor: Processor) -> None:
         self._table[int(code)] = processor
@@ -131,6 +134,8 @@ class Dispatcher:
                 ctx.send_response(result)
                 if self.latency is not None:
                     self.latency.record(request.code, result.code, time.perf_counter() - started)
+            if self.audit is not None:
+                self.audit(ctx, request, result)
         elif inspect.isawaitable(result):
             self._spawn(ctx, request, result, started)
         else:
@@ -155,10 +160,13 @@ class Dispatcher:
             return
         if not isinstance(result, RemotingCommand):
             self._fail(ctx, request, TypeError(f"processor returned {type(result).__name__}"), started)
-        elif not request.flag & FLAG_ONEWAY:
-            ctx.send_response(result)
-            if self.latency is not None:
-                self.latency.record(request.code, result.code, time.perf_counter() - started)
+        else:
+            if not request.flag & FLAG_ONEWAY:
+                ctx.send_response(result)
+                if self.latency is not None:
+                    self.latency.record(request.code, result.code, time.perf_counter() - started)
+            if self.audit is not None:
+                self.audit(ctx, request, result)
 
     def map_error(self, exc_type: type[Exception], code: int) -> None:
         """Answer ``code`` (with the exception text as remark, and no traceback in the log) when a
@@ -170,6 +178,9 @@ class Dispatcher:
     ) -> None:
         mapped = next((c for t, c in self._error_codes.items() if isinstance(exc, t)), None)
         answered = mapped if mapped is not None else _SYSTEM_ERROR
+        if self.audit is not None:
+            remark = str(exc) if mapped is not None else error_remark(exc)
+            self.audit(ctx, request, create_response(request, answered, remark))
         if self.latency is not None and not request.flag & FLAG_ONEWAY:
             self.latency.record(request.code, answered, time.perf_counter() - started)
         if mapped is not None:
