@@ -26,17 +26,22 @@ log = logging.getLogger("rmq.broker")
 
 def build_config(conf: str | None, namesrv: str | None, props: tuple[str, ...]) -> BrokerConfig:
     """The configuration from ``conf``, then ``-p`` overrides, then ``-n``; every unknown name and bad
-    value in them is reported together, each with its file and line (or its option)."""
+    value in them is reported together, each with its file and line (or its option). A name in ``conf``
+    that no Java 4.9 broker reads either is ignored with a warning, unless it looks like a typo."""
     cfg = BrokerConfig()
-    entries: list[tuple[str, str, str]] = []
+    bad = []
     if conf:
         try:
             with open(conf, encoding="utf-8") as f:
                 text = f.read()
         except OSError as e:
             raise ConfigError(f"cannot read {conf}: {e.strerror}") from None
-        entries += [(f"{conf}:{line}", key, value) for line, key, value in parse_properties_lines(text)]
-    bad = []
+        lines = [(f"{conf}:{line}", key, value) for line, key, value in parse_properties_lines(text)]
+        try:
+            cfg.load(lines, ignore_unknown=True)  # as a Java broker reads its broker.conf
+        except ConfigError as e:
+            bad.append(str(e))
+    entries: list[tuple[str, str, str]] = []
     for p in props:
         key, sep, value = p.partition("=")
         if not sep or not key.strip():
@@ -130,16 +135,20 @@ def main(
     log_level: str,
 ) -> None:
     """Run an rmq broker (RocketMQ 4.x compatible)."""
-    if namesrv and namesrv_metrics_port is not None:
-        raise click.UsageError(
-            "--namesrv-metrics-port is for the embedded name server; -n gives external ones"
-        )
     try:
         cfg = build_config(conf, namesrv, props)
     except ConfigError as e:
         raise click.UsageError(str(e)) from None
+    external = "-n" if namesrv else f"namesrvAddr={cfg.namesrv_addr} ({conf or '-p'})"
+    for option, value in (("--namesrv-port", namesrv_port), ("--namesrv-metrics-port", namesrv_metrics_port)):
+        if value is not None and cfg.namesrv_list():
+            raise click.UsageError(
+                f"{option} is for the embedded name server, but {external} gives external ones (no embedded "
+                "name server is started)"
+            )
+    label = f"{cfg.broker_name}_{cfg.broker_id}"
     path = configure_logging(
-        "broker", log_level, cfg.log_dir or None, cfg.log_file_max_size, cfg.log_file_count
+        "broker", log_level, cfg.log_dir or None, cfg.log_file_max_size, cfg.log_file_count, label
     )
     log.info("rmq %s broker starting; log file %s", rmq.__version__, path or "(none: stderr only)")
     if cfg.not_implemented:

@@ -8,6 +8,7 @@ syntax) and `-p KEY=VALUE` overrides; an unknown name or a bad value is a `Confi
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import json
 import os
 from collections.abc import Callable, Iterable
@@ -24,6 +25,7 @@ __all__ = [
     "RUNTIME_UPDATABLE",
     "BrokerConfig",
     "ConfigError",
+    "UnknownPropertyError",
     "parse_properties_lines",
     "parse_properties_text",
     "property_kind",
@@ -35,6 +37,16 @@ METRICS_EXPORTER_TYPES: frozenset[str] = frozenset({"DISABLE", "PROM"})
 
 class ConfigError(ValueError):
     """A configuration property is unknown or has a bad value."""
+
+
+class UnknownPropertyError(ConfigError):
+    """A property name neither rmq nor a Java 4.9 broker knows (``typo``: close to a known name)."""
+
+    def __init__(self, key: str) -> None:
+        hint = did_you_mean(key)
+        super().__init__(f"unknown property {key!r}{hint}")
+        self.key = key
+        self.typo = bool(hint)
 
 
 # Java property name -> python attribute name of BrokerConfig.
@@ -186,6 +198,14 @@ def property_kind(key: str) -> str:
     return "unknown"
 
 
+def _is_specific(address: str) -> bool:
+    """``address`` names one interface (not ``0.0.0.0``, ``::`` or empty)."""
+    try:
+        return not ipaddress.ip_address(address.strip("[]")).is_unspecified
+    except ValueError:
+        return bool(address)  # a host name
+
+
 def _parse_bool(key: str, value: str) -> bool:
     v = value.strip().lower()
     if v in ("true", "1"):
@@ -323,6 +343,8 @@ class BrokerConfig:
     )
     """Called with the properties after every :meth:`update` (the broker's run-time changes); not a
     property, and not copied by ``dataclasses.replace``."""
+    _ip1_given: bool = field(default=False, init=False, repr=False, compare=False)
+    """``brokerIP1`` was set: a later ``bindAddress`` no longer changes it."""
     not_implemented: dict[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
     """Properties given that a Java broker reads but rmq does not implement (they have no effect),
     each with why; the broker lists them in one warning at start."""
@@ -345,6 +367,10 @@ class BrokerConfig:
             else:
                 optional = attr in ("namesrv_addr", "ha_master_address")
                 setattr(self, attr, text or None if optional else text)
+            if key == "brokerIP1":
+                self._ip1_given = True
+            elif key == "bindAddress" and not self._ip1_given and _is_specific(text):
+                self.broker_ip1 = text  # listening on one address only: announce that one
             if key == "tls.config.file" and text:
                 self._load_tls_file(text)
             if key == "brokerRole" and text not in BROKER_ROLES:
@@ -373,7 +399,7 @@ class BrokerConfig:
             _check_java_value(key, JAVA_PROPERTIES[key], text)
             self.not_implemented[key] = "not implemented by rmq"
             return
-        raise ConfigError(f"unknown property {key!r}{did_you_mean(key)}")
+        raise UnknownPropertyError(key)
 
     def _load_tls_file(self, path: str) -> None:
         try:
@@ -386,13 +412,22 @@ class BrokerConfig:
                 raise ConfigError(f"tls.config.file {path}:{number}: {k!r} is not a tls.* setting")
             self.set(k, v)
 
-    def load(self, entries: Iterable[tuple[str, str, str]]) -> None:
+    def load(self, entries: Iterable[tuple[str, str, str]], *, ignore_unknown: bool = False) -> None:
         """Set ``(where, key, value)`` entries (``where`` says which file and line, or which option),
-        reporting every unknown name and bad value together in one :class:`ConfigError`."""
+        reporting every unknown name and bad value together in one :class:`ConfigError`.
+
+        ``ignore_unknown`` (a ``broker.conf``): a name no Java 4.9 broker reads either is ignored, as Java
+        ignores it, and listed in the start's one warning -- unless it is close to a known name (a typo
+        of a property that would then silently keep its default), which stays an error."""
         errors = []
         for where, key, value in entries:
             try:
                 self.set(key, value)
+            except UnknownPropertyError as e:
+                if ignore_unknown and not e.typo:
+                    self.not_implemented[e.key] = "unknown to RocketMQ 4.9 too, ignored as Java ignores it"
+                else:
+                    errors.append(f"{where}: {e}")
             except ConfigError as e:
                 errors.append(f"{where}: {e}")
         if errors:
