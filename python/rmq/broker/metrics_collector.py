@@ -9,13 +9,13 @@ managers at scrape time. This runs in the exporter's thread: every dict of the e
 
 from __future__ import annotations
 
-import shutil
 import time
 from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
+from rmq.broker.disk import commitlog_disk_ratio, store_bytes
 from rmq.broker.metrics import SIZE_BOUNDS
 from rmq.broker.services import BrokerServices
 from rmq.common import metrics as m
@@ -273,26 +273,24 @@ class BrokerCollector:
     # --- storage --------------------------------------------------------------------------------------------
     def _storage(self) -> Iterator[Metric]:
         store = self.s.store
-        try:
-            usage = shutil.disk_usage(store.root)
-        except OSError:
-            usage = None
-        if usage is not None:
-            fam = self._family(
-                GaugeMetricFamily,
-                "rocketmq_storage_size",
-                "Broker storage size (bytes used on the store's disk)",
-                ["storage_type", "storage_medium"],
-            )
-            fam.add_metric(self._values("local", "disk"), usage.total - usage.free)
-            yield fam
+        fam = self._family(
+            GaugeMetricFamily,
+            "rocketmq_storage_size",
+            "Bytes the store's files take on disk (CommitLog, ConsumeQueues, index, checkpoint, config)",
+            ["storage_type", "storage_medium"],
+        )
+        fam.add_metric(self._values("local", "disk"), store_bytes(self.s.config))
+        yield fam
+        ratio = commitlog_disk_ratio(self.s.config)
+        if ratio is not None:
             fam = self._family(
                 GaugeMetricFamily,
                 "rocketmq_storage_disk_ratio",
-                "Share of the store's disk in use (rmq's own)",
+                "Used share of the CommitLog's disk, as the store counts it for retention and write refusal "
+                "(rmq's own)",
                 [],
             )
-            fam.add_metric(self._values(), (usage.total - usage.free) / usage.total if usage.total else 0.0)
+            fam.add_metric(self._values(), ratio)
             yield fam
         end = store.commitlog_max_offset()
         for name, doc, behind in (

@@ -4,9 +4,9 @@ since the last line, the store's disk use, bytes not yet flushed or dispatched, 
 from __future__ import annotations
 
 import logging
-import shutil
 import time
 
+from rmq.broker.disk import commitlog_disk_ratio
 from rmq.broker.services import BrokerServices
 
 log = logging.getLogger("rmq.stats")
@@ -27,11 +27,8 @@ class StatsLog:
         then, puts_before, gets_before = self._last
         self._last = (now, puts, gets)
         elapsed = max(now - then, 1e-3)
-        try:
-            usage = shutil.disk_usage(store.root)
-            disk = f"{100 * usage.used / usage.total:.1f}%"
-        except OSError:
-            disk = "unknown"
+        ratio = commitlog_disk_ratio(s.config)
+        disk = "unknown" if ratio is None else f"{100 * ratio:.1f}%"
         full = " (FULL: writes refused)" if store.is_disk_full() else ""
         end = store.commitlog_max_offset()
         consumers = sum(len(g.channels) for g in s.consumers.groups.values())

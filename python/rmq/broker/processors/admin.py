@@ -7,13 +7,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import os
 import time
 from collections.abc import Awaitable
 
 from rmq._store import StoreError
 from rmq.broker import journal
 from rmq.broker.config import ConfigError, parse_properties_text, property_kind
+from rmq.broker.disk import commitlog_disk_ratio, percent_up
 from rmq.broker.services import BrokerServices
 from rmq.broker.stats import MINUTE_MS
 from rmq.broker.subscription_group import SubscriptionGroupConfig
@@ -29,20 +29,6 @@ from rmq.remoting.headers import header_bool, header_int, header_str
 __all__ = ["AdminProcessors"]
 
 log = logging.getLogger(__name__)
-
-
-def _disk_ratio(path: str) -> str:
-    """The used share of the file system holding ``path``, as Apache's ``commitLogDiskRatio``: used blocks
-    over used plus those available to the broker (reserved blocks left out), rounded up to a percent."""
-    try:
-        st = os.statvfs(path)
-    except OSError:
-        return "-1"
-    used = st.f_blocks - st.f_bfree
-    entire = used + st.f_bavail
-    if entire <= 0:
-        return "-1"
-    return str(-(-used * 100 // entire) / 100)
 
 
 # What RocketMQ's slave answers a topic or subscription group change (AdminBrokerProcessor.validateSlave).
@@ -372,7 +358,7 @@ class AdminProcessors:
             "pullThreadPoolQueueSize": "0",
             "pullThreadPoolQueueHeadWaitTimeMills": "0",
             "pageCacheLockTimeMills": str(store.put_lock_held_ms()),
-            "commitLogDiskRatio": _disk_ratio(s.config.store_root),
+            "commitLogDiskRatio": percent_up(commitlog_disk_ratio(s.config)),
             "commitLogMinOffset": str(store.commitlog_min_offset()),
             "commitLogMaxOffset": str(store.commitlog_max_offset()),
             "dispatchBehindBytes": str(store.commitlog_max_offset() - store.dispatched_offset()),
