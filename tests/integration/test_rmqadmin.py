@@ -320,6 +320,9 @@ def test_messages(admin: Cluster, broker: Any) -> None:
         )
         == 1
     )
+    # Properties print as Java's map does, not as a Python dict.
+    line = next(x for x in text.splitlines() if x.startswith(f"MSGID: {r5.msg_id} "))
+    assert "properties={" in line and "'" not in line.split("properties=", 1)[1], line
     tagged = admin.ok("printMsg", "-t", topic, "-s", "tag0", as_json=True)
     assert sorted(m["body"] for m in tagged) == sorted(f"{topic}#{i}" for i in range(0, 8, 2))
 
@@ -641,3 +644,27 @@ async def test_python_admin_api(admin: Cluster) -> None:
             await a.masters(name("nocluster"))
         assert await a.delete_topic(topic, admin.cluster) == [admin.addr]
         assert topic not in await a.topic_list()
+
+
+def test_mqadmin_command_names_help_and_a_closed_pipe(admin: Cluster) -> None:
+    """Names are found whatever their case, as mqadmin finds them; ``help CMD``; ``| head`` ends quietly."""
+    assert admin.run("TOPICLIST").code == 0 and admin.run("topiclist").out == admin.run("topicList").out
+    helped = CliRunner().invoke(cli, ["help", "updatetopic"])
+    assert helped.exit_code == 0 and "updateTopic [OPTIONS]" in helped.stdout and "--topic" in helped.stdout
+    assert "topicList" in CliRunner().invoke(cli, ["help"]).stdout
+    assert CliRunner().invoke(cli, ["help", "noSuchCommand"]).exit_code == 2
+    # A reader that closed its end before rmqadmin wrote (what `| head -1` does to a long listing).
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "rmq.admin", "topicList", "-n", admin.namesrv],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(write)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "", proc.stderr

@@ -17,10 +17,11 @@ import asyncio
 import datetime as dt
 import functools
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from enum import IntEnum
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -76,13 +77,56 @@ def exit_code_of(exc: BaseException) -> Exit:
     return Exit.FAILED
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+class MqadminGroup(click.Group):
+    """Commands found as mqadmin finds them: by name whatever its case (``topiclist`` is ``topicList``), and
+    ``help CMD`` prints a command's options (``help`` alone: the list of commands)."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        found = super().get_command(ctx, cmd_name)
+        if found is not None:
+            return found
+        if cmd_name.lower() == "help":
+            return _help_command(self)
+        by_lower = {name.lower(): name for name in self.list_commands(ctx)}
+        name = by_lower.get(cmd_name.lower())
+        return super().get_command(ctx, name) if name else None
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        return (command.name if command is not None else name), command, rest
+
+
+def _help_command(group: click.Group) -> click.Command:
+    @click.command("help", help="Print a command's options: help COMMAND (help alone: every command).")
+    @click.argument("command_name", required=False)
+    @click.pass_context
+    def show(ctx: click.Context, command_name: str | None) -> None:
+        parent = ctx.parent if ctx.parent is not None else ctx
+        if not command_name:
+            click.echo(group.get_help(parent))
+            return
+        command = group.get_command(parent, command_name)
+        if command is None or command.name == "help":
+            raise click.UsageError(f"no command {command_name!r}; 'help' lists them", ctx)
+        with click.Context(command, info_name=command.name, parent=parent) as sub:
+            click.echo(command.get_help(sub))
+
+    return show
+
+
+@click.group(
+    cls=MqadminGroup,
+    context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110},
+)
 @click.version_option(package_name="rmq", prog_name="rmqadmin")
 def cli() -> None:
     """rmqadmin: administer rmq and Apache RocketMQ 4.x brokers (the commands and flags of mqadmin).
 
+    Command names are found whatever their case; ``rmqadmin help COMMAND`` prints a command's options.
     Exit codes: 0 ok, 1 other failure, 2 usage error, 3 not found, 4 refused by the broker,
-    5 no connection or timeout.
+    5 no connection or timeout. A closed output pipe (``rmqadmin ... | head``) ends the command quietly.
     """
 
 
@@ -135,7 +179,10 @@ def admin_command(name: str, help_text: str) -> Callable[[F], click.Command]:
             if not namesrv_addr:
                 raise click.UsageError("no name server: give -n host:port or set NAMESRV_ADDR")
             out = Out(as_json)
-            code = asyncio.run(_run(body, namesrv_addr, timeout_ms, out, options, name))
+            try:
+                code = asyncio.run(_run(body, namesrv_addr, timeout_ms, out, options, name))
+            except BrokenPipeError:
+                _quiet_after_closed_pipe()
             if code:
                 sys.exit(int(code))
 
@@ -143,6 +190,14 @@ def admin_command(name: str, help_text: str) -> Callable[[F], click.Command]:
         return cli.command(name, help=help_text)(command)
 
     return deco
+
+
+def _quiet_after_closed_pipe() -> NoReturn:
+    """``rmqadmin ... | head``: the reader closed the pipe. Exit 0 without a word (click's own handling would
+    exit 1), with stdout pointed at /dev/null so the interpreter's last flush cannot raise again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(0)
 
 
 async def _run(
@@ -157,6 +212,8 @@ async def _run(
     await admin.start()
     try:
         await body(admin, out, **options)
+    except BrokenPipeError:
+        raise  # the reader of our output went away: not a connection failure (see main())
     except (MQClientError, RemotingError, OSError, TimeoutError, ValueError) as exc:
         code = exit_code_of(exc) if not isinstance(exc, ValueError) else Exit.USAGE
         what = type(exc).__name__

@@ -44,14 +44,19 @@ def message_dict(msg: MessageExt) -> dict[str, Any]:
     }
 
 
+def _java(value: object) -> str:
+    """``value`` as Java's string concatenation prints it (``null`` for a missing one)."""
+    return "null" if value is None else str(value)
+
+
 def _detail(out: Out, msg: MessageExt) -> None:
     """The block ``mqadmin queryMsgById`` prints (the body itself instead of a file path)."""
     props = ", ".join(f"{k}={v}" for k, v in sorted(msg.properties.items()))
     for label, value in (
         ("OffsetID:", msg.offset_msg_id),
         ("Topic:", msg.topic),
-        ("Tags:", f"[{msg.tags}]"),
-        ("Keys:", f"[{msg.keys}]"),
+        ("Tags:", f"[{_java(msg.tags)}]"),
+        ("Keys:", f"[{_java(msg.keys)}]"),
         ("Queue ID:", msg.queue_id),
         ("Queue Offset:", msg.queue_offset),
         ("CommitLog Offset:", msg.commit_log_offset),
@@ -73,7 +78,7 @@ def _one_line(msg: MessageExt, charset: str = "utf-8", print_body: bool = True) 
         f"MessageExt [brokerName={msg.broker_name}, queueId={msg.queue_id}, queueOffset={msg.queue_offset}, "
         f"storeTimestamp={msg.store_timestamp}, storeHost={msg.store_host}, "
         f"commitLogOffset={msg.commit_log_offset}, reconsumeTimes={msg.reconsume_times}, topic={msg.topic}, "
-        f"properties={dict(sorted(msg.properties.items()))}]"
+        f"properties={{{', '.join(f'{k}={v}' for k, v in sorted(msg.properties.items()))}}}]"
     )
     body = _body_text(msg, charset) if print_body else "NOT PRINT BODY"
     return f"MSGID: {msg.msg_id} {ext} BODY: {body}"
