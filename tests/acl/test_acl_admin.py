@@ -267,7 +267,7 @@ async def test_cluster_acl_info_and_config(cluster: AclCluster) -> None:
     r = await admin_call(c, create_request(RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG))
     assert r.code == ResponseCode.SUCCESS
     body = fastjson.loads(r.body)
-    assert body["globalWhiteAddrs"] == ["10.10.103.*", "10.20.30.*"]
+    assert body["globalWhiteAddrs"] == ["10.20.30.*", "10.10.103.*"]  # the directory's files first
     by_ak = {a["accessKey"]: a for a in body["plainAccessConfigs"]}
     assert set(by_ak) == {ADMIN[0], APP[0], OTHER[0], DIR_USER[0]}
     assert by_ak[APP[0]] == {

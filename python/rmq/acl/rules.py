@@ -12,6 +12,8 @@ Format (RocketMQ 4.9's ``distribution/conf/plain_acl.yml``)::
         defaultGroupPerm: SUB
         topicPerms: [topicA=DENY, topicB=PUB|SUB, topicC=SUB]
         groupPerms: [groupA=DENY, groupB=PUB|SUB, groupC=SUB]
+    dataVersion:                       # written by the ACL admin requests (absent: counter 0)
+      - {counter: 3, timestamp: 1700000000000}
 
 Address patterns (RocketMQ's): blank (matches nothing), ``*`` / ``*.*.*.*`` (everything), one IPv4 or
 IPv6 address, a comma list of addresses, ``192.168.1.{1,2,3}``, and IPv4 with ``*`` or ``a-b`` in a

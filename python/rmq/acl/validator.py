@@ -537,10 +537,12 @@ class AccessValidator:
 
     def all_config(self) -> tuple[list[str], list[dict[str, Any]]]:
         """Every file's global white list and accounts as the files hold them (for
-        GET_BROKER_CLUSTER_ACL_CONFIG), the secret keys masked."""
+        GET_BROKER_CLUSTER_ACL_CONFIG: the directory's files first, then the main file, as RocketMQ lists
+        them), the secret keys masked."""
         white: list[str] = []
         accounts: list[dict[str, Any]] = []
-        for f in self.files.values():
+        # RocketMQ's order: the directory's files, then the main file.
+        for f in sorted(self.files.values(), key=lambda f: f.path == self.path):
             white += [str(a) for a in f.raw.get("globalWhiteRemoteAddresses") or []]
             for raw in f.raw.get("accounts") or []:
                 if isinstance(raw, dict):
