@@ -213,12 +213,18 @@ def test_acl_commands_give_the_same_facts(acl_peers: AclPeers) -> None:
     }
     assert p.versions() == {"plain_acl.yml": "1", "acl/team.yml": "0"}
 
+    # An existing account updated: written back where both put it (at the end), the rest kept.
+    p.same("updateAclConfig", "-b", "{broker}", "-a", "appuser1", "-s", "app-secret-0002", "-t", "TopicA=SUB")
+    files = p.same_files()
+    assert [a["accessKey"] for a in files["plain_acl.yml"]["accounts"]] == [ADMIN[0], NEW[0], "appuser1"]
+    assert p.versions() == {"plain_acl.yml": "2", "acl/team.yml": "0"}
+
     # An account of conf/acl/team.yml is updated in that file; what the command leaves out is kept.
     p.same("updateAclConfig", "-b", "{broker}", "-a", TEAM[0], "-s", TEAM[1], "-t", "TopicC=PUB")
     files = p.same_files()
     team = {"accessKey": TEAM[0], "secretKey": TEAM[1], "defaultTopicPerm": "SUB", "admin": False}
     assert files["acl/team.yml"]["accounts"] == [{**team, "topicPerms": ["TopicC=PUB"]}]
-    assert p.versions() == {"plain_acl.yml": "1", "acl/team.yml": "1"}
+    assert p.versions() == {"plain_acl.yml": "2", "acl/team.yml": "1"}
 
     # Global white lists: the main file by default, another file by -p.
     p.same("updateGlobalWhiteAddr", "-b", "{broker}", "-g", "10.1.1.*,192.168.0.1")
@@ -226,14 +232,14 @@ def test_acl_commands_give_the_same_facts(acl_peers: AclPeers) -> None:
     files = p.same_files()
     assert files["plain_acl.yml"]["globalWhiteRemoteAddresses"] == ["10.1.1.*", "192.168.0.1"]
     assert files["acl/team.yml"]["globalWhiteRemoteAddresses"] == ["10.2.2.*"]
-    assert p.versions() == {"plain_acl.yml": "2", "acl/team.yml": "2"}
+    assert p.versions() == {"plain_acl.yml": "3", "acl/team.yml": "2"}
 
     # Delete.
     out = p.same("deleteAclConfig", "-c", CLUSTER, "-a", NEW[0])
     assert "delete plain access config account from <broker> success." in out
     files = p.same_files()
     assert [a["accessKey"] for a in files["plain_acl.yml"]["accounts"]] == [ADMIN[0], "appuser1"]
-    assert p.versions() == {"plain_acl.yml": "3", "acl/team.yml": "2"}
+    assert p.versions() == {"plain_acl.yml": "4", "acl/team.yml": "2"}
 
 
 @pytest.mark.parametrize(

@@ -264,13 +264,22 @@ def _version(value: Any, source: str) -> DataVersion | None:
         raise AclConfigError(f"{source}: dataVersion's counter and timestamp must be numbers") from None
 
 
+def _yaml_problem(e: yaml.YAMLError) -> str:
+    """What is wrong and where, without the excerpt of the file PyYAML quotes (it may be a secret key)."""
+    if isinstance(e, yaml.MarkedYAMLError):
+        mark = e.problem_mark or e.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        return f"{e.context + ', ' if e.context else ''}{e.problem or 'cannot parse'}{where}"
+    return type(e).__name__
+
+
 def load_raw(text: str, source: str, *, allow_empty: bool = False) -> dict[str, Any]:
     """A rules file as the YAML mapping it holds (to be edited and written back by :func:`dump_raw`);
     ``allow_empty``: an empty file is an empty mapping."""
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise AclConfigError(f"{source}: not valid YAML: {e}") from None
+        raise AclConfigError(f"{source}: not valid YAML: {_yaml_problem(e)}") from None
     if data is None and allow_empty:
         return {}
     if not isinstance(data, dict):

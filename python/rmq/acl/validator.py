@@ -263,6 +263,9 @@ class AclFile:
         return self.rules.version or DataVersion(0, self.loaded_ms)
 
 
+_GONE: Final = b"gone"
+
+
 @dataclass
 class _Watch:
     pending: bytes | None = None
@@ -389,11 +392,11 @@ class AccessValidator:
     file is invalid (a server must not start open). :meth:`reload_if_changed` (run every second by the
     owner) swaps in a changed file only once its content has stayed the same for two checks in a row and
     parses whole; a file that does not parse keeps that file's old rules and logs a WARN; a file added to
-    or removed from the directory adds or removes its rules.
+    the directory adds its rules (the same way), a file gone from it on two checks in a row removes them.
 
-    The ACL admin requests change the files through :meth:`update_account`, :meth:`delete_account` and
-    :meth:`update_global_white` (see :mod:`rmq.acl.admin`): each file is rewritten atomically, and the
-    new rules take effect at once.
+    The ACL admin requests (:mod:`rmq.broker.processors.acl_admin`) change the files through
+    :meth:`update_account`, :meth:`delete_account` and :meth:`update_global_white`: each file is rewritten
+    atomically, and the new rules take effect at once.
     """
 
     def __init__(
@@ -477,6 +480,10 @@ class AccessValidator:
         paths = [self.path, *self._dir_files()]
         changed = False
         for gone in [p for p in self.files if p not in paths and p != self.path]:
+            w = self._watch.setdefault(gone, _Watch())
+            if w.pending != _GONE:
+                w.pending = _GONE  # gone: wait for the next check (a writer may be replacing it)
+                continue
             f = self.files.pop(gone)
             self._watch.pop(gone, None)
             log.info(
@@ -572,7 +579,9 @@ class AccessValidator:
             )
             if existing is None:
                 existing = {}
-                accounts.append(existing)
+            else:
+                accounts.remove(existing)  # an updated account moves to the end, as RocketMQ writes it
+            accounts.append(existing)
             change.apply(existing)
             data["accounts"] = accounts
             what = "updated" if self.file_of(change.access_key) else "created"
