@@ -401,6 +401,16 @@ async def test_the_broker_reloads_a_changed_directory_file_by_itself(cluster: Ac
         await asyncio.sleep(0.2)
 
 
+async def test_deleting_the_last_admin_account_is_done_and_warned(cluster: AclCluster, caplog) -> None:
+    c = cluster
+    caplog.set_level(logging.INFO)
+    r = await admin_call(c, create_request(RequestCode.DELETE_ACL_CONFIG, {"accessKey": ADMIN[0]}))
+    assert r.code == ResponseCode.SUCCESS, r.remark  # as RocketMQ: the account may delete itself
+    assert "no admin account is left in the ACL files" in caplog.text
+    r = await admin_call(c, create_request(RequestCode.GET_BROKER_CLUSTER_ACL_INFO))
+    assert r.code == ResponseCode.NO_PERMISSION and "No acl config" in r.remark
+
+
 async def test_with_acl_off_each_is_refused_saying_so(tmp_path: Path) -> None:
     from rmq.broker.config import BrokerConfig
     from rmq.broker.controller import BrokerController

@@ -684,6 +684,12 @@ class AccessValidator:
         self.files[path] = new
         self.rules = merged
         self._watch.pop(path, None)
+        if not any(a.admin for a in merged.accounts.values()):
+            log.warning(
+                "no admin account is left in the ACL files after this change to %s: no ACL admin request "
+                "(nor topic or group change) can be made any more until a file is edited to add one",
+                path,
+            )
         return path
 
     # --- the check ---------------------------------------------------------------------------------
