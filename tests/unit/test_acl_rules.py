@@ -122,3 +122,61 @@ def test_unique_key_query_flag_signed_either_way() -> None:
     RequestSigner("ak", "sk")(req)
     req.ext_fields["_UNIQUE_KEY_QUERY"] = "false"
     assert v.check("1.2.3.4:5", req) is not None
+
+
+def test_yaml_errors_quote_no_part_of_the_file() -> None:
+    """PyYAML's message quotes the line it stopped at; a secret key there would reach the log."""
+    with pytest.raises(AclConfigError) as e:
+        parse_rules("accounts:\n  - accessKey: ak\n    secretKey: 'very-secret-value\n", "plain_acl.yml")
+    assert "not valid YAML" in str(e.value) and "line " in str(e.value)
+    assert "very-secret-value" not in str(e.value)
+
+
+def test_data_version_and_empty_files() -> None:
+    from rmq.acl.rules import DataVersion
+
+    rules = parse_rules("accounts: []\ndataVersion:\n- {counter: 3, timestamp: 1700000000000}\n")
+    assert rules.version == DataVersion(3, 1_700_000_000_000)
+    assert rules.version.next().counter == 4 and rules.version.next().timestamp > 1_700_000_000_000
+    assert parse_rules("accounts: []\n").version is None
+    with pytest.raises(AclConfigError, match="dataVersion"):
+        parse_rules("dataVersion: [{counter: x}]\n")
+    assert parse_rules("", allow_empty=True).accounts == {}
+    with pytest.raises(AclConfigError, match="expected a mapping"):
+        parse_rules("")
+
+
+def test_merged_files_refuse_an_access_key_defined_twice() -> None:
+    from rmq.acl.rules import merge_rules
+
+    a = parse_rules(
+        "globalWhiteRemoteAddresses: [10.0.0.1]\naccounts:\n  - {accessKey: ak, secretKey: s1}\n", "a.yml"
+    )
+    b = parse_rules(
+        "globalWhiteRemoteAddresses: [10.0.0.2]\naccounts:\n  - {accessKey: bk, secretKey: s2}\n", "b.yml"
+    )
+    merged = merge_rules([a, b], "a.yml")
+    assert set(merged.accounts) == {"ak", "bk"} and merged.globally_white("10.0.0.2")
+    c = parse_rules("accounts:\n  - {accessKey: ak, secretKey: s3}\n", "c.yml")
+    with pytest.raises(AclConfigError, match=r"'ak' is defined in both a\.yml and c\.yml"):
+        merge_rules([a, c], "a.yml")
+
+
+def test_write_atomically_keeps_the_mode_and_leaves_no_temp_file(tmp_path) -> None:
+    import os
+    import stat
+
+    from rmq.acl.rules import write_atomically
+
+    path = tmp_path / "plain_acl.yml"
+    path.write_text("accounts: []\n")
+    os.chmod(path, 0o640)
+    inode = path.stat().st_ino
+    write_atomically(path, "accounts:\n  - {accessKey: ak, secretKey: sk}\n")
+    assert "accessKey: ak" in path.read_text()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o640
+    assert path.stat().st_ino != inode  # a new file renamed over the old one, not written in place
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plain_acl.yml"]
+    fresh = tmp_path / "new.yml"
+    write_atomically(fresh, "accounts: []\n")
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o600  # a new rules file: its owner only

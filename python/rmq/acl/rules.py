@@ -12,6 +12,8 @@ Format (RocketMQ 4.9's ``distribution/conf/plain_acl.yml``)::
         defaultGroupPerm: SUB
         topicPerms: [topicA=DENY, topicB=PUB|SUB, topicC=SUB]
         groupPerms: [groupA=DENY, groupB=PUB|SUB, groupC=SUB]
+    dataVersion:                       # written by the ACL admin requests (absent: counter 0)
+      - {counter: 3, timestamp: 1700000000000}
 
 Address patterns (RocketMQ's): blank (matches nothing), ``*`` / ``*.*.*.*`` (everything), one IPv4 or
 IPv6 address, a comma list of addresses, ``192.168.1.{1,2,3}``, and IPv4 with ``*`` or ``a-b`` in a
@@ -25,8 +27,11 @@ makes the whole file invalid (:class:`AclConfigError`), instead of being read as
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
-from collections.abc import Mapping
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,10 +47,15 @@ __all__ = [
     "AclConfigError",
     "AclRules",
     "AddressPattern",
+    "DataVersion",
+    "dump_raw",
+    "load_raw",
     "load_rules",
+    "merge_rules",
     "parse_perm",
     "parse_rules",
     "perm_name",
+    "write_atomically",
 ]
 
 DENY = 1
@@ -174,12 +184,35 @@ class Account:
 
 
 @dataclass(frozen=True)
+class DataVersion:
+    """A rules file's version, kept in the file as RocketMQ writes it::
+
+        dataVersion:
+        - counter: 3
+          timestamp: 1700000000000
+
+    A file without one is at counter 0, stamped when it was loaded (as RocketMQ does)."""
+
+    counter: int
+    timestamp: int
+
+    def next(self) -> DataVersion:
+        return DataVersion(self.counter + 1, int(time.time() * 1000))
+
+    def to_json(self) -> dict[str, int]:
+        """RocketMQ's ``DataVersion`` as fastjson writes it (fields in name order)."""
+        return {"counter": self.counter, "timestamp": self.timestamp}
+
+
+@dataclass(frozen=True)
 class AclRules:
-    """One consistent version of the rules file."""
+    """One consistent version of the rules (one file, or every file of a broker merged)."""
 
     global_white: tuple[AddressPattern, ...]
     accounts: Mapping[str, Account]
     source: str = ""
+    version: DataVersion | None = None
+    """The file's ``dataVersion`` (``None``: it has none)."""
 
     def globally_white(self, host: str) -> bool:
         return any(p.match(host) for p in self.global_white)
@@ -219,14 +252,55 @@ def _text(value: Any) -> str:
     return str(value).strip()
 
 
-def parse_rules(text: str, source: str = "plain_acl.yml") -> AclRules:
-    """Parse a whole rules file; any problem raises :class:`AclConfigError` naming where."""
+def _version(value: Any, source: str) -> DataVersion | None:
+    if value is None:
+        return None
+    first = value[0] if isinstance(value, list) and value else value
+    if not isinstance(first, dict):
+        raise AclConfigError(f"{source}: dataVersion must be a list of {{counter, timestamp}}")
+    try:
+        return DataVersion(int(first.get("counter") or 0), int(first.get("timestamp") or 0))
+    except (TypeError, ValueError):
+        raise AclConfigError(f"{source}: dataVersion's counter and timestamp must be numbers") from None
+
+
+def _yaml_problem(e: yaml.YAMLError) -> str:
+    """What is wrong and where, without the excerpt of the file PyYAML quotes (it may be a secret key)."""
+    if isinstance(e, yaml.MarkedYAMLError):
+        mark = e.problem_mark or e.context_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        return f"{e.context + ', ' if e.context else ''}{e.problem or 'cannot parse'}{where}"
+    return type(e).__name__
+
+
+def load_raw(text: str, source: str, *, allow_empty: bool = False) -> dict[str, Any]:
+    """A rules file as the YAML mapping it holds (to be edited and written back by :func:`dump_raw`);
+    ``allow_empty``: an empty file is an empty mapping."""
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise AclConfigError(f"{source}: not valid YAML: {e}") from None
+        raise AclConfigError(f"{source}: not valid YAML: {_yaml_problem(e)}") from None
+    if data is None and allow_empty:
+        return {}
     if not isinstance(data, dict):
         raise AclConfigError(f"{source}: expected a mapping with globalWhiteRemoteAddresses and accounts")
+    return data
+
+
+def dump_raw(data: Mapping[str, Any]) -> str:
+    """The YAML text of an edited rules mapping (its keys in their order; comments are not kept, as
+    RocketMQ's own rewrite keeps none)."""
+    return yaml.safe_dump(dict(data), sort_keys=False, allow_unicode=True, default_flow_style=False)
+
+
+def parse_rules(text: str, source: str = "plain_acl.yml", *, allow_empty: bool = False) -> AclRules:
+    """Parse a whole rules file; any problem raises :class:`AclConfigError` naming where. ``allow_empty``:
+    an empty file holds no rules (a file of the ``conf/acl/`` directory may be empty)."""
+    return rules_of(load_raw(text, source, allow_empty=allow_empty), source)
+
+
+def rules_of(data: Mapping[str, Any], source: str) -> AclRules:
+    """The rules of a parsed rules mapping (see :func:`parse_rules`)."""
     white_raw = data.get("globalWhiteRemoteAddresses")
     white_raw = [] if white_raw is None else white_raw
     if not isinstance(white_raw, list):
@@ -267,7 +341,54 @@ def parse_rules(text: str, source: str = "plain_acl.yml") -> AclRules:
             topic_perms=_perm_list(raw.get("topicPerms"), f"{where}.topicPerms"),
             group_perms=_perm_list(raw.get("groupPerms"), f"{where}.groupPerms"),
         )
-    return AclRules(white, accounts, source)
+    return AclRules(white, accounts, source, _version(data.get("dataVersion"), source))
+
+
+def merge_rules(files: Sequence[AclRules], source: str) -> AclRules:
+    """The rules of several files as one: every file's global white list, and every file's accounts. An
+    access key defined in two files makes the set invalid (RocketMQ keeps the first one it happens to
+    read and logs a WARN; rmq refuses, so that which secret counts never depends on a directory order)."""
+    white: list[AddressPattern] = []
+    accounts: dict[str, Account] = {}
+    seen: dict[str, str] = {}
+    for rules in files:
+        white += rules.global_white
+        for ak, account in rules.accounts.items():
+            if ak in seen:
+                raise AclConfigError(f"accessKey {ak!r} is defined in both {seen[ak]} and {rules.source}")
+            seen[ak] = rules.source
+            accounts[ak] = account
+    return AclRules(tuple(white), accounts, source, files[0].version if files else None)
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` by ``text`` all at once: a temp file beside it (a dot name no rules scan reads),
+    flushed to disk, renamed over ``path``; the file's permission bits are kept. A reader sees the old
+    file or the new one, never a part."""
+    try:
+        mode: int | None = path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        mode = None
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 def load_rules(path: str | Path) -> AclRules:

@@ -24,8 +24,10 @@ from enum import IntEnum
 from typing import Any, NoReturn, TypeVar
 
 import click
+import yaml
 
 from rmq.client.admin_ext import Admin, AdminNotFoundError
+from rmq.client.config import ClientConfig
 from rmq.client.errors import (
     ConsumerNotOnlineError,
     MQBrokerError,
@@ -208,7 +210,7 @@ async def _run(
     options: dict[str, Any],
     name: str,
 ) -> Exit:
-    admin = Admin(namesrv_addr=namesrv_addr, timeout_ms=timeout_ms)
+    admin = Admin(namesrv_addr=namesrv_addr, timeout_ms=timeout_ms, client_config=acl_credentials())
     await admin.start()
     try:
         await body(admin, out, **options)
@@ -222,6 +224,29 @@ async def _run(
     finally:
         await admin.shutdown()
     return Exit.OK
+
+
+def acl_credentials() -> ClientConfig | None:
+    """The ACL account rmqadmin signs its requests with: ``$RMQ_ACCESS_KEY`` and ``$RMQ_SECRET_KEY``, else
+    ``accessKey`` and ``secretKey`` of ``$ROCKETMQ_HOME/conf/tools.yml`` (where mqadmin reads them);
+    ``None``: unsigned."""
+    ak, sk = os.environ.get("RMQ_ACCESS_KEY"), os.environ.get("RMQ_SECRET_KEY")
+    if not (ak and sk) and os.environ.get("ROCKETMQ_HOME"):
+        path = os.path.join(os.environ["ROCKETMQ_HOME"], "conf", "tools.yml")
+        try:
+            with open(path, encoding="utf-8") as f:
+                data = yaml.safe_load(f)
+        except FileNotFoundError:
+            data = None
+        except (OSError, yaml.YAMLError) as e:
+            raise click.ClickException(f"cannot read the ACL credentials of {path}: {e}") from None
+        if isinstance(data, dict):
+            ak, sk = str(data.get("accessKey") or ""), str(data.get("secretKey") or "")
+    if not ak and not sk:
+        return None
+    if not ak or not sk:
+        raise click.UsageError("ACL credentials need both an access key and a secret key")
+    return ClientConfig(access_key=ak, secret_key=sk)
 
 
 def human_ms(ms: int, *, millis: bool = True) -> str:

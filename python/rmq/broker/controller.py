@@ -24,6 +24,7 @@ from rmq.broker.long_polling import PullHoldService
 from rmq.broker.metrics import parse_metrics_label
 from rmq.broker.metrics_collector import BrokerCollector
 from rmq.broker.mq_lock import RebalanceLockManager
+from rmq.broker.processors.acl_admin import AclAdminProcessors
 from rmq.broker.processors.admin import AdminProcessors
 from rmq.broker.processors.client import ClientProcessors
 from rmq.broker.processors.consumer_calls import ConsumerCallProcessors
@@ -301,6 +302,7 @@ class BrokerController:
             ClientProcessors(s),
             QueryProcessors(s),
             AdminProcessors(s),
+            AclAdminProcessors(cfg, self.acl),
             ConsumerCallProcessors(s),
             StatsProcessors(s),
             SendBackProcessor(s),
