@@ -147,6 +147,8 @@ async def test_failed_and_refused_changes(cluster: AclCluster, caplog) -> None:
     await c.call(signed(create_request(RC.GET_BROKER_CONFIG, {}), ADMIN))
     assert audit_lines(caplog) == []
     assert int(RC.REGISTER_BROKER) not in AUDITED_CODES
+    assert int(RC.GET_BROKER_CLUSTER_ACL_CONFIG) not in AUDITED_CODES
+    assert int(RC.UPDATE_AND_CREATE_ACL_CONFIG) in AUDITED_CODES
 
 
 async def test_without_acl_the_access_key_is_a_dash(tmp_path, caplog) -> None:

@@ -11,10 +11,11 @@ arguments, and the result -- INFO when it succeeded, WARNING with the remark whe
     topic=Orders readQueueNums=8 writeQueueNums=8 perm=6 ... -> SUCCESS
 
 Arguments are the request's header fields, and what its body says where the body is the change itself (a
-broker or name server config's properties, a subscription group's JSON); any other body is given by its size.
-Secrets are masked (``***``): every field or property whose name holds ``secret``, ``password`` or
-``credential``, and the signature. REGISTER_BROKER and REGISTER_TOPIC_IN_NAMESRV are not logged: brokers send
-them every 30 s. Requests the ACL check refused never reach a processor; the validator logs those.
+broker or name server config's properties, a subscription group's JSON); any other body is given by its
+size. Secrets are masked (``******``, as the ACL's answers mask them): every field or property whose name
+holds ``secret``, ``password`` or ``credential``, and the signature. Not logged: REGISTER_BROKER and
+REGISTER_TOPIC_IN_NAMESRV (brokers send them every 30 s), the admin-only reads of the ACL configuration
+(52, 54), and requests the ACL check refused (they never reach a processor; the validator logs those).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import logging
 from typing import Final
 
 from rmq.acl.signing import ACCESS_KEY, SIGNATURE
-from rmq.acl.validator import ADMIN_CODES
+from rmq.acl.validator import ADMIN_CODES, SECRET_MASK
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.context import RequestContext
@@ -33,7 +34,10 @@ __all__ = ["AUDITED_CODES", "AdminAudit", "describe_arguments", "mask"]
 log = logging.getLogger("rmq.audit")
 
 _PERIODIC: Final = frozenset({int(RequestCode.REGISTER_BROKER), 217})  # 217: REGISTER_TOPIC_IN_NAMESRV
-AUDITED_CODES: Final[frozenset[int]] = ADMIN_CODES - _PERIODIC
+_READS: Final = frozenset(
+    {int(RequestCode.GET_BROKER_CLUSTER_ACL_INFO), int(RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG)}
+)  # admin-only, but they change nothing
+AUDITED_CODES: Final[frozenset[int]] = ADMIN_CODES - _PERIODIC - _READS
 """The request codes whose answers are logged."""
 
 _SECRET_WORDS: Final = ("secret", "password", "credential")
@@ -42,11 +46,11 @@ _PROPERTIES_BODY: Final = frozenset(
 )
 _JSON_BODY: Final = frozenset({int(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP)})
 _MAX_BODY_TEXT: Final = 1024
-MASK: Final = "***"
+MASK: Final = SECRET_MASK
 
 
 def mask(name: str, value: str) -> str:
-    """``value``, or ``***`` when ``name`` names a secret."""
+    """``value``, or the mask when ``name`` names a secret."""
     lowered = name.lower()
     return MASK if any(w in lowered for w in _SECRET_WORDS) else value
 
