@@ -109,6 +109,7 @@ _NAMES: dict[str, str] = {
     "tls.client.trustCertPath": "tls_client_trust_cert_path",
     "tls.client.authServer": "tls_client_auth_server",
     "tls.config.file": "tls_config_file",
+    "brokerTakeoverAllowed": "broker_takeover_allowed",
 }
 
 # Secrets: never answered to GET_BROKER_CONFIG.
@@ -313,6 +314,10 @@ class BrokerConfig:
     tls_client_trust_cert_path: str = ""
     tls_client_auth_server: bool = False
     """Check the name server's certificate against ``tls.client.trustCertPath`` (RocketMQ's default: no)."""
+    broker_takeover_allowed: bool = False
+    """The embedded name server lets a registration replace a live one of the same brokerName/brokerId at
+    another address (rmq's own property; false: refused until the old one unregisters, its connection
+    closes or it expires; true: Apache's behaviour)."""
     tls_config_file: str = ""
     """A properties file of ``tls.*`` settings, read where it is named (RocketMQ's ``tls.config.file``;
     rmq reads no file unless asked)."""

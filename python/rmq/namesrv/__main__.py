@@ -29,8 +29,11 @@ async def serve(
     metrics_host: str | None = None,
     acl: AccessValidator | None = None,
     tls: TlsServerSettings | None = None,
+    broker_takeover_allowed: bool = False,
 ) -> None:
-    ns = NameServer(kv_config_path=kv_config, acl=acl, tls=tls)
+    ns = NameServer(
+        kv_config_path=kv_config, acl=acl, tls=tls, broker_takeover_allowed=broker_takeover_allowed
+    )
     await ns.start(host, port)
     if metrics_port is not None:
         ns.serve_metrics(metrics_host or host, metrics_port)
@@ -108,6 +111,13 @@ async def serve(
     show_default=True,
     help="Ask clients for a certificate (tls.server.need.client.auth).",
 )
+@click.option(
+    "--broker-takeover-allowed",
+    is_flag=True,
+    default=False,
+    help="Let a broker register a brokerName/brokerId held live by another address, replacing it (Apache's "
+    "behaviour) [default: refused until the old one unregisters, its connection closes or it expires].",
+)
 @click.version_option(rmq.__version__, "-V", "--version", prog_name="rmq-namesrv")
 def main(
     port: int,
@@ -123,6 +133,7 @@ def main(
     tls_key: str,
     tls_trust_cert: str,
     tls_need_client_auth: str,
+    broker_takeover_allowed: bool,
 ) -> None:
     """Run a RocketMQ 4.x compatible name server."""
     tls = TlsServerSettings(
@@ -147,7 +158,20 @@ def main(
     log.info("rmq %s name server starting; log file %s", rmq.__version__, path or "(none: stderr only)")
     if acl is not None:
         log.info("ACL on: rules from %s (%d accounts)", acl_file, len(acl.rules.accounts))
-    run(serve(host, port, kv_config or default_kv_config_path(), metrics_port, metrics_host, acl, tls))
+    if broker_takeover_allowed:
+        log.info("--broker-takeover-allowed: a registration may replace a live one at another address")
+    run(
+        serve(
+            host,
+            port,
+            kv_config or default_kv_config_path(),
+            metrics_port,
+            metrics_host,
+            acl,
+            tls,
+            broker_takeover_allowed,
+        )
+    )
 
 
 if __name__ == "__main__":
