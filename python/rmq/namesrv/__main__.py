@@ -112,6 +112,13 @@ async def serve(
     help="Ask clients for a certificate (tls.server.need.client.auth).",
 )
 @click.option(
+    "--acl-require-tls",
+    is_flag=True,
+    default=False,
+    help="With --acl-file: serve TLS connections only (--tls-mode enforcing, implied), so ACL-signed "
+    "requests cannot be read or replayed off the wire; needs --tls-cert and --tls-key.",
+)
+@click.option(
     "--broker-takeover-allowed",
     is_flag=True,
     default=False,
@@ -133,11 +140,21 @@ def main(
     tls_key: str,
     tls_trust_cert: str,
     tls_need_client_auth: str,
+    acl_require_tls: bool,
     broker_takeover_allowed: bool,
 ) -> None:
     """Run a RocketMQ 4.x compatible name server."""
+    if acl_require_tls:
+        if acl_file is None:
+            raise click.UsageError(
+                "--acl-require-tls needs --acl-file: it keeps ACL-signed requests off plaintext connections"
+            )
+        if not (tls_cert and tls_key):
+            raise click.UsageError("--acl-require-tls needs TLS material: --tls-cert and --tls-key")
+        if tls_mode == "permissive":
+            raise click.UsageError("--acl-require-tls serves TLS only: --tls-mode permissive contradicts it")
     tls = TlsServerSettings(
-        mode=tls_mode,
+        mode="enforcing" if acl_require_tls else tls_mode,
         cert_path=tls_cert,
         key_path=tls_key,
         trust_cert_path=tls_trust_cert,
@@ -158,6 +175,8 @@ def main(
     log.info("rmq %s name server starting; log file %s", rmq.__version__, path or "(none: stderr only)")
     if acl is not None:
         log.info("ACL on: rules from %s (%d accounts)", acl_file, len(acl.rules.accounts))
+    if acl_require_tls:
+        log.info("--acl-require-tls: TLS connections only, plaintext ones are refused")
     if broker_takeover_allowed:
         log.info("--broker-takeover-allowed: a registration may replace a live one at another address")
     run(
