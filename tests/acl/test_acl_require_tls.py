@@ -29,9 +29,10 @@ from rmq.namesrv.server import NameServer
 from rmq.remoting.codec import FrameDecoder, encode
 from rmq.remoting.command import RemotingCommand, create_request
 
-from tests.acl.aclenv import ADMIN, APP, INNER, TOPIC, signed, topic_request, write_rules
+from tests.acl.aclenv import ADMIN, APP, GROUP, INNER, TOPIC, signed, topic_request, write_rules
 from tests.acl.aclenv import start_cluster as start_plain_cluster
 from tests.acl.aclenv import stop_cluster as stop_plain_cluster
+from tests.clients import drivers
 from tests.integration.test_client_failover import start_namesrv
 from tests.tls.tlsenv import Pki, make_pki, server_props
 
@@ -242,6 +243,26 @@ async def test_rmq_client_with_tls_and_credentials(require_tls: RequireTlsCluste
             await plain.send(Message(TOPIC, b"never"))
     finally:
         await plain.shutdown()
+
+
+async def test_go_client_with_tls_and_credentials(require_tls: RequireTlsCluster, tmp_path: Path) -> None:
+    c = require_tls
+    exe = await asyncio.to_thread(drivers.build, "go-tls")
+    common = ("-namesrv", c.namesrv, "-topic", TOPIC, "-timeout", "60", "-ak", APP[0], "-sk", APP[1])
+
+    async def go(scenario: str, *args: str) -> dict[str, object]:
+        return await asyncio.to_thread(drivers.run, exe, scenario, *common, *args, home=tmp_path / "go")
+
+    sent = await go("send", "-tls", "-group", "GoTlsProducer", "-count", "4")
+    assert (sent["statuses"], sent["errors"]) == (["SEND_OK"] * 4, []), sent
+    got = await go("consume", "-tls", "-group", GROUP, "-count", "4")
+    assert got["complete"] is True, got
+    assert got["bodies"] == [f"{TOPIC}#{i}" for i in range(4)], got
+    # without TLS the same client gets nowhere, and stores nothing
+    before = c.ctl.store.commitlog_max_offset() if c.ctl.store is not None else -1
+    plain = await go("send", "-group", "GoPlainProducer", "-count", "1")
+    assert plain.get("statuses") in (None, []) and (plain.get("errors") or plain.get("error")), plain
+    assert c.ctl.store is not None and c.ctl.store.commitlog_max_offset() == before
 
 
 # --- configuration ------------------------------------------------------------------------------------------
