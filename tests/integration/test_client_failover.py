@@ -80,11 +80,16 @@ class NameServerProcess:
                 self.proc.wait()
 
 
-def start_namesrv(tmp: Path, timeout: float = 30.0) -> NameServerProcess:
-    """``python -m rmq.namesrv`` on an ephemeral loopback port; its address is read from its boot log."""
+def start_namesrv(tmp: Path, *extra: str, timeout: float = 30.0) -> NameServerProcess:
+    """``python -m rmq.namesrv`` on an ephemeral loopback port (``extra``: more options); its address is read
+    from its boot log."""
     kv = str(tmp / "kvConfig.json")
     proc = subprocess.Popen(
-        [*(sys.executable, "-m", "rmq.namesrv", "--host", "127.0.0.1", "--port", "0"), "--kv-config", kv],
+        [
+            *(sys.executable, "-m", "rmq.namesrv", "--host", "127.0.0.1", "--port", "0"),
+            *("--kv-config", kv, "--log-dir", str(tmp / "namesrv-logs")),
+            *extra,
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

@@ -326,6 +326,8 @@ def test_get_broker_config(admin: Admin) -> None:
         "dashboardPort",
         "dashboardAdmin",
         "aclFilePath",
+        "aclRequireTls",
+        "brokerTakeoverAllowed",
         # RocketMQ 5.x's names (the broker's own credentials, the Prometheus exporter)
         "innerClientAuthenticationCredentials",
         "metricsExporterType",

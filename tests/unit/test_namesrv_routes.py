@@ -190,7 +190,7 @@ def test_expiry_with_injected_clock(ns: Namesrv) -> None:
 def test_unregister(ns: Namesrv) -> None:
     ns.register("broker-a", A2, "c1", {"TopicA": (4, 4)}, broker_id=1)
     ext = {"brokerName": "broker-a", "clusterName": "c1", "brokerAddr": A1, "brokerId": "0"}
-    assert ns.call(RequestCode.UNREGISTER_BROKER, ext).code == 0
+    assert ns.call(RequestCode.UNREGISTER_BROKER, ext, ctx=FakeContext(11)).code == 0  # its connection
     # the slave keeps broker-a (and its topics) alive, without a master
     route = route_of(ns.route("TopicA"))
     assert {b.broker_name: b.broker_addrs for b in route.broker_datas}["broker-a"] == {1: A2}
@@ -393,3 +393,124 @@ def test_promoted_slave_replaces_its_old_id(ns: Namesrv) -> None:
     ns.routes.unregister_broker("c1", A1, "broker-a", 0)
     ns.register("broker-a", A2, "c1", {"TopicA": (4, 4)}, broker_id=0, version=DataVersion(8, 8))
     assert ns.routes.broker_addr_table["broker-a"].broker_addrs == {0: A2}
+
+
+# --- takeover protection ----------------------------------------------------------------------------------
+
+EVIL = "10.0.0.66:10911"
+
+
+def unregister(ns: Namesrv, name: str, addr: str, broker_id: int, ctx: FakeContext) -> RemotingCommand:
+    ext = {"brokerName": name, "clusterName": "c1", "brokerAddr": addr, "brokerId": str(broker_id)}
+    resp: RemotingCommand = ns.call(RequestCode.UNREGISTER_BROKER, ext, ctx=ctx)
+    return resp
+
+
+def broker_a_addrs(ns: Namesrv) -> dict[int, str]:
+    return dict(ns.routes.broker_addr_table["broker-a"].broker_addrs)
+
+
+def test_takeover_of_a_live_registration_is_refused_and_logged(
+    ns: Namesrv, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level("WARNING", "rmq.namesrv")
+    ns.clock.now += 5_000
+    resp = ns.register("broker-a", EVIL, "evil", {"TopicEvil": (1, 1)}, ctx=FakeContext(66, "10.9.9.9:4000"))
+    assert resp.code == ResponseCode.NO_PERMISSION
+    assert resp.remark is not None
+    assert f"brokerName=broker-a brokerId=0 is registered live at {A1} (heard 5000 ms ago)" in resp.remark
+    assert f"{EVIL} may take it over once {A1} unregisters" in resp.remark
+    assert "brokerTakeoverAllowed=false" in resp.remark
+    # nothing of the refused registration is kept: not its address, cluster, topics or liveness
+    assert broker_a_addrs(ns) == {0: A1}
+    assert "evil" not in ns.routes.cluster_addr_table
+    assert ns.route("TopicEvil").code == ResponseCode.TOPIC_NOT_EXIST
+    assert EVIL not in ns.routes.broker_live_table
+    assert {b.broker_addrs[0] for b in route_of(ns.route("TopicA")).broker_datas} == {A1, B1}
+    [record] = [r for r in caplog.records if "refusing" in r.getMessage()]
+    assert record.levelname == "WARNING"
+    for part in (EVIL, A1, "10.9.9.9:4000", "REGISTER_BROKER of broker-a id 0", "(1 refused so far)"):
+        assert part in record.getMessage()
+    assert ns.procs.refusals.count == 1
+
+
+def test_takeover_refusals_are_rate_limited(ns: Namesrv, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("WARNING", "rmq.namesrv")
+    now = [100.0]
+    ns.procs.refusals.clock = lambda: now[0]
+    for _ in range(5):
+        assert ns.register("broker-a", EVIL, "c1", {}, ctx=FakeContext(66)).code == ResponseCode.NO_PERMISSION
+    assert len([r for r in caplog.records if "refusing" in r.getMessage()]) == 1
+    now[0] += 10
+    ns.procs.refusals.tick()  # the name server's scan task ticks it every 10 s
+    summary = [r.getMessage() for r in caplog.records if "more" in r.getMessage()]
+    assert summary == [
+        "refused 4 more broker (un)registrations in the last 10 s: "
+        f"REGISTER_BROKER of broker-a id 0 at {EVIL} (held by {A1})"
+    ]
+    assert ns.procs.refusals.count == 5
+
+
+def test_same_address_and_other_ids_are_accepted(ns: Namesrv) -> None:
+    # re-registering every 30 s, also over a new connection with another remote address (NAT, reconnect)
+    for ctx in (FakeContext(11), FakeContext(77, "192.168.1.1:999"), FakeContext(77, "192.168.1.1:999")):
+        ns.clock.now += 30_000
+        assert ns.register("broker-a", A1, "c1", {"TopicA": (4, 4)}, ctx=ctx).code == 0
+    # a slave: same brokerName, another brokerId, another address
+    assert ns.register("broker-a", A2, "c1", {"TopicA": (4, 4)}, broker_id=1, ctx=FakeContext(13)).code == 0
+    assert broker_a_addrs(ns) == {0: A1, 1: A2}
+    # but not another address for the slave's id while the slave lives
+    evil = ns.register("broker-a", EVIL, "c1", {}, broker_id=1, ctx=FakeContext(66))
+    assert evil.code == ResponseCode.NO_PERMISSION
+    assert f"is registered live at {A2}" in (evil.remark or "")
+
+
+def test_name_freed_when_the_old_connection_closes(ns: Namesrv) -> None:
+    assert ns.register("broker-a", EVIL, "c1", {"TopicN": (1, 1)}, ctx=FakeContext(66)).code == 16
+    assert ns.routes.on_channel_destroyed(11) == [A1]  # broker-a killed: its connection closes
+    resp = ns.register("broker-a", "10.0.0.1:20911", "c1", {"TopicN": (1, 1)}, ctx=FakeContext(21))
+    assert resp.code == 0
+    assert broker_a_addrs(ns) == {0: "10.0.0.1:20911"}
+    assert [b.broker_addrs for b in route_of(ns.route("TopicN")).broker_datas] == [{0: "10.0.0.1:20911"}]
+
+
+def test_name_freed_when_the_old_one_unregisters(ns: Namesrv) -> None:
+    assert unregister(ns, "broker-a", A1, 0, FakeContext(11)).code == 0
+    assert ns.register("broker-a", "10.0.0.1:20911", "c1", {"T": (1, 1)}, ctx=FakeContext(21)).code == 0
+    assert broker_a_addrs(ns) == {0: "10.0.0.1:20911"}
+
+
+def test_name_freed_when_the_old_one_expires(ns: Namesrv) -> None:
+    ns.clock.now += 120_000  # heard exactly 120 s ago: still live (as the scan judges it)
+    assert ns.register("broker-a", EVIL, "c1", {}, ctx=FakeContext(66)).code == ResponseCode.NO_PERMISSION
+    ns.clock.now += 1  # expired, before the scan has swept it
+    assert ns.register("broker-a", "10.0.0.1:20911", "c1", {"T": (1, 1)}, ctx=FakeContext(21)).code == 0
+    assert broker_a_addrs(ns) == {0: "10.0.0.1:20911"}
+    ns.routes.scan_not_active()  # sweeping the old address leaves the new registration alone
+    assert broker_a_addrs(ns) == {0: "10.0.0.1:20911"}
+
+
+def test_unregister_of_a_live_registration_needs_its_connection(ns: Namesrv) -> None:
+    other = FakeContext(66, "10.9.9.9:4000")
+    resp = unregister(ns, "broker-a", A1, 0, other)
+    assert resp.code == ResponseCode.NO_PERMISSION
+    assert "only that connection may unregister it" in (resp.remark or "")
+    # naming another address with broker-a's id does not remove it either
+    assert unregister(ns, "broker-a", EVIL, 0, other).code == ResponseCode.NO_PERMISSION
+    assert broker_a_addrs(ns) == {0: A1}
+    assert A1 in ns.routes.broker_live_table
+    assert ns.procs.refusals.count == 2
+    # an expired registration may be unregistered by anyone
+    ns.clock.now += 120_001
+    assert unregister(ns, "broker-a", A1, 0, other).code == 0
+    assert "broker-a" not in ns.routes.broker_addr_table
+
+
+def test_takeover_allowed_replaces_as_apache_does() -> None:
+    ns = Namesrv()
+    ns.routes.broker_takeover_allowed = True
+    ns.register("broker-a", A1, "c1", {"TopicA": (4, 4)}, ctx=FakeContext(11))
+    assert ns.register("broker-a", EVIL, "c1", {"TopicA": (4, 4)}, ctx=FakeContext(66)).code == 0
+    assert broker_a_addrs(ns) == {0: EVIL}
+    assert unregister(ns, "broker-a", EVIL, 0, FakeContext(99)).code == 0
+    assert "broker-a" not in ns.routes.broker_addr_table

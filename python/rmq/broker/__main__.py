@@ -76,7 +76,12 @@ async def serve(cfg: BrokerConfig, namesrv_port: int | None, namesrv_metrics_por
             )
     if embedded:
         # With ACL on, the embedded name server checks the broker's rules (the broker reloads them).
-        ns = NameServer(acl=broker.acl, acl_reload=False, tls=cfg.tls_server())
+        ns = NameServer(
+            acl=broker.acl,
+            acl_reload=False,
+            tls=cfg.tls_server(),
+            broker_takeover_allowed=cfg.broker_takeover_allowed,
+        )
         await ns.start(cfg.bind_address, 9876 if namesrv_port is None else namesrv_port)
         cfg.namesrv_addr = f"127.0.0.1:{ns.port}"
         log.info("embedded name server listening on %s:%d", cfg.bind_address, ns.port)

@@ -121,6 +121,8 @@ _NAMES: dict[str, str] = {
     "tls.client.trustCertPath": "tls_client_trust_cert_path",
     "tls.client.authServer": "tls_client_auth_server",
     "tls.config.file": "tls_config_file",
+    "aclRequireTls": "acl_require_tls",
+    "brokerTakeoverAllowed": "broker_takeover_allowed",
 }
 
 # Secrets: never answered to GET_BROKER_CONFIG.
@@ -333,6 +335,15 @@ class BrokerConfig:
     tls_client_trust_cert_path: str = ""
     tls_client_auth_server: bool = False
     """Check the name server's certificate against ``tls.client.trustCertPath`` (RocketMQ's default: no)."""
+    acl_require_tls: bool = False
+    """With ``aclEnable``: serve TLS connections only (``tls.server.mode=enforcing``, which this implies), on
+    the broker port and the embedded name server's (rmq's own property). ACL 1.0's signature covers neither
+    the request code nor a field boundary and nothing stops a replay; TLS keeps frames from being read and
+    replayed. Needs ``tls.server.certPath`` / ``tls.server.keyPath``."""
+    broker_takeover_allowed: bool = False
+    """The embedded name server lets a registration replace a live one of the same brokerName/brokerId at
+    another address (rmq's own property; false: refused until the old one unregisters, its connection
+    closes or it expires; true: Apache's behaviour)."""
     tls_config_file: str = ""
     """A properties file of ``tls.*`` settings, read where it is named (RocketMQ's ``tls.config.file``;
     rmq reads no file unless asked)."""
@@ -451,9 +462,10 @@ class BrokerConfig:
         return ""
 
     def tls_server(self) -> TlsServerSettings:
-        """The TLS settings of the broker port (and an embedded name server)."""
+        """The TLS settings of the broker port (and an embedded name server); ``aclRequireTls`` makes the
+        mode ``enforcing``."""
         return TlsServerSettings(
-            mode=self.tls_server_mode,
+            mode="enforcing" if self.acl_require_tls else self.tls_server_mode,
             cert_path=os.path.expanduser(self.tls_server_cert_path),
             key_path=os.path.expanduser(self.tls_server_key_path),
             key_password=self.tls_server_key_password,
@@ -586,14 +598,17 @@ class BrokerConfig:
         self.inner_credentials()
         if not -1 <= self.dashboard_port <= 65535:
             raise ConfigError(f"dashboardPort: {self.dashboard_port} is not a TCP port (-1: no dashboard)")
+        if self.acl_require_tls:
+            self._check_acl_require_tls()
         try:
             self.tls_server().validate()
         except TlsConfigError as e:
             raise ConfigError(str(e)) from None
-        if self.tls_server_mode == "enforcing" and not self.namesrv_list() and not self.tls_enable:
+        if self.tls_server().mode == "enforcing" and not self.namesrv_list() and not self.tls_enable:
+            what = "aclRequireTls=true" if self.acl_require_tls else "tls.server.mode=enforcing"
             raise ConfigError(
-                "tls.server.mode=enforcing with the embedded name server: set tls.enable=true too (the "
-                "broker registers with that name server over TLS)"
+                f"{what} with the embedded name server: set tls.enable=true too (the broker registers "
+                "with that name server over TLS)"
             )
         if self.default_topic_queue_nums < 1:
             raise ConfigError("defaultTopicQueueNums must be at least 1")
@@ -601,6 +616,23 @@ class BrokerConfig:
             check_store_config(self.store_config())
         except StoreConfigError as e:
             raise ConfigError(str(e)) from None
+
+    def _check_acl_require_tls(self) -> None:
+        if not self.acl_enable:
+            raise ConfigError(
+                "aclRequireTls=true needs aclEnable=true: it keeps ACL-signed requests off plaintext "
+                "connections, and without ACL there are none"
+            )
+        if not (self.tls_server_cert_path and self.tls_server_key_path):
+            raise ConfigError(
+                "aclRequireTls=true needs TLS material: set tls.server.certPath and tls.server.keyPath "
+                "(the broker then serves TLS connections only)"
+            )
+        if self.tls_server_mode == "permissive":
+            raise ConfigError(
+                "aclRequireTls=true serves TLS only (tls.server.mode=enforcing), but "
+                "tls.server.mode=permissive is set: remove it or set it to enforcing"
+            )
 
     def properties(self) -> dict[str, str]:
         """Every property as RocketMQ names it (for GET_BROKER_CONFIG)."""

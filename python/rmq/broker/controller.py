@@ -119,6 +119,11 @@ class BrokerController:
                 raise ConfigError(f"aclEnable=true but {e}") from None
             self.remoting.dispatcher.guard = self.acl.guard
         self.remoting.dispatcher.audit = AdminAudit()
+        if config.acl_require_tls:
+            log.info(
+                "aclRequireTls=true: the broker port serves TLS connections only, plaintext ones are refused "
+                "(the HA port stays plaintext)"
+            )
         self._tasks: list[PeriodicTask] = []
         self._registration: NameServerRegistration | None = None
         self.ha_master: HAMaster | None = None

@@ -29,8 +29,11 @@ async def serve(
     metrics_host: str | None = None,
     acl: AccessValidator | None = None,
     tls: TlsServerSettings | None = None,
+    broker_takeover_allowed: bool = False,
 ) -> None:
-    ns = NameServer(kv_config_path=kv_config, acl=acl, tls=tls)
+    ns = NameServer(
+        kv_config_path=kv_config, acl=acl, tls=tls, broker_takeover_allowed=broker_takeover_allowed
+    )
     await ns.start(host, port)
     if metrics_port is not None:
         ns.serve_metrics(metrics_host or host, metrics_port)
@@ -108,6 +111,20 @@ async def serve(
     show_default=True,
     help="Ask clients for a certificate (tls.server.need.client.auth).",
 )
+@click.option(
+    "--acl-require-tls",
+    is_flag=True,
+    default=False,
+    help="With --acl-file: serve TLS connections only (--tls-mode enforcing, implied), so ACL-signed "
+    "requests cannot be read or replayed off the wire; needs --tls-cert and --tls-key.",
+)
+@click.option(
+    "--broker-takeover-allowed",
+    is_flag=True,
+    default=False,
+    help="Let a broker register a brokerName/brokerId held live by another address, replacing it (Apache's "
+    "behaviour) [default: refused until the old one unregisters, its connection closes or it expires].",
+)
 @click.version_option(rmq.__version__, "-V", "--version", prog_name="rmq-namesrv")
 def main(
     port: int,
@@ -123,10 +140,21 @@ def main(
     tls_key: str,
     tls_trust_cert: str,
     tls_need_client_auth: str,
+    acl_require_tls: bool,
+    broker_takeover_allowed: bool,
 ) -> None:
     """Run a RocketMQ 4.x compatible name server."""
+    if acl_require_tls:
+        if acl_file is None:
+            raise click.UsageError(
+                "--acl-require-tls needs --acl-file: it keeps ACL-signed requests off plaintext connections"
+            )
+        if not (tls_cert and tls_key):
+            raise click.UsageError("--acl-require-tls needs TLS material: --tls-cert and --tls-key")
+        if tls_mode == "permissive":
+            raise click.UsageError("--acl-require-tls serves TLS only: --tls-mode permissive contradicts it")
     tls = TlsServerSettings(
-        mode=tls_mode,
+        mode="enforcing" if acl_require_tls else tls_mode,
         cert_path=tls_cert,
         key_path=tls_key,
         trust_cert_path=tls_trust_cert,
@@ -147,7 +175,22 @@ def main(
     log.info("rmq %s name server starting; log file %s", rmq.__version__, path or "(none: stderr only)")
     if acl is not None:
         log.info("ACL on: rules from %s (%d accounts)", acl_file, len(acl.rules.accounts))
-    run(serve(host, port, kv_config or default_kv_config_path(), metrics_port, metrics_host, acl, tls))
+    if acl_require_tls:
+        log.info("--acl-require-tls: TLS connections only, plaintext ones are refused")
+    if broker_takeover_allowed:
+        log.info("--broker-takeover-allowed: a registration may replace a live one at another address")
+    run(
+        serve(
+            host,
+            port,
+            kv_config or default_kv_config_path(),
+            metrics_port,
+            metrics_host,
+            acl,
+            tls,
+            broker_takeover_allowed,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -17,9 +17,10 @@ from collections.abc import Callable
 
 from rmq.common import fastjson
 from rmq.common.codes import NAMESPACE_ORDER_TOPIC_CONFIG, V3_0_11, RequestCode, ResponseCode
+from rmq.common.ratelog import RefusalLog
 from rmq.common.route import DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper
 from rmq.namesrv.kv_config import KVConfigManager
-from rmq.namesrv.route_table import RouteInfoManager
+from rmq.namesrv.route_table import RegistrationRefused, RouteInfoManager
 from rmq.remoting.command import RemotingCommand, create_response
 from rmq.remoting.context import Processor, RequestContext
 from rmq.remoting.headers import bool_text, header_bool, header_int, header_long, header_str
@@ -32,6 +33,7 @@ _SUCCESS = int(ResponseCode.SUCCESS)
 _SYSTEM_ERROR = int(ResponseCode.SYSTEM_ERROR)
 _TOPIC_NOT_EXIST = int(ResponseCode.TOPIC_NOT_EXIST)
 _QUERY_NOT_FOUND = int(ResponseCode.QUERY_NOT_FOUND)
+_NO_PERMISSION = int(ResponseCode.NO_PERMISSION)
 
 
 def _topic_list(topics: list[str], broker_addr: str | None = None) -> bytes:
@@ -47,6 +49,14 @@ class NamesrvProcessors:
     def __init__(self, routes: RouteInfoManager, kv: KVConfigManager) -> None:
         self.routes = routes
         self.kv = kv
+        self.refusals = RefusalLog(log, "broker (un)registrations")
+        """Registrations refused to protect a live one (count and rate-limited WARN)."""
+
+    def _refuse(
+        self, ctx: RequestContext, request: RemotingCommand, e: RegistrationRefused
+    ) -> RemotingCommand:
+        self.refusals.refused(e.key, "refusing %s from connection %s: %s", e.key, ctx.remote_addr, e.remark)
+        return create_response(request, _NO_PERMISSION, e.remark)
 
     def table(self) -> dict[int, Processor]:
         """Request code -> processor, for ``RemotingServer.register``."""
@@ -107,16 +117,19 @@ class NamesrvProcessors:
         except (ValueError, KeyError, TypeError, IndexError, AttributeError) as exc:
             return create_response(request, _SYSTEM_ERROR, f"Failed to decode RegisterBrokerBody: {exc}")
 
-        result = self.routes.register_broker(
-            cluster_name,
-            broker_addr,
-            broker_name,
-            broker_id,
-            ha_server_addr,
-            wrapper,
-            filter_servers,
-            ctx.channel_id,
-        )
+        try:
+            result = self.routes.register_broker(
+                cluster_name,
+                broker_addr,
+                broker_name,
+                broker_id,
+                ha_server_addr,
+                wrapper,
+                filter_servers,
+                ctx.channel_id,
+            )
+        except RegistrationRefused as e:
+            return self._refuse(ctx, request, e)
         fields: dict[str, str] = {}
         if result.ha_server_addr is not None:
             fields["haServerAddr"] = result.ha_server_addr
@@ -128,12 +141,16 @@ class NamesrvProcessors:
 
     def unregister_broker(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         ext = request.ext_fields
-        self.routes.unregister_broker(
-            header_str(ext, "clusterName"),
-            header_str(ext, "brokerAddr"),
-            header_str(ext, "brokerName"),
-            header_long(ext, "brokerId"),
-        )
+        try:
+            self.routes.unregister_broker(
+                header_str(ext, "clusterName"),
+                header_str(ext, "brokerAddr"),
+                header_str(ext, "brokerName"),
+                header_long(ext, "brokerId"),
+                ctx.channel_id,
+            )
+        except RegistrationRefused as e:
+            return self._refuse(ctx, request, e)
         return create_response(request, _SUCCESS)
 
     def query_data_version(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:

@@ -19,6 +19,15 @@ Semantics kept from Java:
 
 Differences: a closed connection removes every broker registered over it (Java only the first it finds), and
 there is no remote-address fallback. The clock is injectable (``clock() -> ms``) for tests.
+
+Takeover protection (rmq only; off with ``broker_takeover_allowed=True``, Java's behaviour): a registration
+that would move a brokerName/brokerId to another ``brokerAddr`` while the address registered there is live
+(heard within ``broker_expiry_ms``) raises :class:`RegistrationRefused`, and so does an unregister of a live
+registration sent over another connection than the one it was registered over (else anyone could
+unregister a broker, then take its name). A broker re-registering its own address is always accepted, from
+any connection (NAT); a master and its slaves differ by brokerId. The old registration ends -- and the name is
+free -- when its broker unregisters, when the connection it registered over closes (a killed broker's
+does at once) or after ``broker_expiry_ms`` of silence.
 """
 
 from __future__ import annotations
@@ -42,6 +51,7 @@ __all__ = [
     "DEFAULT_BROKER_EXPIRY_MS",
     "BrokerLiveInfo",
     "RegisterBrokerResult",
+    "RegistrationRefused",
     "RouteInfoManager",
 ]
 
@@ -66,6 +76,19 @@ class RegisterBrokerResult:
     master_addr: str | None = None
 
 
+class RegistrationRefused(Exception):
+    """A registration or unregistration refused to protect a live one (see the module's docstring)."""
+
+    def __init__(self, remark: str, key: str, held_addr: str, held_age_ms: int) -> None:
+        super().__init__(remark)
+        self.remark = remark
+        """The answer's remark (says what is refused, what holds the name and what would free it)."""
+        self.key = key
+        """What is refused, for a rate-limited log: request, brokerName, brokerId and the addresses."""
+        self.held_addr = held_addr
+        self.held_age_ms = held_age_ms
+
+
 @dataclass(slots=True)
 class SystemTopicList:
     topics: list[str] = field(default_factory=list)
@@ -74,10 +97,15 @@ class SystemTopicList:
 
 class RouteInfoManager:
     def __init__(
-        self, *, clock: Callable[[], int] = now_ms, broker_expiry_ms: int = DEFAULT_BROKER_EXPIRY_MS
+        self,
+        *,
+        clock: Callable[[], int] = now_ms,
+        broker_expiry_ms: int = DEFAULT_BROKER_EXPIRY_MS,
+        broker_takeover_allowed: bool = False,
     ) -> None:
         self.clock = clock
         self.broker_expiry_ms = broker_expiry_ms
+        self.broker_takeover_allowed = broker_takeover_allowed
         self.topic_queue_table: dict[str, dict[str, QueueData]] = {}
         self.broker_addr_table: dict[str, BrokerData] = {}
         self.cluster_addr_table: dict[str, set[str]] = {}
@@ -97,9 +125,24 @@ class RouteInfoManager:
         filter_server_list: list[str] | None,
         channel_id: int | None,
     ) -> RegisterBrokerResult:
+        """Register (or refresh) a broker; raises :class:`RegistrationRefused` (nothing changed) when it would
+        take over a live registration of its brokerName/brokerId at another address."""
+        broker_data = self.broker_addr_table.get(broker_name)
+        if broker_data is not None and not self.broker_takeover_allowed:
+            held = broker_data.broker_addrs.get(broker_id)
+            age = self._live_age(held) if held is not None and held != broker_addr else None
+            if held is not None and age is not None:
+                raise RegistrationRefused(
+                    f"brokerName={broker_name} brokerId={broker_id} is registered live at {held} (heard "
+                    f"{age} ms ago): {broker_addr} may take it over once {held} unregisters, the connection "
+                    f"it registered over closes or it is silent for {self.broker_expiry_ms} ms "
+                    "(name server brokerTakeoverAllowed=false)",
+                    f"REGISTER_BROKER of {broker_name} id {broker_id} at {broker_addr} (held by {held})",
+                    held,
+                    age,
+                )
         self.cluster_addr_table.setdefault(cluster_name, set()).add(broker_name)
 
-        broker_data = self.broker_addr_table.get(broker_name)
         register_first = broker_data is None
         if broker_data is None:
             broker_data = BrokerData(cluster_name, broker_name, {})
@@ -146,11 +189,34 @@ class RouteInfoManager:
         return result
 
     def unregister_broker(
-        self, cluster_name: str, broker_addr: str, broker_name: str, broker_id: int
+        self,
+        cluster_name: str,
+        broker_addr: str,
+        broker_name: str,
+        broker_id: int,
+        channel_id: int | None = None,
     ) -> None:
+        """Remove a broker address; with ``channel_id`` (the requesting connection) and takeover protection
+        on, raises :class:`RegistrationRefused` (nothing changed) when a live registration this would remove
+        -- ``broker_addr``'s or the one at brokerName/brokerId -- was made over another connection."""
+        broker_data = self.broker_addr_table.get(broker_name)
+        if channel_id is not None and not self.broker_takeover_allowed:
+            held = broker_data.broker_addrs.get(broker_id) if broker_data is not None else None
+            for addr in dict.fromkeys(a for a in (broker_addr, held) if a is not None):
+                live = self.broker_live_table.get(addr)
+                age = self._live_age(addr)
+                if live is None or age is None or live.channel_id in (None, channel_id):
+                    continue
+                raise RegistrationRefused(
+                    f"{addr} (brokerName={broker_name} brokerId={broker_id}) is registered live over another "
+                    f"connection (heard {age} ms ago): only that connection may unregister it "
+                    "(name server brokerTakeoverAllowed=false)",
+                    f"UNREGISTER_BROKER of {broker_name} id {broker_id} at {broker_addr} (held by {addr})",
+                    addr,
+                    age,
+                )
         self.broker_live_table.pop(broker_addr, None)
         self.filter_server_table.pop(broker_addr, None)
-        broker_data = self.broker_addr_table.get(broker_name)
         if broker_data is None:
             return
         broker_data.broker_addrs.pop(broker_id, None)
@@ -178,6 +244,15 @@ class RouteInfoManager:
             live.last_update_ms = self.clock() if timestamp_ms is None else timestamp_ms
 
     # --- liveness -----------------------------------------------------------------------------------------
+
+    def _live_age(self, broker_addr: str) -> int | None:
+        """Milliseconds since ``broker_addr`` was last heard, or None when it is not registered or expired
+        (silent for longer than ``broker_expiry_ms``, not yet swept by :meth:`scan_not_active`)."""
+        live = self.broker_live_table.get(broker_addr)
+        if live is None:
+            return None
+        age = self.clock() - live.last_update_ms
+        return age if age <= self.broker_expiry_ms else None
 
     def scan_not_active(self, now: int | None = None) -> list[tuple[str, BrokerLiveInfo]]:
         """Drop brokers silent for longer than ``broker_expiry_ms``; returns what was dropped.

@@ -10,6 +10,11 @@ Embedded (a broker process can run one in-process)::
 Every ``scan_interval_s`` (10 s) brokers silent for ``broker_expiry_ms`` (120 s) are dropped and their
 connections closed; a broker's routes also go as soon as the connection it registered over closes.
 
+A registration that would move a live brokerName/brokerId to another address is refused (NO_PERMISSION, a
+rate-limited WARN naming both addresses) until the old one unregisters, its connection closes or it expires;
+``broker_takeover_allowed=True`` lets it through, as Apache's name server does (see
+:mod:`rmq.namesrv.route_table`).
+
 With ``acl=`` (an :class:`rmq.acl.AccessValidator`), every request needs a valid signature of an account
 of that file (or a globally white-listed address), and the writes -- REGISTER_BROKER, UNREGISTER_BROKER,
 PUT_KV_CONFIG, DELETE_KV_CONFIG, DELETE_TOPIC_IN_NAMESRV, WIPE/ADD_WRITE_PERM_OF_BROKER,
@@ -59,8 +64,11 @@ class NameServer:
         acl: AccessValidator | None = None,
         acl_reload: bool = True,
         tls: TlsServerSettings | None = None,
+        broker_takeover_allowed: bool = False,
     ) -> None:
-        self.routes = RouteInfoManager(clock=clock, broker_expiry_ms=broker_expiry_ms)
+        self.routes = RouteInfoManager(
+            clock=clock, broker_expiry_ms=broker_expiry_ms, broker_takeover_allowed=broker_takeover_allowed
+        )
         self.kv = KVConfigManager(kv_config_path)
         self.processors = NamesrvProcessors(self.routes, self.kv)
         self.remoting = RemotingServer(
@@ -125,6 +133,7 @@ class NameServer:
 
     def scan_not_active_brokers(self) -> int:
         """Drop silent brokers and close their connections; returns how many were dropped."""
+        self.processors.refusals.tick()
         expired = self.routes.scan_not_active()
         for addr, live in expired:
             log.warning("broker %s expired: nothing heard for %d ms", addr, self.routes.broker_expiry_ms)

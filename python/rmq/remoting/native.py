@@ -186,8 +186,7 @@ class NativeRemotingServer(RemotingServer):
                     if channel is not None:
                         channel.data_received(a)
                 elif kind == _REFUSED:
-                    log.warning("refusing %s from %s", b, a)
-                    self.tls_refused += 1
+                    self._count_refused(b, a)
                 elif kind == _OPEN:
                     channel = self._make_channel()
                     chans[conn] = channel

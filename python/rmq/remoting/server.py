@@ -25,6 +25,7 @@ import logging
 import time
 from collections.abc import Callable, Mapping
 
+from rmq.common.ratelog import RefusalLog
 from rmq.common.service import PeriodicTask
 from rmq.remoting.channel import Channel, OpaqueSource
 from rmq.remoting.codec import DEFAULT_MAX_FRAME_LENGTH
@@ -52,8 +53,9 @@ class RemotingServer:
     ) -> None:
         self.name = name
         self.tls = tls if tls is not None and tls.enabled else None
-        self.tls_refused = 0
-        """Connections refused by TLS (plaintext under ``enforcing``, failed handshakes)."""
+        self.tls_refusals = RefusalLog(log, "connections")
+        """Connections refused by TLS (plaintext under ``enforcing``, failed handshakes): counted, and logged
+        at WARN with the peer's address, once per 10 s per reason and peer host (repeats summed)."""
         self.close_timeout_s = close_timeout_s
         self.dispatcher = Dispatcher(max_in_flight=max_in_flight, answer_unsupported=answer_unsupported)
         self.idle_timeout_s = idle_timeout_s
@@ -135,8 +137,14 @@ class RemotingServer:
         tls = f" (tls.server.mode={self.tls.mode})" if self.tls is not None else ""
         log.info("%s listening on %s:%d%s", self.name, host, self._port, tls)
 
-    def _count_refused(self, _what: str) -> None:
-        self.tls_refused += 1
+    @property
+    def tls_refused(self) -> int:
+        """How many connections TLS refused so far."""
+        return self.tls_refusals.count
+
+    def _count_refused(self, what: str, peer: str) -> None:
+        host = peer.rsplit(":", 1)[0] if peer.count(":") == 1 else peer
+        self.tls_refusals.refused(f"{what} from {host}", "%s: refusing %s from %s", self.name, what, peer)
 
     def _start_idle_sweep(self) -> None:
         if self.idle_timeout_s is not None:
@@ -167,6 +175,7 @@ class RemotingServer:
 
     def sweep_idle(self, now: float | None = None) -> int:
         """Close channels that received nothing for ``idle_timeout_s``; returns how many."""
+        self.tls_refusals.tick()
         if self.idle_timeout_s is None:
             return 0
         now = time.monotonic() if now is None else now

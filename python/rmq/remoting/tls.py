@@ -200,7 +200,7 @@ class TlsGate(asyncio.Protocol):
         channel: Channel,
         settings: TlsServerSettings,
         context: ssl.SSLContext,
-        on_refused: Callable[[str], object] | None = None,
+        on_refused: Callable[[str, str], object] | None = None,
     ) -> None:
         self.channel = channel
         self.settings = settings
@@ -335,9 +335,10 @@ class TlsGate(asyncio.Protocol):
 
     def _refuse(self, what: str) -> None:
         self._cancel_timer()
-        log.warning("refusing %s from %s", what, self._peer)
         if self._on_refused is not None:
-            self._on_refused(what)
+            self._on_refused(what, self._peer)  # counts and logs (rate-limited)
+        else:
+            log.warning("refusing %s from %s", what, self._peer)
         self.raw.close()
 
     def _timed_out(self) -> None:
