@@ -25,6 +25,7 @@ from rmq.broker.metrics import parse_metrics_label
 from rmq.broker.metrics_collector import BrokerCollector
 from rmq.broker.mq_lock import RebalanceLockManager
 from rmq.broker.processors.admin import AdminProcessors
+from rmq.broker.processors.admin_views import AdminViewProcessors
 from rmq.broker.processors.client import ClientProcessors
 from rmq.broker.processors.consumer_calls import ConsumerCallProcessors
 from rmq.broker.processors.offsets import OffsetProcessors
@@ -301,6 +302,7 @@ class BrokerController:
             ClientProcessors(s),
             QueryProcessors(s),
             AdminProcessors(s),
+            AdminViewProcessors(s),
             ConsumerCallProcessors(s),
             StatsProcessors(s),
             SendBackProcessor(s),
