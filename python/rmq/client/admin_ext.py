@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from rmq.client.admin import MessageQueryMixin
+from rmq.client.admin_inspect import AdminInspectMixin
 from rmq.client.admin_messages import AdminNotFoundError, MessageReadMixin
 from rmq.client.admin_types import (
     BrokerStatsData,
@@ -90,7 +91,7 @@ class StatsRow(tuple[str, str, int, float, float | None, int, int | None]):
         return dict(zip(keys, self, strict=True))
 
 
-class Admin(MessageReadMixin, MessageQueryMixin):
+class Admin(AdminInspectMixin, MessageReadMixin, MessageQueryMixin):
     def __init__(
         self,
         *,
