@@ -128,6 +128,21 @@ async def test_every_kind_of_admin_change_is_logged(cluster: AclCluster, caplog)
     assert "ADD_WRITE_PERM_OF_BROKER" in await change(c, caplog, add, namesrv=True)
 
 
+async def test_namesrv_config_update_is_logged(cluster: AclCluster, caplog) -> None:
+    """UPDATE_NAMESRV_CONFIG (mqadmin updateNamesrvConfig): the properties changed, the admin's key; a
+    refused one (a path) at WARN with its code."""
+    caplog.set_level(logging.INFO, logger="rmq.audit")
+    update = create_request(RC.UPDATE_NAMESRV_CONFIG, {}, b"orderMessageEnable=true\n")
+    text = await change(cluster, caplog, update, namesrv=True)
+    assert "UPDATE_NAMESRV_CONFIG (318)" in text and "body: orderMessageEnable=true" in text
+    caplog.clear()
+    path = create_request(RC.UPDATE_NAMESRV_CONFIG, {}, b"kvConfigPath=/tmp/elsewhere\n")
+    r = await cluster.call(signed(path, ADMIN), cluster.namesrv)
+    assert (r.code, r.remark) == (ResponseCode.NO_PERMISSION, "Can not update config path")
+    (line,) = audit_lines(caplog)
+    assert line.levelno == logging.WARNING and "kvConfigPath=/tmp/elsewhere" in line.getMessage()
+
+
 async def test_failed_and_refused_changes(cluster: AclCluster, caplog) -> None:
     c = cluster
     caplog.set_level(logging.INFO, logger="rmq.audit")

@@ -26,6 +26,7 @@ from rmq.broker.metrics_collector import BrokerCollector
 from rmq.broker.mq_lock import RebalanceLockManager
 from rmq.broker.processors.acl_admin import AclAdminProcessors
 from rmq.broker.processors.admin import AdminProcessors
+from rmq.broker.processors.admin_views import AdminViewProcessors
 from rmq.broker.processors.client import ClientProcessors
 from rmq.broker.processors.consumer_calls import ConsumerCallProcessors
 from rmq.broker.processors.offsets import OffsetProcessors
@@ -308,6 +309,7 @@ class BrokerController:
             QueryProcessors(s),
             AdminProcessors(s),
             AclAdminProcessors(cfg, self.acl),
+            AdminViewProcessors(s),
             ConsumerCallProcessors(s),
             StatsProcessors(s),
             SendBackProcessor(s),

@@ -27,6 +27,7 @@ from typing import Any, Final
 
 from rmq.client.admin import MessageQueryMixin
 from rmq.client.admin_acl import AclAdminMixin
+from rmq.client.admin_inspect import AdminInspectMixin
 from rmq.client.admin_messages import AdminNotFoundError, MessageReadMixin
 from rmq.client.admin_types import (
     BrokerStatsData,
@@ -91,7 +92,7 @@ class StatsRow(tuple[str, str, int, float, float | None, int, int | None]):
         return dict(zip(keys, self, strict=True))
 
 
-class Admin(MessageReadMixin, MessageQueryMixin, AclAdminMixin):
+class Admin(AdminInspectMixin, MessageReadMixin, MessageQueryMixin, AclAdminMixin):
     def __init__(
         self,
         *,

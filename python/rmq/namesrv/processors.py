@@ -19,6 +19,7 @@ from rmq.common import fastjson
 from rmq.common.codes import NAMESPACE_ORDER_TOPIC_CONFIG, V3_0_11, RequestCode, ResponseCode
 from rmq.common.ratelog import RefusalLog
 from rmq.common.route import DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper
+from rmq.namesrv.config import NamesrvConfig, NamesrvConfigError, parse_properties
 from rmq.namesrv.kv_config import KVConfigManager
 from rmq.namesrv.route_table import RegistrationRefused, RouteInfoManager
 from rmq.remoting.command import RemotingCommand, create_response
@@ -44,11 +45,14 @@ def _topic_list(topics: list[str], broker_addr: str | None = None) -> bytes:
 
 
 class NamesrvProcessors:
-    """The name server's processors over one route table and one KV config."""
+    """The name server's processors over one route table, one KV config and its configuration."""
 
-    def __init__(self, routes: RouteInfoManager, kv: KVConfigManager) -> None:
+    def __init__(
+        self, routes: RouteInfoManager, kv: KVConfigManager, config: NamesrvConfig | None = None
+    ) -> None:
         self.routes = routes
         self.kv = kv
+        self.config = config if config is not None else NamesrvConfig()
         self.refusals = RefusalLog(log, "broker (un)registrations")
         """Registrations refused to protect a live one (count and rate-limited WARN)."""
 
@@ -79,6 +83,8 @@ class NamesrvProcessors:
             RequestCode.GET_UNIT_TOPIC_LIST: self.get_unit_topic_list,
             RequestCode.GET_HAS_UNIT_SUB_TOPIC_LIST: self.get_has_unit_sub_topic_list,
             RequestCode.GET_HAS_UNIT_SUB_UNUNIT_TOPIC_LIST: self.get_has_unit_sub_ununit_topic_list,
+            RequestCode.UPDATE_NAMESRV_CONFIG: self.update_namesrv_config,
+            RequestCode.GET_NAMESRV_CONFIG: self.get_namesrv_config,
         }
         return {int(code): handler for code, handler in handlers.items()}
 
@@ -196,7 +202,8 @@ class NamesrvProcessors:
             return create_response(
                 request, _TOPIC_NOT_EXIST, f"No topic route info in name server for the topic: {topic}"
             )
-        route.order_topic_conf = self.kv.get(NAMESPACE_ORDER_TOPIC_CONFIG, topic)
+        if self.config.order_message_enable:
+            route.order_topic_conf = self.kv.get(NAMESPACE_ORDER_TOPIC_CONFIG, topic)
         return create_response(request, _SUCCESS, body=route.to_json())
 
     def get_broker_cluster_info(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
@@ -262,3 +269,25 @@ class NamesrvProcessors:
         if body is None:
             return create_response(request, _QUERY_NOT_FOUND, f"No config item, Namespace: {namespace}")
         return create_response(request, _SUCCESS, body=body)
+
+    # --- the name server's own config (rmq.namesrv.config) ------------------------------------------------
+
+    def get_namesrv_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        return create_response(request, _SUCCESS, body=self.config.text().encode())
+
+    def update_namesrv_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        if request.body is None:
+            return create_response(request, _SUCCESS)  # nothing to change (as Apache answers)
+        try:
+            props = parse_properties(bytes(request.body).decode("utf-8"))
+        except UnicodeDecodeError as e:
+            log.warning("UPDATE_NAMESRV_CONFIG from %s refused: body is not UTF-8", ctx.remote_addr)
+            return create_response(request, _SYSTEM_ERROR, f"config body is not UTF-8: {e}")
+        try:
+            changed = self.config.update(props)
+        except NamesrvConfigError as e:
+            log.warning("UPDATE_NAMESRV_CONFIG from %s refused (%s): %s", ctx.remote_addr, sorted(props), e)
+            return create_response(request, _NO_PERMISSION if e.path else _SYSTEM_ERROR, str(e))
+        for key, (old, new) in changed.items():
+            log.info("name server config %s changed from %s to %s by %s", key, old, new, ctx.remote_addr)
+        return create_response(request, _SUCCESS)

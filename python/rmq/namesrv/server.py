@@ -36,6 +36,7 @@ from rmq.acl import AccessValidator
 from rmq.acl.audit import AdminAudit
 from rmq.common.metrics import MetricsExporter
 from rmq.common.service import PeriodicTask
+from rmq.namesrv.config import NamesrvConfig
 from rmq.namesrv.kv_config import KVConfigManager
 from rmq.namesrv.metrics import NamesrvCollector
 from rmq.namesrv.processors import NamesrvProcessors
@@ -70,7 +71,12 @@ class NameServer:
             clock=clock, broker_expiry_ms=broker_expiry_ms, broker_takeover_allowed=broker_takeover_allowed
         )
         self.kv = KVConfigManager(kv_config_path)
-        self.processors = NamesrvProcessors(self.routes, self.kv)
+        self.config = NamesrvConfig(
+            kv_config_path=None if kv_config_path is None else str(kv_config_path),
+            server_channel_max_idle_time_seconds=None if idle_timeout_s is None else int(idle_timeout_s),
+            scan_not_active_broker_interval=int(scan_interval_s * 1000),
+        )
+        self.processors = NamesrvProcessors(self.routes, self.kv, self.config)
         self.remoting = RemotingServer(
             name="namesrv", answer_unsupported=True, idle_timeout_s=idle_timeout_s, tls=tls
         )
@@ -104,6 +110,7 @@ class NameServer:
     async def start(self, host: str = "0.0.0.0", port: int = DEFAULT_PORT) -> None:
         self.kv.load()
         await self.remoting.start(host, port)
+        self.config.listen_port = self.port
         self._scan.start()
         if self._acl_reload is not None:
             self._acl_reload.start()

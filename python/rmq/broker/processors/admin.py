@@ -14,6 +14,7 @@ from rmq._store import StoreError
 from rmq.broker import journal
 from rmq.broker.config import ConfigError, parse_properties_text, property_kind
 from rmq.broker.disk import commitlog_disk_ratio, percent_up
+from rmq.broker.schedule import DEFAULT_DELAY_LEVELS
 from rmq.broker.services import BrokerServices
 from rmq.broker.stats import MINUTE_MS
 from rmq.broker.subscription_group import SubscriptionGroupConfig
@@ -30,6 +31,9 @@ __all__ = ["AdminProcessors"]
 
 log = logging.getLogger(__name__)
 
+
+DEFAULT_FILE_RESERVED_HOURS = 72
+"""The store's ``fileReservedTime`` when not given (rust/store/src/config.rs)."""
 
 # What RocketMQ's slave answers a topic or subscription group change (AdminBrokerProcessor.validateSlave).
 _SLAVE_REMARK = (
@@ -374,6 +378,17 @@ class AdminProcessors:
 
     def get_broker_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         props = self.s.config.properties()
+        # Properties the Java tools read (mqadmin exportConfigs stops with a NullPointerException on a missing
+        # one), listed even when not given: the store's defaults of those it implements, and the values rmq
+        # fixes of the others (it runs no filter servers, writes traces to the one trace topic, and its
+        # client side uses TLS exactly with tls.enable).
+        props.setdefault("fileReservedTime", str(DEFAULT_FILE_RESERVED_HOURS))
+        props.setdefault("flushDiskType", "SYNC_FLUSH" if self.s.config.sync_flush else "ASYNC_FLUSH")
+        props.setdefault("maxMessageSize", str(self.s.config.max_message_size))
+        props.setdefault("messageDelayLevel", DEFAULT_DELAY_LEVELS)
+        props.setdefault("filterServerNums", "0")
+        props.setdefault("msgTraceTopicName", codes.TRACE_TOPIC)
+        props.setdefault("useTLS", "true" if self.s.config.tls_enable else "false")
         text = "\n".join(f"{k}={v}" for k, v in sorted(props.items())) + "\n"
         version = fastjson.dumps(self.s.topics.data_version.to_dict()).decode()
         return create_response(request, ResponseCode.SUCCESS, None, {"version": version}, text.encode())

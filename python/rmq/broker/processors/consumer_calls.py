@@ -12,6 +12,8 @@
   consumer that fails to answer is left out (logged).
 * GET_CONSUMER_RUNNING_INFO (307): forwarded as is to the consumer ``clientId`` of the group; its answer
   is the answer.
+* CONSUME_MESSAGE_DIRECTLY (309): the message the offset message id ``msgId`` names, read from the store,
+  forwarded to the consumer ``clientId`` to consume once; its ConsumeMessageDirectlyResult is the answer.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import logging
 from typing import Final
 
+from rmq._store import StoreError
 from rmq.broker.clients import ClientChannel
 from rmq.broker.services import BrokerServices
 from rmq.common import fastjson
@@ -28,6 +31,7 @@ from rmq.remoting.command import RemotingCommand, create_request, create_respons
 from rmq.remoting.context import Processor, RequestContext
 from rmq.remoting.errors import RemotingError, RemotingTimeoutError
 from rmq.remoting.headers import header_bool, header_long, header_str
+from rmq.store import decode_offset_msg_id
 
 __all__ = ["ConsumerCallProcessors"]
 
@@ -35,6 +39,8 @@ log = logging.getLogger(__name__)
 
 CALL_TIMEOUT_MS: Final = 5000
 """How long the broker waits for a consumer's answer (Apache's broker waits as long)."""
+DIRECT_CONSUME_TIMEOUT_MS: Final = 10_000
+"""How long the broker waits for a consumer to consume a message directly (Apache's callClient wait)."""
 
 
 class ConsumerCallProcessors:
@@ -46,6 +52,7 @@ class ConsumerCallProcessors:
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
             RequestCode.INVOKE_BROKER_TO_GET_CONSUMER_STATUS: self.get_consumer_status,
             RequestCode.GET_CONSUMER_RUNNING_INFO: self.get_consumer_running_info,
+            RequestCode.CONSUME_MESSAGE_DIRECTLY: self.consume_message_directly,
         }
 
     def _online(self, group: str) -> list[ClientChannel]:
@@ -160,27 +167,56 @@ class ConsumerCallProcessors:
         body = fastjson.dumps_with_object_keys({"consumerTable": table, "messageQueueTable": {}})
         return create_response(request, body=body)
 
-    # --- 307 --------------------------------------------------------------------------------------
+    # --- 307, 309 ---------------------------------------------------------------------------------
     async def get_consumer_running_info(
         self, ctx: RequestContext, request: RemotingCommand
     ) -> RemotingCommand:
         f = request.ext_fields
         group, client_id = header_str(f, "consumerGroup"), header_str(f, "clientId")
+        forward = create_request(RequestCode.GET_CONSUMER_RUNNING_INFO, dict(f), request.body)
+        return await self._call_consumer(request, forward, group, client_id, CALL_TIMEOUT_MS)
+
+    async def consume_message_directly(
+        self, ctx: RequestContext, request: RemotingCommand
+    ) -> RemotingCommand:
+        """Have the consumer ``clientId`` of the group consume the message the offset message id ``msgId``
+        names, once, outside its queues (``mqadmin queryMsgById -g -d``): forwarded with this broker's name
+        and the stored record as the body; the consumer's ConsumeMessageDirectlyResult is the answer."""
+        f = request.ext_fields
+        group, client_id = header_str(f, "consumerGroup"), header_str(f, "clientId", "")
+        msg_id = header_str(f, "msgId", "")
+        fields = {**f, "brokerName": self.s.config.broker_name}
+        body = request.body
+        try:
+            record = self.s.store.lookup(decode_offset_msg_id(msg_id)[1])
+        except StoreError as e:
+            # Apache's broker forwards the request without the message too; the consumer then refuses it.
+            log.warning("consume directly for %s: msgId %r names no stored message: %s", group, msg_id, e)
+            record = None
+        if record is not None:
+            body = record
+        forward = create_request(RequestCode.CONSUME_MESSAGE_DIRECTLY, fields, body)
+        return await self._call_consumer(request, forward, group, client_id, DIRECT_CONSUME_TIMEOUT_MS)
+
+    async def _call_consumer(
+        self, request: RemotingCommand, forward: RemotingCommand, group: str, client_id: str, timeout_ms: int
+    ) -> RemotingCommand:
+        """Forward ``forward`` to the group's consumer ``client_id``; its answer is the answer."""
+        what = RequestCode(forward.code).name
         channel = next((c for c in self._online(group) if c.client_id == client_id), None)
         if channel is None:
             return create_response(
                 request, ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online"
             )
-        forward = create_request(RequestCode.GET_CONSUMER_RUNNING_INFO, dict(f), request.body)
         try:
-            answer = await channel.ctx.send_request(forward, CALL_TIMEOUT_MS)
+            answer = await channel.ctx.send_request(forward, timeout_ms)
         except RemotingTimeoutError as e:
-            log.warning("running info of %s from %s timed out: %s", group, client_id, e)
+            log.warning("%s of %s from %s timed out: %s", what, group, client_id, e)
             return create_response(
                 request, ResponseCode.CONSUME_MSG_TIMEOUT, f"consumer <{group}> <{client_id}> Timeout: {e}"
             )
         except (RemotingError, OSError) as e:
-            log.warning("running info of %s from %s failed: %s", group, client_id, e)
+            log.warning("%s of %s from %s failed: %s", what, group, client_id, e)
             return create_response(
                 request,
                 ResponseCode.SYSTEM_ERROR,
