@@ -59,7 +59,7 @@ async def test_pop_state_survives_kill_9(tmp_path):
         popped: list[PopMsg] = []
         end = time.monotonic() + 30
         while len(popped) < 40 and time.monotonic() < end:
-            popped += (await d.pop(GROUP, TOPIC, max_msgs=8, invisible_ms=3000)).messages
+            popped += (await d.pop(GROUP, TOPIC, max_msgs=8, invisible_ms=8000)).messages
         assert len(popped) == 40
         acked = {m.body for m in popped[::2]}  # every other one acked, half by batch ack
         single, batch = popped[0:20:2], popped[20::2]
@@ -68,7 +68,7 @@ async def test_pop_state_survives_kill_9(tmp_path):
         assert (await d.batch_ack(batch)).code == ResponseCode.SUCCESS
         # one un-acked message gets a longer invisible time (a new checkpoint, the old one acked)
         changed = popped[1]
-        assert (await d.change_invisible(changed, 4000)).code == ResponseCode.SUCCESS
+        assert (await d.change_invisible(changed, 10_000)).code == ResponseCode.SUCCESS
         # 20 more sent and never popped before the kill
         for i, body in enumerate(bodies[40:]):
             await d.send(TOPIC, i % 4, body)
@@ -89,7 +89,7 @@ async def test_pop_state_survives_kill_9(tmp_path):
         bodies_got = [m.body for m in got]
         assert want <= set(bodies_got), f"lost: {sorted(want - set(bodies_got))}"
         assert not acked & set(bodies_got), f"acked ones came back: {sorted(acked & set(bodies_got))}"
-        # Past every revive time (all were popped with 3 s, the changed one 4 s, before the kill): a last
+        # Past every revive time (all were popped with 8 s, the changed one 10 s, before the kill): a last
         # long poll brings nothing more, in particular no acked message.
         more = await pop_until(d, {b"never"}, 6, invisible_ms=60_000)
         assert not more, [m.body for m in more]
