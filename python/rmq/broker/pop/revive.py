@@ -20,6 +20,7 @@ the consumer offsets, so it never runs ahead of them."""
 
 from __future__ import annotations
 
+import heapq
 import logging
 import os
 import time
@@ -71,6 +72,9 @@ class ReviveService:
         self.path = os.path.join(config_dir, "popState.json")
         self.read_pos = [0] * queue_nums
         self.pending: list[dict[Key, _Pending]] = [{} for _ in range(queue_nums)]
+        self._due: list[list[tuple[int, int, Key]]] = [[] for _ in range(queue_nums)]
+        """Per revive queue, a heap of (revive time, position, key) of the pending checkpoints (an entry
+        whose checkpoint was acked meanwhile is skipped when it comes up)."""
         self.orders = OrderInfoTable()
         self.revived = 0
         """Messages re-put to a retry topic since start."""
@@ -176,6 +180,7 @@ class ReviveService:
                 ck = CheckPoint.from_json(m.body)
                 if ck.diffs:
                     self.pending[q][ck.key()] = _Pending(ck, m.queue_offset, set())
+                    heapq.heappush(self._due[q], (ck.revive_time, m.queue_offset, ck.key()))
                 if replay and ck.diffs:
                     return self._move_pop_offset(ck)
             elif tag in (ACK_TAG, BATCH_ACK_TAG):
@@ -211,8 +216,13 @@ class ReviveService:
         now = now_ms()
         revived = dead = failed = 0
         for q in range(self.queue_nums):
-            due = [p for p in self.pending[q].values() if p.ck.revive_time <= now]
-            for p in sorted(due, key=lambda p: p.position):
+            heap, pend = self._due[q], self.pending[q]
+            while heap and heap[0][0] <= now:
+                _t, position, key = heap[0]
+                p = pend.get(key)
+                if p is None or p.position != position:
+                    heapq.heappop(heap)  # acked meanwhile (or replaced by a later checkpoint)
+                    continue
                 try:
                     r, d = self._revive(q, p)
                 except (StoreError, OSError) as e:
@@ -221,9 +231,10 @@ class ReviveService:
                         "POP: reviving checkpoint %s failed (%s); retried next round", p.ck.unique_id(), e
                     )
                     break
+                heapq.heappop(heap)
                 revived += r
                 dead += d
-                self.pending[q].pop(p.ck.key(), None)
+                del pend[key]
         if revived or dead or failed:
             log.info(
                 "POP: %d un-acked messages re-put to retry topics, %d to DLQs (%d checkpoints failed)",
