@@ -5,9 +5,11 @@ and a POP consumer then gets back exactly the messages not acked — none that w
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 
 from rmq.common.codes import ResponseCode
+from rmq.remoting.errors import RemotingError
 
 from tests.broker.popdriver import PopDriver, PopMsg
 from tests.brokerproc import start_broker
@@ -103,6 +105,73 @@ async def test_pop_state_survives_kill_9(tmp_path):
             a = await d.pop(ORDER_GROUP, ORDER_TOPIC, invisible_ms=60_000, order=True, poll_ms=500)
             oback = a.messages
         assert [m.body for m in oback] == [b"o2"]
+        await d.close()
+    finally:
+        b.stop()
+
+
+async def consume(
+    d: PopDriver, stop: asyncio.Event, rng: random.Random, acked: set[bytes], cycle: int
+) -> None:
+    """Pop and ack two thirds of what comes until ``stop`` or the broker is gone; ``acked`` gets the
+    bodies whose ack was answered SUCCESS, and none of them may be popped again."""
+    while not stop.is_set():
+        try:
+            a = await d.pop(GROUP, TOPIC, max_msgs=4, invisible_ms=5000)
+        except (RemotingError, OSError):
+            return
+        for m in a.messages:
+            assert m.body not in acked, f"cycle {cycle}: acked {m.body!r} came back"
+            if rng.random() < 2 / 3:
+                try:
+                    r = await d.ack(m)
+                except (RemotingError, OSError):
+                    return
+                if r.code == ResponseCode.SUCCESS:
+                    acked.add(m.body)
+
+
+async def test_pop_kill_9_cycles_with_consumers_running(tmp_path):
+    """Three cycles of: send, pop and ack (two thirds of what is popped) while the broker is killed
+    mid-flight. Afterwards every message sent is popped again until acked, and no message whose ack was
+    answered SUCCESS ever comes back."""
+    store = tmp_path / "store"
+    rng = random.Random(30)
+    acked: set[bytes] = set()
+    sent: list[bytes] = []
+    for cycle in range(3):
+        b = await asyncio.to_thread(start_broker, store, *PROPS)
+        d = PopDriver(b.broker_addr)
+        try:
+            if cycle == 0:
+                await d.create_topic(TOPIC, 4)
+                await d.create_group(GROUP)
+            for i in range(30):
+                body = b"c%d-%03d" % (cycle, i)
+                await d.send(TOPIC, i % 4, body)
+                sent.append(body)
+            stop = asyncio.Event()
+
+            task = asyncio.create_task(consume(d, stop, rng, acked, cycle))
+            await asyncio.sleep(rng.uniform(0.5, 1.5))
+            b.kill()
+            stop.set()
+            await task
+        finally:
+            b.kill()
+            await d.close()
+
+    b = await asyncio.to_thread(start_broker, store, *PROPS)
+    try:
+        d = PopDriver(b.broker_addr)
+        want = set(sent) - acked
+        got = await pop_until(d, want, 90, invisible_ms=60_000)
+        bodies = {m.body for m in got}
+        assert want <= bodies, f"lost: {sorted(want - bodies)}"
+        assert not acked & bodies, f"acked ones came back: {sorted(acked & bodies)}"
+        more = await pop_until(d, {b"never"}, 7, invisible_ms=60_000)  # every revive time has passed
+        assert not {m.body for m in more} & acked
+        assert len(acked) > 20, "the consumers acked too little for the test to mean much"
         await d.close()
     finally:
         b.stop()
