@@ -318,3 +318,29 @@ async def test_tag_filter(broker):
     got = await pop_all(d, "FG", "FT", 3, exp="A")
     assert sorted(m.body for m in got) == [b"f1", b"f3", b"f5"]
     assert all(m.properties["TAGS"] == "A" for m in got)
+
+
+async def test_sync_flush_acks_answer_once_flushed(tmp_path):
+    """With SYNC_FLUSH an ack (single, batch, the old handle of a changed invisible time) is answered once
+    its revive record is flushed; the answers are the same."""
+    cfg = BrokerConfig()
+    cfg.update({"storePathRootDir": str(tmp_path), "listenPort": "0", "brokerIP1": "127.0.0.1"})
+    cfg.update({"flushDiskType": "SYNC_FLUSH"})
+    ctl = BrokerController(cfg)
+    await ctl.start("127.0.0.1")
+    d = PopDriver(cfg.broker_addr, cfg.broker_name)
+    try:
+        await d.create_topic("ST", 1)
+        for i in range(3):
+            await d.send("ST", 0, b"s%d" % i)
+        got = await pop_all(d, "SG", "ST", 3)
+        assert (await d.ack(got[0])).code == ResponseCode.SUCCESS
+        assert (await d.batch_ack(got[1:2])).code == ResponseCode.SUCCESS
+        r = await d.change_invisible(got[2], 60_000)
+        assert r.code == ResponseCode.SUCCESS and r.ext_fields["invisibleTime"] == "60000"
+        assert (await d.ack(got[2])).code == ResponseCode.SUCCESS
+        assert ctl.store.flushed_offset() >= ctl.store.commitlog_max_offset()
+        await until("all acked", lambda: _async(ctl.pop.revive.inflight() == 0))
+    finally:
+        await d.close()
+        await ctl.shutdown()

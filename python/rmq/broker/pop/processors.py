@@ -431,7 +431,7 @@ class PopProcessors:
         return b"".join(out)
 
     # --- ACK_MESSAGE / BATCH_ACK_MESSAGE -----------------------------------------------------------------
-    def ack(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    def ack(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         s = self.s
         response = create_response(request)
         if request.code == ACK_MESSAGE:
@@ -471,14 +471,14 @@ class PopProcessors:
             ack = AckRecord(
                 topic, queue_id, group, info.ck_queue_offset, info.pop_time, [offset], info.broker_name
             )
-            self.revive.add_ack(ack, info.revive_qid)
-            return response
+            return self._when_flushed(self.revive.add_ack(ack, info.revive_qid), ctx, response)
         try:
             broker_name, acks = decode_batch_ack_body(request.body)
         except ValueError as e:
             return create_response(request, INVALID_PARAMETER, str(e))
         if not acks:
             return create_response(request, ResponseCode.NO_MESSAGE)
+        end = 0
         for b in acks:
             try:
                 topic = real_topic(b.topic, b.consumer_group, b.retry)
@@ -502,7 +502,17 @@ class PopProcessors:
             ack = AckRecord(
                 topic, b.queue_id, b.consumer_group, b.start_offset, b.pop_time, offsets, broker_name, True
             )
-            self.revive.add_ack(ack, b.revive_queue_id)
+            end = self.revive.add_ack(ack, b.revive_queue_id)
+        return self._when_flushed(end, ctx, response)
+
+    def _when_flushed(
+        self, end: int, ctx: RequestContext, response: RemotingCommand
+    ) -> RemotingCommand | None:
+        """With SYNC_FLUSH an ack is answered once its record (ending at ``end``) is flushed, as 5.x's
+        put of the ack record waits for the flush: an acked message must not come back after a power
+        loss either."""
+        if end and self.s.config.sync_flush and self.s.hold_until_flushed(end, ctx, response):
+            return None
         return response
 
     def _check_revive_qid(self, qid: int) -> str | None:
@@ -542,7 +552,7 @@ class PopProcessors:
         return create_response(request)
 
     # --- CHANGE_MESSAGE_INVISIBLETIME --------------------------------------------------------------------
-    def change_invisible_time(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    def change_invisible_time(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         s = self.s
         f = request.ext_fields
         group = header_str(f, "consumerGroup")
@@ -590,8 +600,8 @@ class PopProcessors:
         old = AckRecord(
             topic, queue_id, group, info.ck_queue_offset, info.pop_time, [offset], info.broker_name
         )
-        self.revive.add_ack(old, info.revive_qid)
-        return answer(pt=now, it=invisible_time, rq=info.revive_qid)
+        end = self.revive.add_ack(old, info.revive_qid)
+        return self._when_flushed(end, ctx, answer(pt=now, it=invisible_time, rq=info.revive_qid))
 
 
 def is_retry_topic(topic: str) -> bool:

@@ -127,20 +127,22 @@ class ReviveService:
         return sum(len(p.ck.diffs) - len(p.acked) for pend in self.pending for p in pend.values())
 
     # --- writing -------------------------------------------------------------------------------------
-    def append(self, revive_qid: int, tag: str, body: bytes, unique_id: str) -> None:
-        """Put one record to the revive queue (raises the store's errors). 5.x also gives it a timer
-        delivery time; rmq's revive service reads records at once, so none is set."""
+    def append(self, revive_qid: int, tag: str, body: bytes, unique_id: str) -> int:
+        """Put one record to the revive queue (raises the store's errors); returns the CommitLog offset
+        where it ends. 5.x also gives it a timer delivery time; rmq's revive service reads records at
+        once, so none is set."""
         props = {MessageConst.TAGS: tag, MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: unique_id}
         store = self.s.store
-        store.put(
+        _id, _qo, phys, size, _ts = store.put(
             self.topic, revive_qid, body, properties_string(props).encode(), 0, 0, now_ms(), store.store_host
         )
+        return phys + size
 
-    def add_checkpoint(self, ck: CheckPoint, revive_qid: int) -> None:
-        self.append(revive_qid, CK_TAG, ck.to_json(), ck.unique_id())
+    def add_checkpoint(self, ck: CheckPoint, revive_qid: int) -> int:
+        return self.append(revive_qid, CK_TAG, ck.to_json(), ck.unique_id())
 
-    def add_ack(self, ack: AckRecord, revive_qid: int) -> None:
-        self.append(revive_qid, ack.tag, ack.to_json(), ack.unique_id())
+    def add_ack(self, ack: AckRecord, revive_qid: int) -> int:
+        return self.append(revive_qid, ack.tag, ack.to_json(), ack.unique_id())
 
     # --- reading -------------------------------------------------------------------------------------
     def scan(self, replay: bool = False) -> tuple[int, int]:
