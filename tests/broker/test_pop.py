@@ -344,3 +344,20 @@ async def test_sync_flush_acks_answer_once_flushed(tmp_path):
     finally:
         await d.close()
         await ctl.shutdown()
+
+
+async def test_held_orderly_pop_wakes_when_the_batch_becomes_visible_again(broker):
+    ctl, d = broker
+    await d.create_topic("OW", 1)
+    await d.send("OW", 0, b"w")
+    dispatched(ctl)
+    first = await d.pop("OWG", "OW", invisible_ms=500, order=True)
+    assert [m.body for m in first.messages] == [b"w"]
+    # blocked now; held with a long poll time, it is answered with the batch again once it is visible,
+    # though nothing new arrives
+    asked = int(time.time() * 1000)
+    again = await d.pop("OWG", "OW", invisible_ms=60_000, order=True, poll_ms=30_000)
+    assert again.code == ResponseCode.SUCCESS and [m.body for m in again.messages] == [b"w"]
+    # woken, not run again because its 30 s poll time ran out
+    assert int(again.response.ext_fields["popTime"]) < asked + 30_000
+    assert again.response.ext_fields["orderCountInfo"] == "0 qo0%0 1;0 0 1"

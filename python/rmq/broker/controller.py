@@ -367,7 +367,7 @@ class BrokerController:
             ]
         if self.pop is not None:
             self._tasks += [
-                PeriodicTask("pop-revive", 0.2, self.pop.revive.tick),
+                PeriodicTask("pop-revive", 0.2, self.pop.tick),
                 PeriodicTask(
                     "pop-persist",
                     cfg.flush_consumer_offset_interval / 1000,

@@ -134,6 +134,17 @@ class OrderInfoTable:
         if info is not None and info.pop_time == pop_time:
             info.visible_at[offset] = visible_at
 
+    def unblocked_between(self, since: int, now: int) -> set[str]:
+        """Topics with a queue whose in-flight batch became visible again in (since, now]."""
+        out = set()
+        for (topic, _group, _q), info in self.table.items():
+            default = info.pop_time + info.invisible_time
+            for o in info.offsets:
+                if o not in info.acked and since < info.visible_at.get(o, default) <= now:
+                    out.add(topic)
+                    break
+        return out
+
     def clear(self, topic: str, group: str, queue_id: int) -> None:
         self.table.pop((topic, group, queue_id), None)
 

@@ -119,6 +119,7 @@ class PopProcessors:
         self.holds = holds
         self.orders: OrderInfoTable = revive.orders
         self._ck_counter = 0
+        self._woken_at = now_ms()
         self._rng = random.Random()
 
     def table(self) -> dict[int, Processor]:
@@ -145,6 +146,16 @@ class PopProcessors:
             self.s.metrics.rpc.record(
                 held.request.code, response.code, time.perf_counter() - held.started, long_polling=True
             )
+
+    def wake_unblocked(self) -> None:
+        """Held orderly pops of a queue whose batch became visible again since the last call run again
+        (nothing was dispatched for them; 5.x's lock-free notification)."""
+        now = now_ms()
+        since, self._woken_at = self._woken_at, now
+        if len(self.holds) == 0:
+            return
+        for topic in self.orders.unblocked_between(since, now):
+            self.holds.notify(topic)
 
     def topics_signature(self, topics: list[str]) -> int:
         s = self.s

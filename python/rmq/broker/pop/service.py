@@ -33,6 +33,11 @@ class PopService:
         )
         self.processors = PopProcessors(services, self.revive, self.holds)
 
+    def tick(self) -> None:
+        """The revive service's round, then the orderly queues that became visible again."""
+        self.revive.tick()
+        self.processors.wake_unblocked()
+
     def load(self) -> None:
         """Replay the revive topic (the store is open, nothing served yet)."""
         started = time.monotonic()
