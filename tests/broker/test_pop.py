@@ -361,3 +361,17 @@ async def test_held_orderly_pop_wakes_when_the_batch_becomes_visible_again(broke
     # woken, not run again because its 30 s poll time ran out
     assert int(again.response.ext_fields["popTime"]) < asked + 30_000
     assert again.response.ext_fields["orderCountInfo"] == "0 qo0%0 1;0 0 1"
+
+
+async def test_several_held_pops_share_what_arrives(broker):
+    _ctl, d = broker
+    await d.create_topic("LS", 1)
+    waiting = [
+        asyncio.create_task(d.pop("LSG", "LS", max_msgs=1, poll_ms=20_000, invisible_ms=60_000))
+        for _ in range(3)
+    ]
+    await asyncio.sleep(0.3)
+    for i in range(3):
+        await d.send("LS", 0, b"s%d" % i)
+    answers = await asyncio.wait_for(asyncio.gather(*waiting), 25)
+    assert sorted(m.body for a in answers for m in a.messages) == [b"s0", b"s1", b"s2"]

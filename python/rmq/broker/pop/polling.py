@@ -88,10 +88,11 @@ class PopHoldService:
         return bool(self._held)
 
     def notify(self, topic: str) -> None:
-        """``topic`` may have become poppable without growing (an orderly queue unblocked)."""
+        """``topic`` may have become poppable without growing (an orderly queue unblocked, a pop left
+        messages behind). The pops run from the loop, not from the caller (a pop that notifies)."""
         for held in list(self._held):
             if topic in held.topics and self._take(held) and not held.ctx.is_closed:
-                self._execute(held, False)
+                self._loop.call_soon(self._execute, held, False)
 
     def close(self) -> None:
         for held in self._held:

@@ -302,6 +302,8 @@ class PopProcessors:
 
         if st.count:
             s.counters.get_requests += 1
+            if st.rest > 0 and len(self.holds):
+                self.holds.notify(topic)  # more is there: held pops of the topic may take it (as 5.x)
             response = self._pop_response(
                 request, ResponseCode.SUCCESS, "FOUND", now, invisible_time, revive_qid, st.rest
             )
