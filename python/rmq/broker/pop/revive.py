@@ -132,6 +132,10 @@ class ReviveService:
         where it ends. 5.x also gives it a timer delivery time; rmq's revive service reads records at
         once, so none is set."""
         props = {MessageConst.TAGS: tag, MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: unique_id}
+        if self.topic not in self.s.topics:
+            # Made at the first POP record, not at start (5.x's broker makes it at start): a broker
+            # serving 4.x clients only lists the topics a 4.x broker lists.
+            self.s.topics.create_in_back(self.topic, self.queue_nums, PermName.READ | PermName.WRITE)
         store = self.s.store
         _id, _qo, phys, size, _ts = store.put(
             self.topic, revive_qid, body, properties_string(props).encode(), 0, 0, now_ms(), store.store_host

@@ -12,7 +12,6 @@ from rmq.broker.pop.processors import PopProcessors
 from rmq.broker.pop.revive import ReviveService
 from rmq.broker.pop.wire import revive_topic
 from rmq.broker.services import BrokerServices
-from rmq.common.codes import PermName
 
 __all__ = ["PopService"]
 
@@ -22,7 +21,6 @@ class PopService:
         cfg = services.config
         self.s = services
         self.topic = revive_topic(cfg.broker_cluster_name)
-        services.topics.create_in_back(self.topic, cfg.revive_queue_num, PermName.READ | PermName.WRITE)
         self.revive = ReviveService(services, self.topic, cfg.revive_queue_num, cfg.config_dir)
         self.processors: PopProcessors
         self.holds = PopHoldService(
