@@ -124,7 +124,7 @@ async def test_unacked_message_comes_back_from_retry_topic_with_reconsume_times(
     assert m.reconsume_times == 1 and m.topic == "RT"
     assert m.handle.retry == "1" and m.real_topic == "%RETRY%RG_RT"
     assert "POP_CK" in m.properties and ExtraInfo.parse(m.properties["POP_CK"]) == m.handle
-    assert "1ST_POP_TIME" in m.properties
+    assert "1ST_POP_TIME" in m.properties and m.properties["ORIGIN_GROUP"] == "RG"
     # not acked again: it comes back once more, reconsume times 2
     back2 = await pop_all(d, "RG", "RT", 1, invisible_ms=60_000)
     assert [(x.body, x.reconsume_times) for x in back2] == [(b"drop", 2)]

@@ -575,7 +575,11 @@ class PopProcessors:
         invisible_time = header_long(f, "invisibleTime")
 
         def answer(
-            code: int = ResponseCode.SUCCESS, remark: str | None = None, pt: int = 0, it: int = 0, rq: int = 0
+            code: int = ResponseCode.SUCCESS,
+            remark: str | None = "not set any response code",  # 5.x's remark where it sets none
+            pt: int = 0,
+            it: int = 0,
+            rq: int = 0,
         ) -> RemotingCommand:
             fields = {"popTime": str(pt), "invisibleTime": str(it), "reviveQid": str(rq)}
             return create_response(request, code, remark, fields)

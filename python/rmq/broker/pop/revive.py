@@ -49,6 +49,7 @@ __all__ = ["ReviveService"]
 log = logging.getLogger(__name__)
 
 _READ_BATCH = 256
+ORIGIN_GROUP = "ORIGIN_GROUP"
 Key = tuple[str, int, int, str, int]
 
 
@@ -275,6 +276,7 @@ class ReviveService:
             props.pop("POP_CK", None)
             if m.reconsume_times == 0 or FIRST_POP_TIME not in props:
                 props[FIRST_POP_TIME] = str(ck.pop_time)
+            props[ORIGIN_GROUP] = ck.cid  # as 5.5's revive
             if m.reconsume_times >= max_times:
                 target = codes.DLQ_GROUP_TOPIC_PREFIX + ck.cid
                 s.topics.create_in_back(target, 1, PermName.READ | PermName.WRITE)
@@ -298,7 +300,7 @@ class ReviveService:
                     m.flag,
                     m.sys_flag,
                     m.born_timestamp,
-                    m.born_host,
+                    s.store.store_host,  # 5.x: the re-put copy is born on this broker
                     m.reconsume_times + 1,
                     0,
                 )
