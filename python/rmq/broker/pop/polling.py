@@ -80,10 +80,16 @@ class PopHoldService:
         """New records were dispatched: run the pops whose queues grew. Returns whether pops are held."""
         if not self._held:
             return False
+        signatures: dict[tuple[str, ...], int] = {}  # one look per topic set, however many pops wait on it
         for held in list(self._held):
             if held.ctx.is_closed:
                 self._take(held)
-            elif self._signature(held.topics) != held.signature and self._take(held):
+                continue
+            key = tuple(held.topics)
+            now = signatures.get(key)
+            if now is None:
+                now = signatures[key] = self._signature(held.topics)
+            if now != held.signature and self._take(held):
                 self._execute(held, False)
         return bool(self._held)
 
