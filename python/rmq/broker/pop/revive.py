@@ -77,6 +77,8 @@ class ReviveService:
         """Per revive queue, a heap of (revive time, position, key) of the pending checkpoints (an entry
         whose checkpoint was acked meanwhile is skipped when it comes up)."""
         self.orders = OrderInfoTable()
+        self._written: dict[str, object] | None = None
+        """What ``popState.json`` holds (None: not written by this process yet)."""
         self.revived = 0
         """Messages re-put to a retry topic since start."""
         self.dead = 0
@@ -115,13 +117,14 @@ class ReviveService:
 
     def persist(self) -> None:
         """Write the progress, after the consumer offsets (the pops it covers) are on disk."""
-        progress = self.progress()
-        orders = self.orders.to_list()
-        self.s.offsets.persist()
-        persist_json(
-            self.path,
-            {"reviveOffsets": {str(q): o for q, o in enumerate(progress)}, "orderInfo": orders},
-        )
+        state = {
+            "reviveOffsets": {str(q): o for q, o in enumerate(self.progress())},
+            "orderInfo": self.orders.to_list(),
+        }
+        self.s.offsets.persist_if_dirty()  # not dirty: the file already holds every pop offset
+        if state != self._written:
+            persist_json(self.path, state)
+            self._written = state
 
     def inflight(self) -> int:
         """Popped messages neither acked nor revived yet."""
