@@ -334,6 +334,11 @@ def test_get_broker_config(admin: Admin) -> None:
         "metricsLabel",
         "metricsPromExporterHost",
         "metricsPromExporterPort",
+        # RocketMQ 5.x's POP settings
+        "reviveQueueNum",
+        "popFromRetryProbability",
+        "enableRetryTopicV2",
+        "maxPopPollingSize",
         # a 4.9 property Apache leaves out while unset (null); rmq lists it empty
         "haMasterAddress",
     }

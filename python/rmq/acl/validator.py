@@ -62,7 +62,14 @@ from rmq.acl.rules import (
 )
 from rmq.acl.signing import ACCESS_KEY, SIGNATURE, UNIQUE_KEY_QUERY, calc_signature, signed_content
 from rmq.common import fastjson
-from rmq.common.codes import RequestCode, ResponseCode
+from rmq.common.codes import (
+    ACK_MESSAGE,
+    BATCH_ACK_MESSAGE,
+    CHANGE_MESSAGE_INVISIBLETIME,
+    POP_MESSAGE,
+    RequestCode,
+    ResponseCode,
+)
 from rmq.remoting.command import RemotingCommand, create_response
 from rmq.remoting.context import RequestContext
 
@@ -181,6 +188,38 @@ def _locks(request: RemotingCommand) -> list[Requirement]:
     return out
 
 
+def _pop_topic(name: str | None, group: str | None) -> list[Requirement]:
+    """A POP request's topic: a POP retry topic (``%RETRY%<group>_<topic>`` or ``+``) needs SUB on the
+    topic it retries (its group is checked anyway), any other topic as a pull's."""
+    if name and group:
+        for sep in ("_", "+"):
+            prefix = f"{RETRY_PREFIX}{group}{sep}"
+            if name.startswith(prefix):
+                return _topic(name[len(prefix) :], SUB)
+    return _topic(name, SUB)
+
+
+def _pop(ext: dict[str, str]) -> list[Requirement]:
+    group = ext.get("consumerGroup")
+    return _pop_topic(ext.get("topic"), group) + _group(group)
+
+
+def _batch_ack(request: RemotingCommand) -> list[Requirement]:
+    """BATCH_ACK_MESSAGE: SUB on each ack's group and topic (its retry mark says which topic)."""
+    if not request.body:
+        return []
+    data = fastjson.loads(bytes(request.body))
+    if not isinstance(data, dict):
+        raise ValueError("batch ack body is not a JSON object")
+    out: list[Requirement] = []
+    for a in data.get("acks") or []:
+        if not isinstance(a, dict):
+            raise ValueError("a batch ack is not a JSON object")
+        group = str(a.get("c") or a.get("consumerGroup") or "")
+        out += _group(group) + _topic(str(a.get("t") or a.get("topic") or ""), SUB)
+    return out
+
+
 _EXTRACTORS: Final[dict[int, Callable[[RemotingCommand, dict[str, str]], list[Requirement]]]] = {
     RC.SEND_MESSAGE: lambda r, e: _send(e),
     RC.SEND_MESSAGE_V2: lambda r, e: _send(e),
@@ -196,6 +235,10 @@ _EXTRACTORS: Final[dict[int, Callable[[RemotingCommand, dict[str, str]], list[Re
     RC.QUERY_CONSUMER_OFFSET: lambda r, e: _group(e.get("consumerGroup")) + _topic(e.get("topic"), SUB),
     RC.LOCK_BATCH_MQ: lambda r, e: _locks(r),
     RC.UNLOCK_BATCH_MQ: lambda r, e: _locks(r),
+    POP_MESSAGE: lambda r, e: _pop(e),
+    ACK_MESSAGE: lambda r, e: _pop(e),
+    CHANGE_MESSAGE_INVISIBLETIME: lambda r, e: _pop(e),
+    BATCH_ACK_MESSAGE: lambda r, e: _batch_ack(r),
 }
 
 

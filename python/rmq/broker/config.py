@@ -108,6 +108,10 @@ _NAMES: dict[str, str] = {
     "innerClientAuthenticationCredentials": "inner_client_authentication_credentials",
     "dashboardPort": "dashboard_port",
     "dashboardAdmin": "dashboard_admin",
+    "reviveQueueNum": "revive_queue_num",
+    "popFromRetryProbability": "pop_from_retry_probability",
+    "enableRetryTopicV2": "enable_retry_topic_v2",
+    "maxPopPollingSize": "max_pop_polling_size",
     "tls.server.mode": "tls_server_mode",
     "tls.server.certPath": "tls_server_cert_path",
     "tls.server.keyPath": "tls_server_key_path",
@@ -313,6 +317,15 @@ class BrokerConfig:
     dashboard_admin: bool = False
     """Let the dashboard reset offsets and resend dead-letter messages (rmq's own property; false:
     read-only)."""
+    revive_queue_num: int = 8
+    """POP: queues of the revive topic ``rmq_sys_REVIVE_LOG_<cluster>`` (RocketMQ 5.x's property; its
+    checkpoints and acks are spread over them)."""
+    pop_from_retry_probability: int = 20
+    """POP: the percentage of pops that read the group's retry topic before the topic (5.x's property)."""
+    enable_retry_topic_v2: bool = False
+    """POP: retry topics named ``%RETRY%<group>+<topic>`` instead of ``%RETRY%<group>_<topic>`` (5.x)."""
+    max_pop_polling_size: int = 100_000
+    """POP: pops held for long polling at most; more are answered POLLING_FULL (5.x's property)."""
     tls_server_mode: str = "disabled"
     """RocketMQ's ``tls.server.mode`` for the broker port (and an embedded name server): ``disabled``,
     ``permissive`` (TLS and plaintext clients both served) or ``enforcing`` (TLS only). RocketMQ 4.9's
@@ -591,6 +604,10 @@ class BrokerConfig:
         if self.stats_log_interval < 0:
             raise ConfigError("statsLogInterval must not be negative")
         self._check_metrics()
+        if not 1 <= self.revive_queue_num <= 998:
+            raise ConfigError("reviveQueueNum must be 1..998")
+        if not 0 <= self.pop_from_retry_probability <= 100:
+            raise ConfigError("popFromRetryProbability must be a percentage, 0..100")
         if not 0 <= self.access_message_in_memory_max_ratio <= 100:
             raise ConfigError("accessMessageInMemoryMaxRatio must be a percentage, 0..100")
         if self.acl_enable and not self.acl_path:

@@ -24,6 +24,7 @@ from rmq.broker.long_polling import PullHoldService
 from rmq.broker.metrics import parse_metrics_label
 from rmq.broker.metrics_collector import BrokerCollector
 from rmq.broker.mq_lock import RebalanceLockManager
+from rmq.broker.pop.service import PopService
 from rmq.broker.processors.acl_admin import AclAdminProcessors
 from rmq.broker.processors.admin import AdminProcessors
 from rmq.broker.processors.admin_views import AdminViewProcessors
@@ -131,6 +132,7 @@ class BrokerController:
         self.ha_client: HAClient | None = None
         self._metrics: MetricsExporter | None = None
         self.dashboard: Dashboard | None = None
+        self.pop: PopService | None = None
 
     @property
     def metrics_port(self) -> int:
@@ -267,6 +269,12 @@ class BrokerController:
         self.timer.load()
         astore.dispatched.add_listener(holds.on_dispatch)
         holds.watch = astore.dispatched.watch
+        if not cfg.is_slave:
+            # POP (5.x consumers): the revive topic is replayed before anything is served.
+            self.pop = PopService(s, loop)
+            self.pop.load()
+            astore.dispatched.add_listener(self.pop.holds.on_dispatch)
+            self.pop.holds.watch = astore.dispatched.watch
 
         self._registration = NameServerRegistration(cfg, topics, self.client)
         slave_sync: PeriodicTask | None = None
@@ -314,6 +322,7 @@ class BrokerController:
             StatsProcessors(s),
             SendBackProcessor(s),
             EndTransactionProcessor(s, self.transactions),
+            *([self.pop.processors] if self.pop is not None else []),
         ):
             for code, proc in group.table().items():
                 self.remoting.register(code, proc)
@@ -363,6 +372,16 @@ class BrokerController:
                     "transaction-check",
                     cfg.transaction_check_interval / 1000,
                     self.transactions.check,
+                ),
+            ]
+        if self.pop is not None:
+            self._tasks += [
+                PeriodicTask("pop-revive", 0.2, self.pop.tick),
+                PeriodicTask(
+                    "pop-persist",
+                    cfg.flush_consumer_offset_interval / 1000,
+                    self.pop.revive.persist,
+                    final_tick=True,
                 ),
             ]
         if self.acl is not None:
@@ -481,6 +500,8 @@ class BrokerController:
         s = self.services
         if s is not None:
             s.holds.close()
+            if self.pop is not None:
+                self.pop.holds.close()
             s.flush_responder.close()
             if s.replica_responder is not None:
                 s.replica_responder.close()

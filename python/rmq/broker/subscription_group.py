@@ -23,6 +23,9 @@ class SubscriptionGroupConfig:
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    consume_message_orderly: bool = False
+    """RocketMQ 5.x: a FIFO group (its proxy pops it orderly); written to JSON only when true, so 4.x
+    tools see the table they know."""
 
     _KEYS = {
         "groupName": "group_name",
@@ -34,10 +37,14 @@ class SubscriptionGroupConfig:
         "brokerId": "broker_id",
         "whichBrokerWhenConsumeSlowly": "which_broker_when_consume_slowly",
         "notifyConsumerIdsChangedEnable": "notify_consumer_ids_changed_enable",
+        "consumeMessageOrderly": "consume_message_orderly",
     }
 
     def to_dict(self) -> dict[str, Any]:
-        return {k: getattr(self, a) for k, a in self._KEYS.items()}
+        out = {k: getattr(self, a) for k, a in self._KEYS.items()}
+        if not self.consume_message_orderly:
+            del out["consumeMessageOrderly"]
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any], name: str | None = None) -> SubscriptionGroupConfig:

@@ -397,3 +397,15 @@ class MessageConst:
     KEY_SEPARATOR: Final = " "
     NAME_VALUE_SEPARATOR: Final = "\u0001"
     PROPERTY_SEPARATOR: Final = "\u0002"
+
+
+# --- POP consumption (RocketMQ 5.x ``RequestCode`` / ``ResponseCode``) --------------------------------------
+# Plain ints: 5.x's POLLING_FULL (209) is the number 4.x gave UPDATE_AND_CREATE_ACL_CONFIG_FAILED.
+POP_MESSAGE: Final = 200050
+ACK_MESSAGE: Final = 200051
+PEEK_MESSAGE: Final = 200052
+CHANGE_MESSAGE_INVISIBLETIME: Final = 200053
+BATCH_ACK_MESSAGE: Final = 200151
+INVALID_PARAMETER: Final = 29
+POLLING_FULL: Final = 209
+POLLING_TIMEOUT: Final = 210
