@@ -254,6 +254,9 @@ class BrokerController:
         self.schedule.load()
         s.schedule = self.schedule
         self.transactions = TransactionCheckService(s)
+        s.transaction_stats = self.transactions.stats
+        if not cfg.is_slave:
+            self.transactions.load()  # the op records since the committed op offset, once
         self.timer = TimerService(store, cfg.config_dir)
         self.timer.load()
         astore.dispatched.add_listener(holds.on_dispatch)

@@ -101,6 +101,8 @@ class BrokerServices:
     read_check: TopicCheck | None = None
     """ACL (None: off): why the request's account may not have a permission (SUB unless given) on a topic
     known only once the record the request names by offset is read, or None when it may."""
+    transaction_stats: Callable[[], dict[str, str]] = dict
+    """The transaction service's figures for GET_BROKER_RUNTIME_INFO (``transactionHalfOffset``, ...)."""
     fast_send: Any = None
     """The network thread's SEND fast path (``rmq._store.NetServer``), or None: ``allow_topic`` lets a
     vetted topic's sends and batches bypass Python, ``forget_topic`` / ``forget_topics`` undo it (called
