@@ -336,6 +336,7 @@ class BrokerController:
                 else []
             ),
             PeriodicTask("log-store-journal", 1.0, lambda: journal.log_new_events(store), final_tick=True),
+            PeriodicTask("batch-uniq-key-warnings", 1.0, send.warn_batch_uniq_keys),
             PeriodicTask(
                 "register-name-servers",
                 max(10_000, min(cfg.register_name_server_period, 60_000)) / 1000,

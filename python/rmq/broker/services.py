@@ -142,14 +142,17 @@ class BrokerServices:
         left to the Python path (``fastSendDeclined``), also per reason (``fastSendDeclinedTopic``, ...:
         header, topic, queue id, body, special, properties, batch, store, queued); without a network
         thread the totals only, zeros. ``netThreadWakeups``: times the network thread woke up with events
-        to handle (requests per wake-up tell how much each of its sleeps and system calls is shared)."""
+        to handle (requests per wake-up tell how much each of its sleeps and system calls is shared).
+        ``fastSendBatchUniqKeysDropped``: batches whose batch-level UNIQ_KEY it dropped."""
         if self.fast_send is None:
-            taken, messages, declined, wakeups = 0, 0, [], 0
+            taken, messages, declined, wakeups, uniq = 0, 0, [], 0, 0
         else:
             taken, messages, declined = self.fast_send.fast_send_stats()
             wakeups = self.fast_send.wakeups()
+            uniq = self.fast_send.fast_batch_uniq_keys_dropped()
         out = {
             "netThreadWakeups": str(wakeups),
+            "fastSendBatchUniqKeysDropped": str(uniq),
             "fastSendTaken": str(taken),
             "fastSendMessages": str(messages),
             "fastSendDeclined": str(sum(n for _, n in declined)),
