@@ -237,3 +237,29 @@ async def test_decisions_survive_restart_and_kill_read_once(broker: list[BrokerP
         )
     finally:
         await client.close()
+
+
+async def test_an_open_transaction_is_checked_early_while_decisions_pile_up(tmp_path: Path) -> None:
+    """With a check interval of 10 minutes, an open half message holds the floor; once it is older than
+    transactionTimeOut (1 s here) the next decisions have the check run at once: it re-appends the open
+    one and the floor moves past it, so the decided set does not grow until the interval ends."""
+    b = await asyncio.to_thread(
+        start_broker, tmp_path / "store", "transactionCheckInterval=600000", "transactionTimeOut=1000"
+    )
+    client = RemotingClient()
+    try:
+        await send_half(client, b.broker_addr, "left-open")
+        first, moved = 0, False
+        deadline = time.monotonic() + 30
+        while not moved and time.monotonic() < deadline:
+            await transactions(client, b.broker_addr, first, 200, 8)
+            first += 200
+            stats = tx_stats(await runtime_info(client, b.broker_addr))
+            moved = stats["HalfOffset"] > 0
+        assert moved, f"the floor stayed on the open half message: {stats}"
+        # The open one was re-appended (no producer to ask: logged); everything before it is settled.
+        assert stats["DecidedAhead"] < first, stats
+    finally:
+        await client.close()
+        b.stop()
+    assert any("no live producer of group TxCostGroup" in line for line in b.log), "".join(b.log[-20:])

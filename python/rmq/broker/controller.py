@@ -349,14 +349,14 @@ class BrokerController:
             self._tasks.append(PeriodicTask("sync-master-fast-path-warnings", 1.0, replica_warnings.tick))
         if not cfg.is_slave:
             # What writes messages of its own runs on masters only (a slave's log is its master's).
+            check = PeriodicTask(
+                "transaction-check", cfg.transaction_check_interval / 1000, self.transactions.check
+            )
+            self.transactions.request_check = check.wakeup
             self._tasks += [
                 PeriodicTask("schedule-delay-levels", 0.1, self.schedule.tick, initial_delay_s=0.1),
                 PeriodicTask("timer-messages", 0.1, self.timer.tick, initial_delay_s=0.1),
-                PeriodicTask(
-                    "transaction-check",
-                    cfg.transaction_check_interval / 1000,
-                    self.transactions.check,
-                ),
+                check,
             ]
         if self.acl is not None:
             self._tasks.append(PeriodicTask("acl-file-reload", 1.0, self.acl.reload_if_changed))

@@ -25,6 +25,7 @@ from __future__ import annotations
 import heapq
 import logging
 import time
+from collections.abc import Callable
 
 from rmq.acl.rules import PUB
 from rmq.broker.records import StoredMessage, encode_record, properties_string
@@ -133,6 +134,12 @@ class TransactionCheckService:
         self._op_read = 0
         """The next op record to read: those below are in ``done`` or below the floor."""
         self._loaded = False
+        self._stuck_floor = -1
+        self._stuck_since = 0.0
+        self._early_check_after = 0.0
+        self.request_check: Callable[[], None] | None = None
+        """Run the periodic check now (the controller's): asked for when the floor has waited on an open
+        half message for ``transactionTimeOut`` while decisions pile up above it."""
         self.op_records_read = 0
         """Op records decoded (at start from the committed op offset, then only ones not written here)."""
         self.checks_sent = 0
@@ -231,6 +238,18 @@ class TransactionCheckService:
         offsets = self.s.offsets
         offsets.commit(GROUP, codes.TRANS_HALF_TOPIC, 0, floor)
         offsets.commit(GROUP, codes.TRANS_OP_HALF_TOPIC, 0, op_offset)
+        if done and self.request_check is not None:
+            # Decisions wait above an open half message: once it is old enough to be checked, check it now
+            # rather than at the next interval (at most once a second), so the set holds no more than
+            # about transactionTimeOut's worth of decisions.
+            now = time.monotonic()
+            if floor != self._stuck_floor:
+                self._stuck_floor, self._stuck_since = floor, now
+            elif now - self._stuck_since > self.s.config.transaction_time_out / 1000 and (
+                now >= self._early_check_after
+            ):
+                self._early_check_after = now + 1.0
+                self.request_check()
 
     def stats(self) -> dict[str, str]:
         """For GET_BROKER_RUNTIME_INFO: the half floor, how many are decided above it, op records read."""
