@@ -12,7 +12,8 @@ REASONS = ("Header", "Topic", "QueueId", "Body", "Special", "Properties", "Batch
 
 
 def fast_send_stats(broker_addr: str) -> dict[str, int]:
-    """``taken``, ``messages``, ``declined`` and one entry per decline reason (``Topic``, ``Queued``, ...)."""
+    """``taken``, ``messages``, ``declined``, one entry per decline reason (``Topic``, ``Queued``, ...), and
+    ``uniq_dropped``: batches whose batch-level UNIQ_KEY the fast path dropped."""
     r = invoke_sync(broker_addr, create_request(RequestCode.GET_BROKER_RUNTIME_INFO), 5000)
     assert r.code == 0, r.remark
     table = orjson.loads(r.body)["table"]
@@ -21,6 +22,7 @@ def fast_send_stats(broker_addr: str) -> dict[str, int]:
         "messages": int(table["fastSendMessages"]),
         "declined": int(table["fastSendDeclined"]),
         "wakeups": int(table["netThreadWakeups"]),
+        "uniq_dropped": int(table.get("fastSendBatchUniqKeysDropped", 0)),
     }
     for reason in REASONS:
         out[reason] = int(table.get("fastSendDeclined" + reason, 0))  # none without a network thread

@@ -225,7 +225,7 @@ async def test_batch_messages_keep_their_own_uniq_key(broker, caplog):
         ("true", "x", "DefaultCluster")
     ] * 3
     assert stored[0]["TAGS"] == "A"
-    assert "batch-level UNIQ_KEY: dropped" in caplog.text
+    assert "batch-level UNIQ_KEY dropped from 1 batches so far" in caplog.text
     # without a batch-level UNIQ_KEY nothing is dropped or logged
     caplog.clear()
     body = encode_batch_body([(0, b"m4", b"UNIQ_KEY\x01ID4")])

@@ -265,6 +265,9 @@ class BrokerController:
         self.schedule.load()
         s.schedule = self.schedule
         self.transactions = TransactionCheckService(s)
+        s.transaction_stats = self.transactions.stats
+        if not cfg.is_slave:
+            self.transactions.load()  # the op records since the committed op offset, once
         self.timer = TimerService(store, cfg.config_dir)
         self.timer.load()
         astore.dispatched.add_listener(holds.on_dispatch)
@@ -353,6 +356,7 @@ class BrokerController:
                 else []
             ),
             PeriodicTask("log-store-journal", 1.0, lambda: journal.log_new_events(store), final_tick=True),
+            PeriodicTask("batch-uniq-key-warnings", 1.0, send.warn_batch_uniq_keys),
             PeriodicTask(
                 "register-name-servers",
                 max(10_000, min(cfg.register_name_server_period, 60_000)) / 1000,
@@ -365,14 +369,14 @@ class BrokerController:
             self._tasks.append(PeriodicTask("sync-master-fast-path-warnings", 1.0, replica_warnings.tick))
         if not cfg.is_slave:
             # What writes messages of its own runs on masters only (a slave's log is its master's).
+            check = PeriodicTask(
+                "transaction-check", cfg.transaction_check_interval / 1000, self.transactions.check
+            )
+            self.transactions.request_check = check.wakeup
             self._tasks += [
                 PeriodicTask("schedule-delay-levels", 0.1, self.schedule.tick, initial_delay_s=0.1),
                 PeriodicTask("timer-messages", 0.1, self.timer.tick, initial_delay_s=0.1),
-                PeriodicTask(
-                    "transaction-check",
-                    cfg.transaction_check_interval / 1000,
-                    self.transactions.check,
-                ),
+                check,
             ]
         if self.pop is not None:
             self._tasks += [

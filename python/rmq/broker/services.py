@@ -101,6 +101,8 @@ class BrokerServices:
     read_check: TopicCheck | None = None
     """ACL (None: off): why the request's account may not have a permission (SUB unless given) on a topic
     known only once the record the request names by offset is read, or None when it may."""
+    transaction_stats: Callable[[], dict[str, str]] = dict
+    """The transaction service's figures for GET_BROKER_RUNTIME_INFO (``transactionHalfOffset``, ...)."""
     fast_send: Any = None
     """The network thread's SEND fast path (``rmq._store.NetServer``), or None: ``allow_topic`` lets a
     vetted topic's sends and batches bypass Python, ``forget_topic`` / ``forget_topics`` undo it (called
@@ -140,14 +142,17 @@ class BrokerServices:
         left to the Python path (``fastSendDeclined``), also per reason (``fastSendDeclinedTopic``, ...:
         header, topic, queue id, body, special, properties, batch, store, queued); without a network
         thread the totals only, zeros. ``netThreadWakeups``: times the network thread woke up with events
-        to handle (requests per wake-up tell how much each of its sleeps and system calls is shared)."""
+        to handle (requests per wake-up tell how much each of its sleeps and system calls is shared).
+        ``fastSendBatchUniqKeysDropped``: batches whose batch-level UNIQ_KEY it dropped."""
         if self.fast_send is None:
-            taken, messages, declined, wakeups = 0, 0, [], 0
+            taken, messages, declined, wakeups, uniq = 0, 0, [], 0, 0
         else:
             taken, messages, declined = self.fast_send.fast_send_stats()
             wakeups = self.fast_send.wakeups()
+            uniq = self.fast_send.fast_batch_uniq_keys_dropped()
         out = {
             "netThreadWakeups": str(wakeups),
+            "fastSendBatchUniqKeysDropped": str(uniq),
             "fastSendTaken": str(taken),
             "fastSendMessages": str(messages),
             "fastSendDeclined": str(sum(n for _, n in declined)),

@@ -6,14 +6,26 @@ record; commit and rollback both write an op message (RMQ_SYS_TRANS_OP_HALF_TOPI
 the half queue offset). The check service pairs half messages with op records; one older than
 `transactionTimeOut` without an op record is re-appended with TRANSACTION_CHECK_TIMES + 1 and
 CHECK_TRANSACTION_STATE is sent to a live producer of its group; after `transactionCheckMax`
-checks it is parked in TRANS_CHECK_MAX_TIME_TOPIC and never delivered. Progress of both queues is
-kept as consumer offsets of group CID_RMQ_SYS_TRANS, so it survives restarts.
+checks it is parked in TRANS_CHECK_MAX_TIME_TOPIC and never delivered.
+
+What is decided is kept in memory and costs the same whatever the history: every half offset below
+the *half floor* is settled (decided by an op record, superseded by its re-appended copy, or parked),
+and the decided ones at or above it are a set (with the offset of each one's op record). A decision
+adds to the set and moves the floor over every decided offset in a row, so with transactions decided
+as they come the set holds only those decided ahead of an older open one; the check service moves the
+floor over the open ones it re-appends. Op records are read once: the broker writes its own into the
+set as it appends them and reads only those appended by something else since its last read. The
+floor and the lowest op offset still needed (that of the oldest op record of an offset at or above
+the floor) are committed as consumer offsets of group CID_RMQ_SYS_TRANS (half and op queue) after each
+decision and check, so a restarted broker reads the op records from there only, not from the start.
 """
 
 from __future__ import annotations
 
+import heapq
 import logging
 import time
+from collections.abc import Callable
 
 from rmq.acl.rules import PUB
 from rmq.broker.records import StoredMessage, encode_record, properties_string
@@ -33,22 +45,6 @@ COMMIT = MessageSysFlag.TRANSACTION_COMMIT_TYPE
 ROLLBACK = MessageSysFlag.TRANSACTION_ROLLBACK_TYPE
 GROUP = codes.CID_SYS_RMQ_TRANS
 OP_TAG = "d"
-
-
-def write_op(s: BrokerServices, half_queue_offset: int) -> None:
-    s.topics.create_in_back(codes.TRANS_OP_HALF_TOPIC, 1)
-    s.store.put(
-        codes.TRANS_OP_HALF_TOPIC,
-        0,
-        str(half_queue_offset).encode(),
-        properties_string({MessageConst.TAGS: OP_TAG}).encode(),
-        0,
-        0,
-        int(time.time() * 1000),
-        s.store.store_host,
-        0,
-        0,
-    )
 
 
 class EndTransactionProcessor:
@@ -95,8 +91,9 @@ class EndTransactionProcessor:
             refusal = s.read_check(ctx.remote_addr, request, real_topic, PUB)
             if refusal is not None:
                 return create_response(request, ResponseCode.NO_PERMISSION, refusal)
-        self.checker.load_ops()
-        if half.queue_offset in self.checker.done:
+        checker = self.checker
+        checker.catch_up()
+        if checker.decided(half.queue_offset):
             return create_response(request)  # already decided (a late second phase)
         if kind == COMMIT:
             real_topic = half.properties.get(MessageConst.REAL_TOPIC)
@@ -117,69 +114,214 @@ class EndTransactionProcessor:
                 half.reconsume_times,
                 half.physical_offset,
             )
-        write_op(s, half.queue_offset)
-        self.checker.done.add(half.queue_offset)
+        checker.write_op(half.queue_offset)
+        checker.commit_progress()
         return create_response(request)
 
 
 class TransactionCheckService:
-    """Periodic check of half messages without an op record."""
+    """What is decided (the half floor and the decided set above it) and the periodic check of half
+    messages without an op record."""
 
     def __init__(self, services: BrokerServices) -> None:
         self.s = services
-        self.done: set[int] = set()
-        self._op_offset = 0
+        self.floor = 0
+        """Every half queue offset below is settled."""
+        self.done: dict[int, int] = {}
+        """Decided half queue offsets at or above the floor -> queue offset of their op record."""
+        self._op_heap: list[tuple[int, int]] = []
+        """(op offset, half offset) of the op records noted in ``done``; stale ones leave from the top."""
+        self._op_read = 0
+        """The next op record to read: those below are in ``done`` or below the floor."""
+        self._loaded = False
+        self._stuck_floor = -1
+        self._stuck_since = 0.0
+        self._early_check_after = 0.0
+        self.request_check: Callable[[], None] | None = None
+        """Run the periodic check now (the controller's): asked for when the floor has waited on an open
+        half message for ``transactionTimeOut`` while decisions pile up above it."""
+        self.op_records_read = 0
+        """Op records decoded (at start from the committed op offset, then only ones not written here)."""
         self.checks_sent = 0
         self.discarded = 0
+
+    # --- what is decided --------------------------------------------------------------------------
+    def load(self) -> None:
+        """Take the committed half floor and op offset, and read the op records from there (once)."""
+        if self._loaded:
+            return
+        self._loaded = True
+        s = self.s
+        half_end = s.store.max_offset(codes.TRANS_HALF_TOPIC, 0)
+        op_end = s.store.max_offset(codes.TRANS_OP_HALF_TOPIC, 0)
+        floor = max(s.offsets.query(GROUP, codes.TRANS_HALF_TOPIC, 0), 0)
+        op_from = max(s.offsets.query(GROUP, codes.TRANS_OP_HALF_TOPIC, 0), 0)
+        if floor > half_end:
+            log.warning(
+                "transactions: committed half offset %d is past the half queue's end %d: checking from %d",
+                floor,
+                half_end,
+                half_end,
+            )
+            floor = half_end
+        if op_from > op_end:
+            log.warning(
+                "transactions: committed op offset %d is past the op queue's end %d: reading from %d",
+                op_from,
+                op_end,
+                op_end,
+            )
+            op_from = op_end
+        self.floor = floor
+        self._op_read = op_from
+        started = time.monotonic()
+        self.catch_up()
+        if self.op_records_read:
+            log.info(
+                "transactions: %d op records read from op offset %d in %.0f ms; half offset %d, "
+                "%d decided above it",
+                self.op_records_read,
+                op_from,
+                (time.monotonic() - started) * 1000,
+                self.floor,
+                len(self.done),
+            )
+
+    def catch_up(self) -> None:
+        """Note the op records appended since the last read by anything but :meth:`write_op` (at start:
+        those of earlier runs; none otherwise), so :meth:`decided` knows every decision."""
+        if not self._loaded:
+            self.load()
+            return
+        end = self.s.store.max_offset(codes.TRANS_OP_HALF_TOPIC, 0)
+        while self._op_read < end:
+            msgs, nxt = self._read(codes.TRANS_OP_HALF_TOPIC, self._op_read)
+            for m in msgs:
+                self.op_records_read += 1
+                for half_offset in _op_offsets(m.body):
+                    self._note(half_offset, m.queue_offset)
+            if nxt <= self._op_read:
+                break
+            self._op_read = nxt
+        self._advance()
+
+    def decided(self, half_offset: int) -> bool:
+        return half_offset < self.floor or half_offset in self.done
+
+    def write_op(self, half_offset: int) -> None:
+        """Append the op record deciding ``half_offset`` and note it."""
+        s = self.s
+        s.topics.create_in_back(codes.TRANS_OP_HALF_TOPIC, 1)
+        _msg_id, op_offset, _phys, _size, _ts = s.store.put(
+            codes.TRANS_OP_HALF_TOPIC,
+            0,
+            str(half_offset).encode(),
+            properties_string({MessageConst.TAGS: OP_TAG}).encode(),
+            0,
+            0,
+            int(time.time() * 1000),
+            s.store.store_host,
+            0,
+            0,
+        )
+        self._note(half_offset, op_offset)
+        if op_offset == self._op_read:
+            self._op_read += 1  # else records of others lie between: catch_up reads them (and this again)
+        self._advance()
+
+    def commit_progress(self) -> None:
+        """Commit the half floor and the lowest op offset a restart must read from."""
+        heap, done, floor = self._op_heap, self.done, self.floor
+        while heap and (heap[0][1] < floor or done.get(heap[0][1]) != heap[0][0]):
+            heapq.heappop(heap)
+        op_offset = min(heap[0][0], self._op_read) if heap else self._op_read
+        offsets = self.s.offsets
+        offsets.commit(GROUP, codes.TRANS_HALF_TOPIC, 0, floor)
+        offsets.commit(GROUP, codes.TRANS_OP_HALF_TOPIC, 0, op_offset)
+        if done and self.request_check is not None:
+            # Decisions wait above an open half message: once it is old enough to be checked, check it now
+            # rather than at the next interval (at most once a second), so the set holds no more than
+            # about transactionTimeOut's worth of decisions.
+            now = time.monotonic()
+            if floor != self._stuck_floor:
+                self._stuck_floor, self._stuck_since = floor, now
+            elif now - self._stuck_since > self.s.config.transaction_time_out / 1000 and (
+                now >= self._early_check_after
+            ):
+                self._early_check_after = now + 1.0
+                self.request_check()
+
+    def stats(self) -> dict[str, str]:
+        """For GET_BROKER_RUNTIME_INFO: the half floor, how many are decided above it, op records read."""
+        return {
+            "transactionHalfOffset": str(self.floor),
+            "transactionDecidedAhead": str(len(self.done)),
+            "transactionOpRecordsRead": str(self.op_records_read),
+            "transactionChecksSent": str(self.checks_sent),
+            "transactionDiscarded": str(self.discarded),
+        }
+
+    def _note(self, half_offset: int, op_offset: int) -> None:
+        if half_offset < self.floor or half_offset in self.done:
+            return
+        self.done[half_offset] = op_offset
+        heapq.heappush(self._op_heap, (op_offset, half_offset))
+
+    def _advance(self) -> None:
+        """Move the floor over the decided offsets in a row from it."""
+        done, floor = self.done, self.floor
+        while floor in done:
+            del done[floor]
+            floor += 1
+        self.floor = floor
+
+    def _settle_below(self, offset: int) -> None:
+        """Everything below ``offset`` is settled (checked, or gone from the half queue)."""
+        floor, done = self.floor, self.done
+        if offset <= floor:
+            return
+        if offset - floor <= len(done):
+            for h in range(floor, offset):
+                done.pop(h, None)
+        elif done:
+            self.done = {h: o for h, o in done.items() if h >= offset}
+        self.floor = offset
+        self._advance()
 
     def _read(self, topic: str, offset: int) -> tuple[list[StoredMessage], int]:
         status, nxt, _mn, _mx, buf, _n = self.s.store.get_message(topic, 0, offset, 32)
         if status == "FOUND":
             return StoredMessage.decode_all(buf), nxt
-        if status in (
-            "OFFSET_TOO_SMALL",
-            "NO_MATCHED_MESSAGE",
-            "MESSAGE_WAS_REMOVING",
-            "OFFSET_OVERFLOW_BADLY",
-        ):
+        if status in ("OFFSET_TOO_SMALL", "MESSAGE_WAS_REMOVING"):
             return [], nxt
         return [], offset
 
-    def load_ops(self) -> None:
-        """Read op records up to the end (done half offsets)."""
-        offset = max(self.s.offsets.query(GROUP, codes.TRANS_OP_HALF_TOPIC, 0), 0)
-        offset = min(offset, self._op_offset) if self._op_offset else offset
-        while True:
-            msgs, nxt = self._read(codes.TRANS_OP_HALF_TOPIC, offset)
-            for m in msgs:
-                try:
-                    self.done.add(int(m.body))
-                except ValueError:
-                    pass
-            if nxt == offset:
-                break
-            offset = nxt
-        self._op_offset = offset
-
+    # --- the check --------------------------------------------------------------------------------
     def check(self) -> None:
         s = self.s
-        self.load_ops()
+        self.catch_up()
         now = int(time.time() * 1000)
         timeout = s.config.transaction_time_out
-        half_offset = max(s.offsets.query(GROUP, codes.TRANS_HALF_TOPIC, 0), 0)
-        progress = half_offset
         while True:
-            msgs, nxt = self._read(codes.TRANS_HALF_TOPIC, progress)
+            msgs, nxt = self._read(codes.TRANS_HALF_TOPIC, self.floor)
             if not msgs:
-                if nxt != progress:
-                    progress = nxt
+                if nxt > self.floor:
+                    # Half messages gone with their CommitLog files: nothing left to decide there.
+                    log.warning(
+                        "transactions: half offsets %d..%d are gone: not checked", self.floor, nxt - 1
+                    )
+                    self._settle_below(nxt)
                     continue
                 break
             stop = False
             for m in msgs:
-                if m.queue_offset in self.done:
-                    progress = m.queue_offset + 1
-                    continue
+                q = m.queue_offset
+                if q < self.floor:
+                    continue  # decided while read
+                if q > self.floor:
+                    self._settle_below(q)
+                    if q < self.floor:
+                        continue
                 immunity = m.properties.get(MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS)
                 wait_ms = timeout
                 if immunity and immunity.isdigit():
@@ -192,12 +334,10 @@ class TransactionCheckService:
                 except DiskFullError:
                     stop = True  # checked up to here; the rest once there is space
                     break
-                progress = m.queue_offset + 1
+                self._settle_below(q + 1)  # this copy is parked, or superseded by the re-appended one
             if stop:
                 break
-        if progress != half_offset:
-            s.offsets.commit(GROUP, codes.TRANS_HALF_TOPIC, 0, progress)
-        s.offsets.commit(GROUP, codes.TRANS_OP_HALF_TOPIC, 0, 0)
+        self.commit_progress()
 
     def _check_one(self, m: StoredMessage) -> None:
         s = self.s
@@ -218,8 +358,7 @@ class TransactionCheckService:
                 m.reconsume_times,
                 0,
             )
-            write_op(s, m.queue_offset)
-            self.done.add(m.queue_offset)
+            self.write_op(m.queue_offset)
             self.discarded += 1
             return
         props[MessageConst.TRANSACTION_CHECK_TIMES] = str(times + 1)
@@ -236,8 +375,6 @@ class TransactionCheckService:
             m.reconsume_times,
             0,
         )
-        # The old copy is superseded by the re-appended one.
-        self.done.add(m.queue_offset)
         group = props.get(MessageConst.PRODUCER_GROUP, "")
         channel = s.producers.any_channel(group)
         if channel is None:
@@ -274,3 +411,15 @@ class TransactionCheckService:
             self.checks_sent += 1
         except Exception as e:
             log.info("check of %s not sent: %s", msg_id, e)
+
+
+def _op_offsets(body: bytes) -> list[int]:
+    """The half queue offsets an op record decides: one in decimal (RocketMQ 4.x), or several separated by
+    commas (5.x); anything else decides nothing."""
+    out = []
+    for part in bytes(body).split(b","):
+        try:
+            out.append(int(part))
+        except ValueError:
+            continue
+    return out

@@ -134,6 +134,46 @@ pub fn push_response(
     out[start + 4..start + 8].copy_from_slice(&(header_len as u32).to_be_bytes());
 }
 
+/// A whole response frame with a ROCKETMQ binary header (REMOTING.md §1.3: the answer to a
+/// request that came so) appended to `out`: language JAVA, `remark` as is (empty: none), then
+/// `ext_entries`, the extFields entries already encoded ([`push_binary_entry`]).
+pub fn push_binary_response(
+    out: &mut Vec<u8>,
+    code: i32,
+    opaque: i32,
+    version: i32,
+    remark: &str,
+    ext_entries: &[u8],
+) {
+    let start = out.len();
+    out.extend_from_slice(&[0; 8]);
+    out.extend_from_slice(&(code as i16).to_be_bytes());
+    out.push(0); // LanguageCode.JAVA
+    out.extend_from_slice(&(version as i16).to_be_bytes());
+    out.extend_from_slice(&opaque.to_be_bytes());
+    out.extend_from_slice(&FLAG_RESPONSE.to_be_bytes());
+    out.extend_from_slice(&(remark.len() as i32).to_be_bytes());
+    out.extend_from_slice(remark.as_bytes());
+    out.extend_from_slice(&(ext_entries.len() as i32).to_be_bytes());
+    out.extend_from_slice(ext_entries);
+    let header_len = out.len() - start - 8;
+    out[start..start + 4].copy_from_slice(&(4 + header_len as i32).to_be_bytes());
+    let word = (u32::from(SERIALIZE_ROCKETMQ) << 24) | header_len as u32;
+    out[start + 4..start + 8].copy_from_slice(&word.to_be_bytes());
+}
+
+/// One extFields entry of a binary header appended to `out`; an empty key or value is left out
+/// (the format cannot carry one: it reads back as absent).
+pub fn push_binary_entry(out: &mut Vec<u8>, key: &str, value: &str) {
+    if key.is_empty() || value.is_empty() {
+        return;
+    }
+    out.extend_from_slice(&(key.len() as i16).to_be_bytes());
+    out.extend_from_slice(key.as_bytes());
+    out.extend_from_slice(&(value.len() as i32).to_be_bytes());
+    out.extend_from_slice(value.as_bytes());
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,6 +198,36 @@ mod tests {
         h.extend_from_slice(&[0; 8]);
         assert_eq!(binary_code_flag(&h), Some((310, 2)));
         assert_eq!(binary_code_flag(&h[..12]), None);
+    }
+
+    #[test]
+    fn binary_responses_read_back_as_written() {
+        let mut ext = Vec::new();
+        push_binary_entry(&mut ext, "msgId", "AB");
+        push_binary_entry(&mut ext, "MSG_REGION", "");
+        push_binary_entry(&mut ext, "queueId", "3");
+        let mut f = b"x".to_vec();
+        push_binary_response(&mut f, 12, -7, 409, "flush timed out", &ext);
+        let f = &f[1..];
+        assert_eq!(next_frame_len(f, 1 << 20), Ok(Some(f.len())));
+        let p = parts(f).unwrap();
+        assert_eq!(p.serialize_type, SERIALIZE_ROCKETMQ);
+        assert!(p.body.is_empty());
+        let h = p.header;
+        assert_eq!(binary_code_flag(h), Some((12, FLAG_RESPONSE)));
+        assert_eq!(h[2], 0, "language JAVA");
+        assert_eq!(i16::from_be_bytes([h[3], h[4]]), 409);
+        assert_eq!(i32::from_be_bytes([h[5], h[6], h[7], h[8]]), -7);
+        let remark_len = i32::from_be_bytes(h[13..17].try_into().unwrap()) as usize;
+        assert_eq!(&h[17..17 + remark_len], b"flush timed out");
+        let rest = &h[17 + remark_len..];
+        assert_eq!(
+            i32::from_be_bytes(rest[..4].try_into().unwrap()) as usize,
+            ext.len()
+        );
+        assert_eq!(&rest[4..], &ext[..]);
+        // the empty MSG_REGION is left out: two entries
+        assert_eq!(ext.len(), (2 + 5 + 4 + 2) + (2 + 7 + 4 + 1));
     }
 
     #[test]

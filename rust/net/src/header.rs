@@ -14,6 +14,9 @@
 //!    "topic":"T","unitMode":"0"}
 //! ```
 //!
+//! Java 5.x    the same letters in a ROCKETMQ binary header (`header/binary.rs`); a batch also carries a
+//!   UNIQ_KEY of its own in `i`, besides each message's.
+//!
 //! A value is read as the Python path reads it: a string as is, an integer as its decimal
 //! text, `true` / `false` as those words, `null` as absent. Anything else (a float, an object)
 //! fails the parse, and the request is left to the Python path.
@@ -24,6 +27,7 @@ use std::fmt;
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 
+mod binary;
 mod compact;
 
 pub const SEND_MESSAGE: i32 = 10;
@@ -112,6 +116,14 @@ impl<'a> Header<'a> {
             Some(h) => Ok(h),
             None => serde_json::from_str(text),
         }
+    }
+}
+
+impl Header<'_> {
+    /// Read a ROCKETMQ binary frame header (the Java client 5.x's), as the Python path's
+    /// decoder reads it (`header/binary.rs`); `None` when the request is left to the Python path.
+    pub fn parse_binary(header: &[u8]) -> Option<Header<'_>> {
+        binary::header(header)
     }
 }
 

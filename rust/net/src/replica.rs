@@ -299,7 +299,7 @@ mod tests {
             flush,
             response,
             opaque,
-            ext_json: "{\"msgId\":\"x\"}".into(),
+            ext: crate::send::AnswerExt::Json("{\"msgId\":\"x\"}".into()),
             code: 310,
             started: Instant::now(),
         }

@@ -1,7 +1,9 @@
 //! The SEND fast path: SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) and SEND_BATCH_MESSAGE (320)
 //! requests for topics the broker already vetted, stored and answered without Python, as the
-//! Java client 4.9.8 and the C++ client 0.4.4 send them ([`crate::header`]), batches included
-//! (the C++ client's compressed ones are inflated first, as the Python path does).
+//! Java client 4.9.8 and 5.x (its ROCKETMQ binary headers answered in kind) and the C++ client
+//! 0.4.4 send them ([`crate::header`]), batches included (the C++ client's compressed ones are
+//! inflated first, as the Python path does; a UNIQ_KEY of the batch's own is dropped, as the
+//! Python path does, so each message keeps its own).
 //!
 //! The fast path only takes the common case and declines everything else (returns `None`,
 //! counted per [`Decline`] reason), so the Python processor keeps every rule and every error
@@ -91,9 +93,37 @@ pub struct Held {
     /// The answer once released: SUCCESS, or SLAVE_NOT_AVAILABLE waiting for the flush.
     pub(crate) response: i32,
     pub(crate) opaque: i32,
-    pub(crate) ext_json: String,
+    pub(crate) ext: AnswerExt,
     pub(crate) code: i32,
     pub(crate) started: Instant,
+}
+
+/// A send answer's `extFields`, in the serialization of its request.
+#[derive(Debug, PartialEq, Eq)]
+pub enum AnswerExt {
+    /// The JSON object (a JSON header's).
+    Json(String),
+    /// The encoded entries (a ROCKETMQ binary header's).
+    Binary(Vec<u8>),
+}
+
+impl AnswerExt {
+    /// Append the answer frame with `response` and `remark` (plain text, empty: none).
+    fn push(&self, out: &mut Vec<u8>, response: i32, opaque: i32, version: i32, remark: &str) {
+        match self {
+            AnswerExt::Json(ext) => {
+                let remark = if remark.is_empty() {
+                    String::new()
+                } else {
+                    frame::json_string(remark)
+                };
+                frame::push_response(out, response, opaque, version, &remark, ext)
+            }
+            AnswerExt::Binary(entries) => {
+                frame::push_binary_response(out, response, opaque, version, remark, entries)
+            }
+        }
+    }
 }
 
 /// The fast path's state: the store, the vetted topics and the answer template.
@@ -216,6 +246,11 @@ impl FastSend {
         self.counters.messages()
     }
 
+    /// Batches whose own UNIQ_KEY the fast path dropped so far.
+    pub fn batch_uniq_keys_dropped(&self) -> u64 {
+        self.counters.batch_uniq_keys_dropped()
+    }
+
     /// Send requests taken and declined so far.
     pub fn stats(&self) -> Stats {
         self.counters.snapshot()
@@ -260,15 +295,19 @@ impl FastSend {
         out: &mut Vec<u8>,
     ) -> Option<Sent> {
         let p = frame::parts(frame_bytes)?;
-        if p.serialize_type != SERIALIZE_JSON {
-            // A ROCKETMQ binary header: its sends are the Python path's.
-            if p.serialize_type == SERIALIZE_ROCKETMQ {
+        if p.serialize_type == SERIALIZE_ROCKETMQ {
+            // The Java client 5.x's binary header: answered in kind.
+            let Some(h) = Header::parse_binary(p.header) else {
                 if let Some((code, flag)) = frame::binary_code_flag(p.header) {
                     if flag & FLAG_RESPONSE == 0 && header::is_send(code) {
                         self.counters.declined(Decline::Header);
                     }
                 }
-            }
+                return None;
+            };
+            return self.take(h, p.body, born_host, random, out, true);
+        }
+        if p.serialize_type != SERIALIZE_JSON {
             return None;
         }
         // One UTF-8 check over the whole header, not one per string value.
@@ -283,11 +322,24 @@ impl FastSend {
             }
             return None;
         };
+        self.take(h, p.body, born_host, random, out, false)
+    }
+
+    /// A parsed request: handled if it is a send the fast path takes.
+    fn take(
+        &self,
+        h: Header<'_>,
+        body: &[u8],
+        born_host: SocketAddr,
+        random: &mut dyn FnMut() -> u32,
+        out: &mut Vec<u8>,
+        binary: bool,
+    ) -> Option<Sent> {
         if h.flag & FLAG_RESPONSE != 0 || !header::is_send(h.code) {
             return None;
         }
         let started = Instant::now();
-        match self.send(h, p.body, born_host, random, out, started) {
+        match self.send(h, body, born_host, random, out, started, binary) {
             Ok(sent) => Some(sent),
             Err(why) => {
                 self.counters.declined(why);
@@ -296,6 +348,7 @@ impl FastSend {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn send(
         &self,
         h: Header<'_>,
@@ -304,6 +357,7 @@ impl FastSend {
         random: &mut dyn FnMut() -> u32,
         out: &mut Vec<u8>,
         started: Instant,
+        binary: bool,
     ) -> Result<Sent, Decline> {
         let parsed = h.ext.ok_or(Decline::Header)?.fields(h.code);
         let f = parsed.header().map_err(|_| Decline::Header)?;
@@ -367,7 +421,7 @@ impl FastSend {
         if oneway {
             return Ok(Sent::NoReply);
         }
-        let ext_json = self.answer(&results, queue_id);
+        let ext = self.answer(&results, queue_id, binary);
         let mut response = 0;
         let mut replica = false;
         if let (Some(r), true) = (&self.replication, props.wait) {
@@ -387,12 +441,12 @@ impl FastSend {
                 flush,
                 response,
                 opaque: h.opaque,
-                ext_json,
+                ext,
                 code: h.code,
                 started,
             }));
         }
-        frame::push_response(out, response, h.opaque, self.cfg.version, "", &ext_json);
+        ext.push(out, response, h.opaque, self.cfg.version, "");
         self.latency.record(h.code, response, started.elapsed());
         Ok(Sent::Replied)
     }
@@ -439,9 +493,31 @@ impl FastSend {
     }
 
     /// The answer's `extFields`: the message ids (comma-separated for a batch), the queue and
-    /// the first message's queue offset.
-    fn answer(&self, results: &[AppendResult], queue_id: i32) -> String {
+    /// the first message's queue offset; binary entries for a binary request.
+    fn answer(&self, results: &[AppendResult], queue_id: i32, binary: bool) -> AnswerExt {
         let host = &self.store.config().store_host;
+        if binary {
+            let mut ids = String::with_capacity(33 * results.len());
+            for (i, r) in results.iter().enumerate() {
+                if i > 0 {
+                    ids.push(',');
+                }
+                push_offset_msg_id_hex(&mut ids, host, r.physical_offset);
+            }
+            let mut entries = Vec::with_capacity(96 + ids.len() + self.cfg.region_id.len());
+            let mut num = itoa::Buffer::new();
+            frame::push_binary_entry(&mut entries, "msgId", &ids);
+            frame::push_binary_entry(&mut entries, "queueId", num.format(queue_id));
+            frame::push_binary_entry(
+                &mut entries,
+                "queueOffset",
+                num.format(results[0].queue_offset),
+            );
+            frame::push_binary_entry(&mut entries, "MSG_REGION", &self.cfg.region_id);
+            let trace = if self.cfg.trace_on { "true" } else { "false" };
+            frame::push_binary_entry(&mut entries, "TRACE_ON", trace);
+            return AnswerExt::Binary(entries);
+        }
         let mut ext_json = String::with_capacity(64 + 33 * results.len() + self.ext_tail.len());
         ext_json.push_str("{\"msgId\":\"");
         for (i, r) in results.iter().enumerate() {
@@ -457,7 +533,7 @@ impl FastSend {
         ext_json.push_str(num.format(results[0].queue_offset));
         ext_json.push('"');
         ext_json.push_str(&self.ext_tail);
-        ext_json
+        AnswerExt::Json(ext_json)
     }
 
     /// Make the CommitLog durable up to `end` for held answers: on this thread when
@@ -472,18 +548,15 @@ impl FastSend {
     /// when released, FLUSH_DISK_TIMEOUT when its flush timed out, FLUSH_SLAVE_TIMEOUT when no
     /// slave acknowledged it in time (with the remarks the Python path gives them).
     pub fn held_reply(&self, held: &Held, how: Release, out: &mut Vec<u8>) {
-        let v = self.cfg.version;
         let (response, remark) = match how {
-            Release::Done => (held.response, String::new()),
-            Release::FlushTimeout => (
-                FLUSH_DISK_TIMEOUT,
-                frame::json_string("flush to disk timed out"),
-            ),
-            Release::SlaveTimeout => (FLUSH_SLAVE_TIMEOUT, String::new()),
+            Release::Done => (held.response, ""),
+            Release::FlushTimeout => (FLUSH_DISK_TIMEOUT, "flush to disk timed out"),
+            Release::SlaveTimeout => (FLUSH_SLAVE_TIMEOUT, ""),
         };
         self.latency
             .record(held.code, response, held.started.elapsed());
-        frame::push_response(out, response, held.opaque, v, &remark, &held.ext_json);
+        held.ext
+            .push(out, response, held.opaque, self.cfg.version, remark);
     }
 
     /// The properties to store and whether the producer waits for the store (WAIT); a
@@ -512,6 +585,15 @@ impl FastSend {
                 }
             }
         }
+        if batch {
+            if let Some(kept) = without_uniq_key(&props) {
+                // The batch's own id, not its messages': appended to each message after its own
+                // UNIQ_KEY it would replace it (Apache ISSUE #9416); dropped as the Python path
+                // drops it.
+                props = Cow::Owned(kept);
+                self.counters.batch_uniq_key_dropped();
+            }
+        }
         let stored = if props.is_empty() {
             self.cluster_prop.clone()
         } else {
@@ -526,6 +608,20 @@ impl FastSend {
         }
         Ok(Props { stored, wait })
     }
+}
+
+/// `props` without its UNIQ_KEY entries (every entry, empty ones too, kept in order otherwise),
+/// or `None` when it has none.
+fn without_uniq_key(props: &str) -> Option<String> {
+    const KEY: &str = "UNIQ_KEY\u{1}";
+    if !props.contains(KEY) {
+        return None;
+    }
+    let kept: Vec<&str> = props.split(SEP).filter(|e| !e.starts_with(KEY)).collect();
+    if kept.len() == props.split(SEP).count() {
+        return None; // "UNIQ_KEY\u{1}" inside another entry
+    }
+    Some(kept.join("\u{2}"))
 }
 
 /// Inflate a zlib stream of at most `limit` bytes; `None` when it is not valid zlib, is cut
@@ -556,7 +652,7 @@ fn inflate(data: &[u8], limit: usize) -> Option<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
-    use super::inflate;
+    use super::{inflate, without_uniq_key};
     use flate2::write::ZlibEncoder;
     use flate2::Compression;
     use std::io::Write;
@@ -565,6 +661,25 @@ mod tests {
         let mut e = ZlibEncoder::new(Vec::new(), Compression::default());
         e.write_all(data).unwrap();
         e.finish().unwrap()
+    }
+
+    #[test]
+    fn a_batch_level_uniq_key_is_dropped_as_the_python_path_drops_it() {
+        let batch = "UNIQ_KEY\u{1}FD01\u{2}WAIT\u{1}true";
+        assert_eq!(without_uniq_key(batch).as_deref(), Some("WAIT\u{1}true"));
+        assert_eq!(without_uniq_key("UNIQ_KEY\u{1}FD01").as_deref(), Some(""));
+        assert_eq!(
+            without_uniq_key("A\u{1}1\u{2}\u{2}UNIQ_KEY\u{1}x\u{2}UNIQ_KEY\u{1}y\u{2}B\u{1}2")
+                .as_deref(),
+            Some("A\u{1}1\u{2}\u{2}B\u{1}2"),
+            "every one, empty entries kept"
+        );
+        assert_eq!(without_uniq_key("WAIT\u{1}true"), None);
+        assert_eq!(
+            without_uniq_key("KEYS\u{1}UNIQ_KEY\u{1}x"),
+            None,
+            "inside another entry"
+        );
     }
 
     #[test]

@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Why a send request went to the Python path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Decline {
-    /// The header is not JSON (a ROCKETMQ binary one), or a field is missing or not read as the
-    /// Python path reads it.
+    /// The header is not read as the Python path reads it (a field missing, of another type or
+    /// given twice, a malformed binary header).
     Header,
     /// The topic is not vetted (unknown, not yet sent to, a retry topic, not writable, ...).
     Topic,
@@ -77,6 +77,7 @@ pub(crate) struct Counters {
     taken: AtomicU64,
     messages: AtomicU64,
     declined: [AtomicU64; Decline::ALL.len()],
+    batch_uniq_keys_dropped: AtomicU64,
 }
 
 impl Counters {
@@ -87,6 +88,14 @@ impl Counters {
 
     pub(crate) fn declined(&self, why: Decline) {
         self.declined[why as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn batch_uniq_key_dropped(&self) {
+        self.batch_uniq_keys_dropped.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn batch_uniq_keys_dropped(&self) -> u64 {
+        self.batch_uniq_keys_dropped.load(Ordering::Relaxed)
     }
 
     pub(crate) fn messages(&self) -> u64 {

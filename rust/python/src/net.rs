@@ -275,6 +275,15 @@ impl NetServer {
         self.inner.fast_send().map(|f| f.puts()).unwrap_or(0)
     }
 
+    /// Batches whose own (batch-level) UNIQ_KEY the fast path dropped, each message keeping
+    /// its own.
+    fn fast_batch_uniq_keys_dropped(&self) -> u64 {
+        self.inner
+            .fast_send()
+            .map(|f| f.batch_uniq_keys_dropped())
+            .unwrap_or(0)
+    }
+
     /// `(taken, messages, {reason: declined})`: send requests the fast path answered, the
     /// messages it stored, and the send requests it left to Python per reason (every reason
     /// listed); zeros before `enable_fast_send`.

@@ -372,6 +372,7 @@ class AdminProcessors:
             f"{(now - boot) // 60_000 % 60} minutes, {(now - boot) // 1000 % 60} seconds ]",
             "diskFull": "true" if store.is_disk_full() else "false",
             **s.fast_send_stats(),
+            **s.transaction_stats(),
             **journal.runtime_info(store),
         }
         return create_response(request, body=fastjson.dumps({"table": table}))

@@ -119,6 +119,7 @@ class SendProcessor:
         self._max_body = cfg.max_message_size
         self._max_delay_level = len(services.delay_levels)
         self._batch_uniq_keys_dropped = 0
+        self._uniq_warn_at = 1
         self._slave = cfg.is_slave
         self._sync_master = cfg.broker_role == "SYNC_MASTER"
         self._slave_not_available = 0
@@ -405,15 +406,30 @@ class SendProcessor:
         if len(kept) == len(parts):
             return props  # "UNIQ_KEY\x01" inside another entry
         self._batch_uniq_keys_dropped += 1
-        n = self._batch_uniq_keys_dropped
-        if n & (n - 1) == 0:  # 1, 2, 4, 8, ...: the count without a line per batch
-            log.warning(
-                "batch from producer group %s carries a batch-level UNIQ_KEY: dropped, each message keeps "
-                "its own (%d such batches so far)",
-                h.get("producerGroup"),
-                n,
-            )
+        self.warn_batch_uniq_keys(h.get("producerGroup"))
         return _SEP.join(kept)
+
+    def batch_uniq_keys_dropped(self) -> int:
+        """Batches whose batch-level UNIQ_KEY was dropped so far, here and by the network thread."""
+        fast = self.s.fast_send.fast_batch_uniq_keys_dropped() if self.s.fast_send is not None else 0
+        return self._batch_uniq_keys_dropped + fast
+
+    def warn_batch_uniq_keys(self, group: str | None = None) -> None:
+        """Warn when the batches whose batch-level UNIQ_KEY was dropped reach 1, 2, 4, 8, ... (the count
+        without a line per batch); called for each one dropped here, and every second for those the
+        network thread dropped."""
+        n = self.batch_uniq_keys_dropped()
+        if n < self._uniq_warn_at:
+            return
+        while self._uniq_warn_at <= n:
+            self._uniq_warn_at *= 2
+        log.warning(
+            "batch-level UNIQ_KEY dropped from %d batches so far (%d of them by the network thread%s): it "
+            "is the id of the batch, not of its messages; each message keeps its own",
+            n,
+            n - self._batch_uniq_keys_dropped,
+            f"; the last here from producer group {group}" if group else "",
+        )
 
     def _park(
         self, request: RemotingCommand, topic: str, queue_id: int, sys_flag: int, props: str
