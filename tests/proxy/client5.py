@@ -1,0 +1,135 @@
+"""Drive the official RocketMQ 5.x Python client (rocketmq-python-client 5.1.2) for the proxy tests.
+
+Run as a child Python with the client's install directory on PYTHONPATH (its import package is `rocketmq`,
+as the 4.x client's, so it cannot be imported in the test process). ``python client5.py SCENARIO JSON``
+prints one JSON line of results on stdout; the client's own logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from typing import Any
+
+from rocketmq import (  # type: ignore[import-not-found]
+    ClientConfiguration,
+    Credentials,
+    FilterExpression,
+    Message,
+    Producer,
+    SimpleConsumer,
+    TransactionChecker,
+    TransactionResolution,
+)
+
+
+def config(args: dict[str, Any]) -> Any:
+    creds = Credentials(args.get("ak", ""), args.get("sk", ""))
+    return ClientConfiguration(args["endpoints"], creds, request_timeout=args.get("timeout", 10))
+
+
+def message(topic: str, body: str, **kw: Any) -> Any:
+    msg = Message()
+    msg.topic = topic
+    msg.body = body.encode()
+    if kw.get("tag"):
+        msg.tag = kw["tag"]
+    for key in kw.get("keys") or ():
+        msg.keys = key  # the setter adds one key
+    if kw.get("group"):
+        msg.message_group = kw["group"]
+    if kw.get("delay_s"):
+        # 5.1.2 copies delivery_timestamp into the protobuf Timestamp's seconds: epoch seconds, not ms.
+        msg.delivery_timestamp = int(time.time()) + kw["delay_s"]
+    for k, v in (kw.get("props") or {}).items():
+        msg.add_property(k, v)
+    return msg
+
+
+def send(args: dict[str, Any]) -> dict[str, Any]:
+    topic = args["topic"]
+    producer = Producer(config(args), (topic,))
+    producer.startup()
+    out = []
+    try:
+        for m in args["messages"]:
+            receipt = producer.send(message(topic, **m))
+            out.append({"body": m["body"], "message_id": receipt.message_id})
+    finally:
+        producer.shutdown()
+    return {"sent": out}
+
+
+class Checker(TransactionChecker):  # type: ignore[misc]
+    def __init__(self, verdicts: dict[str, str]) -> None:
+        self.verdicts = verdicts
+        self.checked: list[str] = []
+        self.done = threading.Event()
+
+    def check(self, msg: Any) -> Any:
+        body = msg.body.decode()
+        self.checked.append(body)
+        self.done.set()
+        return (
+            TransactionResolution.COMMIT
+            if self.verdicts.get(body) == "commit"
+            else TransactionResolution.ROLLBACK
+        )
+
+
+def transaction(args: dict[str, Any]) -> dict[str, Any]:
+    """Half messages ended by the producer (commit / rollback) and one left for the server's check."""
+    topic = args["topic"]
+    checker = Checker({args["unresolved"]: args["check_verdict"]})
+    producer = Producer(config(args), (topic,), checker)
+    producer.startup()
+    try:
+        for body, verdict in args["ended"].items():
+            tx = producer.begin_transaction()
+            producer.send(message(topic, body), tx)
+            tx.commit() if verdict == "commit" else tx.rollback()
+        tx = producer.begin_transaction()
+        producer.send(message(topic, args["unresolved"]), tx)  # never ended: the broker asks
+        checker.done.wait(args.get("check_wait", 60))
+        time.sleep(1)  # let the checker's EndTransaction leave before shutdown
+    finally:
+        producer.shutdown()
+    return {"checked": checker.checked}
+
+
+def consume(args: dict[str, Any]) -> dict[str, Any]:
+    """Receive until ``count`` messages: ack each; the first is first given more invisible time."""
+    topic = args["topic"]
+    consumer = SimpleConsumer(config(args), args["group"], {topic: FilterExpression(args.get("tag", "*"))}, 5)
+    consumer.startup()
+    got: list[dict[str, Any]] = []
+    changed = False
+    deadline = time.monotonic() + args.get("deadline", 60)
+    try:
+        while len(got) < args["count"] and time.monotonic() < deadline:
+            for msg in consumer.receive(16, 30) or []:
+                if not changed:
+                    consumer.change_invisible_duration(msg, 40)
+                    changed = True
+                consumer.ack(msg)
+                got.append(
+                    {
+                        "body": msg.body.decode(),
+                        "tag": msg.tag,
+                        "keys": sorted(msg.keys),
+                        "group": msg.message_group,
+                        "attempt": msg.delivery_attempt,
+                        "props": dict(msg.properties),
+                    }
+                )
+    finally:
+        consumer.shutdown()
+    return {"received": got, "changed_invisible": changed}
+
+
+if __name__ == "__main__":
+    scenario, raw = sys.argv[1], sys.argv[2]
+    result = {"send": send, "transaction": transaction, "consume": consume}[scenario](json.loads(raw))
+    print(json.dumps(result), flush=True)
