@@ -20,7 +20,7 @@ from rmq.client.sync import LitePullConsumer
 from rmq.proxy.messages import SHARDING_KEY, TIMER_DELIVER_MS
 
 from tests.brokerproc import BrokerProcess, start_broker
-from tests.proxy.conftest import run_client5
+from tests.proxy.client5run import run_client5
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Fixtures for the gRPC endpoint (rmq.proxy) with the official RocketMQ 5.x Python client.
+"""Running the official RocketMQ 5.x Python client for the gRPC endpoint's tests (rmq.proxy).
 
 The client (rocketmq-python-client 5.1.2) is installed by ``scripts/peers`` into its own directory of the
 peers cache: its import package is ``rocketmq``, as the 4.x client's of the test extra, so it runs in a child
@@ -14,20 +14,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 CLIENT5 = Path(__file__).with_name("client5.py")
 
 
 def client5_site() -> Path:
-    cache = Path(os.environ.get("RMQ_PEERS_CACHE", Path.home() / ".cache" / "rmq-peers"))
-    tag = f"cp{sys.version_info[0]}{sys.version_info[1]}"
-    site = cache / f"rocketmq-python-client-5.1.2-{tag}" / "site"
-    if not (site / "rocketmq" / "v5").is_dir():
-        pytest.fail(
-            f"the RocketMQ 5.x Python client is not in {site}: run scripts/peers (PYTHON={sys.executable})"
-        )
-    return site
+    """The official 5.x Python client's install directory (scripts/peers installs it on first use)."""
+    from tests.peers.apache import peer_libs
+
+    return peer_libs().python5
 
 
 def run_client5(scenario: str, timeout: float = 120, **args: Any) -> dict[str, Any]:
