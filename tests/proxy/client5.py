@@ -107,6 +107,7 @@ def consume(args: dict[str, Any]) -> dict[str, Any]:
     consumer.startup()
     got: list[dict[str, Any]] = []
     changed = False
+    errors: list[str] = []
     deadline = time.monotonic() + args.get("deadline", 60)
     try:
         while len(got) < args["count"] and time.monotonic() < deadline:
@@ -114,6 +115,8 @@ def consume(args: dict[str, Any]) -> dict[str, Any]:
                 batch = consumer.receive(16, 30) or []
             except Exception as e:  # Apache's proxy refuses a receive before the client's settings reach it
                 print(f"receive failed, retrying: {e}", file=sys.stderr)
+                if str(e) not in errors:
+                    errors.append(str(e))
                 time.sleep(1)
                 continue
             for msg in batch:
@@ -133,7 +136,7 @@ def consume(args: dict[str, Any]) -> dict[str, Any]:
                 )
     finally:
         consumer.shutdown()
-    return {"received": got, "changed_invisible": changed}
+    return {"received": got, "changed_invisible": changed, "errors": errors}
 
 
 if __name__ == "__main__":

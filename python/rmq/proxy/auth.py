@@ -40,7 +40,17 @@ class Authenticator:
         self.validator = validator
 
     def authenticate(self, meta: dict[str, str], host: str) -> None:
-        """Raise UNAUTHORIZED unless the call is signed by a known account (or comes from a white address)."""
+        """Raise UNAUTHORIZED unless the call is signed by a known account (or comes from a white address);
+        each refusal is logged with the caller and why."""
+        try:
+            self._authenticate(meta, host)
+        except ProxyError as e:
+            log.warning(
+                "5.x call from %s (client %s) refused: %s", host, meta.get("x-mq-client-id", "?"), e.message
+            )
+            raise
+
+    def _authenticate(self, meta: dict[str, str], host: str) -> None:
         self.validator.reload_if_changed()
         rules = self.validator.rules
         ip = host.rsplit(":", 1)[0].strip("[]")
@@ -58,7 +68,6 @@ class Authenticator:
         date_time = meta.get("x-mq-date-time", "")
         want = hmac.new(account.secret_key.encode(), date_time.encode(), hashlib.sha1).hexdigest()
         if not hmac.compare_digest(want.lower(), signature.lower()):
-            log.warning("5.x call from %s refused: bad signature for access key %s", host, ak)
             raise ProxyError(d.Code.UNAUTHORIZED, f"signature mismatch for access key {ak}")
 
     def authorize(self, meta: dict[str, str], kind: str, name: str, perm: str) -> None:
@@ -74,5 +83,7 @@ class Authenticator:
         needed = _PERMS[perm]
         owned = account.perm_for(kind, name)
         if not allows(needed, owned):
-            why = f"needs {perm_name(needed)}, accessKey={ak} has {perm_name(owned)}"
-            raise ProxyError(d.Code.FORBIDDEN, f"no permission for {kind}:{name}: {why}")
+            has = f"accessKey={ak} has {perm_name(owned)}"
+            why = f"no permission for {kind}:{name}: needs {perm_name(needed)}, {has}"
+            log.warning("5.x call (client %s) refused: %s", meta.get("x-mq-client-id", "?"), why)
+            raise ProxyError(d.Code.FORBIDDEN, why)
