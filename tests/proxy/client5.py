@@ -50,7 +50,7 @@ def message(topic: str, body: str, **kw: Any) -> Any:
 
 def send(args: dict[str, Any]) -> dict[str, Any]:
     topic = args["topic"]
-    producer = Producer(config(args), (topic,))
+    producer = Producer(config(args), (topic,), tls_enable=args.get("tls", False))
     producer.startup()
     out = []
     try:

@@ -24,9 +24,11 @@ def client5_site() -> Path:
     return peer_libs().python5
 
 
-def run_client5(scenario: str, timeout: float = 120, **args: Any) -> dict[str, Any]:
+def run_client5(
+    scenario: str, timeout: float = 120, extra_env: dict[str, str] | None = None, **args: Any
+) -> dict[str, Any]:
     """Run one scenario of the official 5.x Python client; its JSON result."""
-    env = dict(os.environ, PYTHONPATH=str(client5_site()), PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONPATH=str(client5_site()), PYTHONUNBUFFERED="1", **(extra_env or {}))
     env.pop("PYTHONHOME", None)
     r = subprocess.run(
         [sys.executable, "-S", str(CLIENT5), scenario, json.dumps(args)],

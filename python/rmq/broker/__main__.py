@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
 from typing import Any
@@ -122,14 +123,32 @@ def start_grpc(cfg: BrokerConfig, broker: BrokerController) -> Any:
         raise ConfigError(
             f"grpcServerPort={cfg.grpc_server_port}: cannot serve gRPC ({e}); -1 turns it off"
         ) from None
+    from rmq.remoting.tls import TlsClientSettings
+
     creds = cfg.inner_credentials()
+    # The proxy reaches this broker like any client: over TLS when the broker port enforces it.
+    remoting_tls = cfg.tls_client()
+    if remoting_tls is None and cfg.tls_server_mode == "enforcing":
+        remoting_tls = TlsClientSettings(enable=True)
     config = ProxyConfig(
         cfg.namesrv_list(),
         cfg.bind_address,
         cfg.grpc_server_port,
         acl=broker.acl,
         rpc_hook=RequestSigner(*creds) if creds else None,
+        remoting_tls=remoting_tls,
     )
+    if cfg.tls_server_mode == "enforcing":
+        config.tls_cert_path = os.path.expanduser(cfg.tls_server_cert_path)
+        config.tls_key_path = os.path.expanduser(cfg.tls_server_key_path)
+        config.tls_trust_cert_path = os.path.expanduser(cfg.tls_server_trust_cert_path)
+        config.tls_require_client_auth = cfg.tls_server_need_client_auth == "require"
+    elif cfg.tls_server_mode == "permissive":
+        log.warning(
+            "tls.server.mode=permissive: the gRPC port (grpcServerPort=%d) serves plaintext only (grpcio "
+            "cannot serve TLS and plaintext on one port); tls.server.mode=enforcing serves it over TLS",
+            cfg.grpc_server_port,
+        )
     proxy = ProxyThread(config)
     proxy.start()
     return proxy

@@ -40,6 +40,7 @@ from rmq.remoting import RemotingClient, RemotingError, create_request
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.context import RequestContext
 from rmq.remoting.headers import bool_text
+from rmq.remoting.tls import TlsClientSettings
 
 log = logging.getLogger("rmq.proxy")
 
@@ -82,9 +83,14 @@ def commit_log_offset(offset_msg_id: str) -> int:
 
 class Brokers:
     def __init__(
-        self, namesrv_addrs: list[str], registry: ClientRegistry, *, rpc_hook: object = None
+        self,
+        namesrv_addrs: list[str],
+        registry: ClientRegistry,
+        *,
+        rpc_hook: object = None,
+        tls: TlsClientSettings | None = None,
     ) -> None:
-        self.remoting = RemotingClient(rpc_hook=rpc_hook)  # type: ignore[arg-type]
+        self.remoting = RemotingClient(rpc_hook=rpc_hook, tls=tls)  # type: ignore[arg-type]
         self.api = MQClientAPI(self.remoting, namesrv_addrs, int(LanguageCode.JAVA))
         self.routes = RouteCache(self.api.get_route)
         self.registry = registry

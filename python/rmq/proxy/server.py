@@ -22,6 +22,7 @@ from rmq.proxy.brokers import Brokers
 from rmq.proxy.clients import ClientRegistry
 from rmq.proxy.pb import g
 from rmq.proxy.service import MessagingService
+from rmq.remoting.tls import TlsClientSettings
 
 log = logging.getLogger("rmq.proxy")
 
@@ -34,7 +35,13 @@ class ProxyConfig:
     host: str = "0.0.0.0"
     port: int = DEFAULT_GRPC_PORT
     tls_cert_path: str = ""
+    """Serve TLS with this PEM certificate (chain) and ``tls_key_path`` (an unencrypted PEM key)."""
     tls_key_path: str = ""
+    tls_trust_cert_path: str = ""
+    """With ``tls_require_client_auth``: the PEM CAs a client certificate must chain to."""
+    tls_require_client_auth: bool = False
+    remoting_tls: TlsClientSettings | None = None
+    """TLS of the proxy's own Remoting connections to name servers and brokers."""
     acl: AccessValidator | None = None
     rpc_hook: object = None
     """Signs the proxy's Remoting requests (an ACL account of the brokers)."""
@@ -44,7 +51,9 @@ class ProxyServer:
     def __init__(self, config: ProxyConfig) -> None:
         self.config = config
         self.registry = ClientRegistry()
-        self.brokers = Brokers(config.namesrv_addrs, self.registry, rpc_hook=config.rpc_hook)
+        self.brokers = Brokers(
+            config.namesrv_addrs, self.registry, rpc_hook=config.rpc_hook, tls=config.remoting_tls
+        )
         auth = Authenticator(config.acl) if config.acl is not None else None
         self.service = MessagingService(self.brokers, self.registry, auth)
         self._server: grpc.aio.Server | None = None
@@ -55,11 +64,7 @@ class ProxyServer:
         g.add_MessagingServiceServicer_to_server(self.service, server)
         address = f"{self.config.host}:{self.config.port}"
         if self.config.tls_cert_path:
-            with open(self.config.tls_key_path, "rb") as f:
-                key = f.read()
-            with open(self.config.tls_cert_path, "rb") as f:
-                cert = f.read()
-            port = server.add_secure_port(address, grpc.ssl_server_credentials([(key, cert)]))
+            port = server.add_secure_port(address, self._credentials())
         else:
             port = server.add_insecure_port(address)
         if port == 0:
@@ -77,6 +82,27 @@ class ProxyServer:
             ";".join(self.config.namesrv_addrs),
         )
         return port
+
+    def _credentials(self) -> grpc.ServerCredentials:
+        c = self.config
+        try:
+            with open(c.tls_key_path, "rb") as f:
+                key = f.read()
+            with open(c.tls_cert_path, "rb") as f:
+                cert = f.read()
+            trust = None
+            if c.tls_require_client_auth:
+                with open(c.tls_trust_cert_path, "rb") as f:
+                    trust = f.read()
+        except OSError as e:
+            raise OSError(f"gRPC TLS: cannot read {e.filename}: {e.strerror}") from None
+        if b"ENCRYPTED" in key:
+            raise OSError(
+                f"gRPC TLS: {c.tls_key_path} is an encrypted key; the gRPC port needs an unencrypted one"
+            )
+        return grpc.ssl_server_credentials(
+            [(key, cert)], root_certificates=trust, require_client_auth=c.tls_require_client_auth
+        )
 
     async def stop(self, grace: float = 1.0) -> None:
         if self._server is not None:
