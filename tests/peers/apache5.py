@@ -133,7 +133,7 @@ def create_topic(broker_addr: str, topic: str, message_type: str | None = None, 
         raise RuntimeError(f"create topic {topic} on {broker_addr}: code {response.code} {response.remark}")
 
 
-def create_group(broker_addr: str, group: str) -> None:
+def create_group(broker_addr: str, group: str, retry_max_times: int = 16) -> None:
     """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP on one broker: Apache's proxy serves no 5.x consumer of a group
     the broker does not have (its settings stay unknown: "settings is null"), autoCreateSubscriptionGroup
     or not."""
@@ -143,7 +143,7 @@ def create_group(broker_addr: str, group: str) -> None:
         "consumeFromMinEnable": True,
         "consumeBroadcastEnable": True,
         "retryQueueNums": 1,
-        "retryMaxTimes": 16,
+        "retryMaxTimes": retry_max_times,
         "brokerId": 0,
         "whichBrokerWhenConsumeSlowly": 1,
         "notifyConsumerIdsChangedEnable": True,

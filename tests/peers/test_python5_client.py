@@ -23,7 +23,10 @@ from typing import Any
 from rmq.client.heartbeat import ConsumeFromWhere
 from rmq.client.message import MessageExt
 from rmq.client.sync import LitePullConsumer
+from rmq.common.codes import RequestCode, ResponseCode
 from rmq.proxy.messages import SHARDING_KEY, TIMER_DELIVER_MS
+from rmq.remoting import create_request
+from rmq.remoting.client import invoke_sync
 
 from tests.peers.apache5 import create_group, create_topic
 from tests.peers.conftest import Peers, Peers5
@@ -188,3 +191,56 @@ def test_simple_consumer_through_rmq_endpoint_matches_apache_proxy(peers5: Peers
         1,
         {"color": "red"},
     )
+
+
+def _dlq_count(broker_addr: str, group: str) -> int:
+    """Messages in the group's dead-letter queue (its one queue's max offset; 0 when it does not exist)."""
+    request = create_request(RequestCode.GET_MAX_OFFSET, {"topic": f"%DLQ%{group}", "queueId": "0"})
+    response = invoke_sync(broker_addr, request, 5000)
+    if response.code != ResponseCode.SUCCESS:
+        return 0
+    return int(response.ext_fields.get("offset", "0"))
+
+
+def _push_side(peers5: Peers5, endpoints: str) -> dict[str, Any]:
+    topic, group = _name("A5push"), _name("G5push")
+    create_topic(peers5.apache.broker_addr, topic, "NORMAL")
+    create_group(peers5.apache.broker_addr, group, retry_max_times=2)  # 3 attempts, then the DLQ
+    bodies = ["ok-1", "once", "never"]
+    run_client5(
+        "send", endpoints=peers5.apache.endpoints, topic=topic, messages=[{"body": b} for b in bodies]
+    )
+    got = run_client5(
+        "push",
+        endpoints=endpoints,
+        topic=topic,
+        group=group,
+        bodies=bodies,
+        fail_always=["never"],
+        fail_once=["once"],
+        max_attempts=3,
+        settle=25,
+        deadline=150,
+        timeout=240,
+    )
+    deliveries = [tuple(x) for x in got["deliveries"]]
+    return {"deliveries": sorted(set(deliveries)), "dlq": _dlq_count(peers5.apache.broker_addr, group)}
+
+
+def test_push_consumer_retry_and_dead_letter_through_rmq_endpoint_matches_apache_proxy(
+    peers5: Peers5,
+) -> None:
+    """Failed deliveries come back with a growing attempt number (nack = change invisible duration by the
+    group's backoff); after the group's retryMaxTimes + 1 attempts the message goes to %DLQ%<group>."""
+    rmq = _push_side(peers5, peers5.rmq_proxy_endpoints)
+    apache = _push_side(peers5, peers5.apache.endpoints)
+    assert rmq == apache
+    assert rmq["deliveries"] == [
+        ("never", 1),
+        ("never", 2),
+        ("never", 3),
+        ("ok-1", 1),
+        ("once", 1),
+        ("once", 2),
+    ]
+    assert rmq["dlq"] == 1

@@ -15,10 +15,13 @@ from typing import Any
 
 from rocketmq import (  # type: ignore[import-not-found]
     ClientConfiguration,
+    ConsumeResult,
     Credentials,
     FilterExpression,
     Message,
+    MessageListener,
     Producer,
+    PushConsumer,
     SimpleConsumer,
     TransactionChecker,
     TransactionResolution,
@@ -139,7 +142,50 @@ def consume(args: dict[str, Any]) -> dict[str, Any]:
     return {"received": got, "changed_invisible": changed, "errors": errors}
 
 
+class Listener(MessageListener):  # type: ignore[misc]
+    """Fails ``fail_always`` every time and ``fail_once`` on its first delivery; records each delivery."""
+
+    def __init__(self, fail_always: set[str], fail_once: set[str]) -> None:
+        self.fail_always = fail_always
+        self.fail_once = fail_once
+        self.deliveries: list[tuple[str, int]] = []
+        self.lock = threading.Lock()
+
+    def consume(self, msg: Any) -> Any:
+        body = msg.body.decode()
+        with self.lock:
+            self.deliveries.append((body, msg.delivery_attempt))
+        if body in self.fail_always or (body in self.fail_once and msg.delivery_attempt == 1):
+            return ConsumeResult.FAILURE
+        return ConsumeResult.SUCCESS
+
+
+def push(args: dict[str, Any]) -> dict[str, Any]:
+    """A PushConsumer until each body is consumed (or, failing always, delivered ``max_attempts`` times)."""
+    topic = args["topic"]
+    listener = Listener(set(args["fail_always"]), set(args["fail_once"]))
+    consumer = PushConsumer(config(args), args["group"], listener, {topic: FilterExpression("*")})
+    consumer.startup()
+    want_ok = set(args["bodies"]) - set(args["fail_always"])
+    deadline = time.monotonic() + args.get("deadline", 120)
+    try:
+        while time.monotonic() < deadline:
+            with listener.lock:
+                seen = list(listener.deliveries)
+            done = {b for b, _ in seen if b in want_ok and (b not in args["fail_once"] or _ > 1)}
+            failed = [a for b, a in seen if b in args["fail_always"]]
+            if done == want_ok and len(failed) >= args["max_attempts"] * len(args["fail_always"]):
+                time.sleep(args.get("settle", 5))  # the last nack leads to the dead-letter queue
+                break
+            time.sleep(0.5)
+    finally:
+        consumer.shutdown()
+    with listener.lock:
+        return {"deliveries": sorted(listener.deliveries)}
+
+
 if __name__ == "__main__":
     scenario, raw = sys.argv[1], sys.argv[2]
-    result = {"send": send, "transaction": transaction, "consume": consume}[scenario](json.loads(raw))
+    scenarios = {"send": send, "transaction": transaction, "consume": consume, "push": push}
+    result = scenarios[scenario](json.loads(raw))
     print(json.dumps(result), flush=True)

@@ -61,6 +61,10 @@ def test_receipt_handle_round_trip_and_bad_handles() -> None:
     h = pop.Handle(10, 1700000000000, 30000, 3, "0", "broker-a", 2, 12)
     assert str(h) == "10 1700000000000 30000 3 0 broker-a 2 12"
     assert pop.Handle.parse(str(h)) == h
+    # Apache's proxy adds the CommitLog offset as a ninth field (the dead-letter forward needs it).
+    with_offset = pop.Handle(10, 1700000000000, 30000, 3, "0", "broker-a", 2, 12, 4096)
+    assert str(with_offset) == "10 1700000000000 30000 3 0 broker-a 2 12 4096"
+    assert pop.Handle.parse(str(with_offset)) == with_offset
     with pytest.raises(ValueError, match="has 3 fields, not 8"):
         pop.Handle.parse("1 2 3")
     with pytest.raises(ValueError):

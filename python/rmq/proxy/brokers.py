@@ -10,6 +10,7 @@ each CHECK_TRANSACTION_STATE a broker sends to a callback.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -29,10 +30,11 @@ from rmq.client.heartbeat import (
 from rmq.client.message import MessageExt, decode_messages
 from rmq.client.results import SendResult
 from rmq.client.uniq_id import local_ip
+from rmq.common import fastjson
 from rmq.common.codes import LanguageCode, MessageSysFlag, RequestCode, ResponseCode
 from rmq.proxy import pop
 from rmq.proxy.clients import ClientRegistry
-from rmq.proxy.messages import Outgoing
+from rmq.proxy.messages import POP_CK, Outgoing
 from rmq.proxy.pb import d
 from rmq.proxy.route import RouteCache, TopicView, select_queue
 from rmq.proxy.status import ProxyError, from_remoting
@@ -47,6 +49,10 @@ log = logging.getLogger("rmq.proxy")
 HEARTBEAT_INTERVAL_S = 10.0
 """How often the brokers hear of the proxy's groups (the 4.x clients' 30 s is too slow for a new producer's
 transaction checks; a new group is announced at once anyway)."""
+
+GROUP_CONFIG_TTL_S = 30.0
+DEFAULT_RETRY_MAX_TIMES = 16
+_JAVA = int(LanguageCode.JAVA)
 
 CheckCallback = Callable[[str, MessageExt, dict[str, str]], None]
 
@@ -98,6 +104,7 @@ class Brokers:
         self.on_check: CheckCallback | None = None
         self.remoting.register(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction_state)
         self._task: asyncio.Task[None] | None = None
+        self._group_retry: dict[str, tuple[int, float]] = {}
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._heartbeat_loop(), name="proxy-heartbeat")
@@ -245,6 +252,16 @@ class Brokers:
         offsets = pop.parse_offset_info(ext.get("msgOffsetInfo"))
         out = []
         for m in decode_messages(response.body or b"", broker_name):
+            # A retry message's topic may be rewritten by the broker, which then gives its handle itself
+            # (the POP_CK property, as Apache's client reads it).
+            given = m.get_property(POP_CK)
+            if given:
+                try:
+                    h = pop.Handle.parse(given)
+                    out.append((m, dataclasses.replace(h, commit_log_offset=m.commit_log_offset)))
+                    continue
+                except ValueError:
+                    log.warning("pop from %s: message %s has a bad POP_CK %r", broker_name, m.msg_id, given)
             mark = pop.retry_mark(m.topic)
             key = f"{mark}@{m.queue_id}"
             ck = start.get(key, [m.queue_offset])[0]
@@ -254,9 +271,10 @@ class Brokers:
                 log.warning(
                     "pop from %s: offset %d of %s not in msgOffsetInfo %s", broker_name, qoff, key, listed
                 )
-            out.append(
-                (m, pop.Handle(ck, pop_time, invisible, revive_qid, mark, broker_name, m.queue_id, qoff))
+            handle = pop.Handle(
+                ck, pop_time, invisible, revive_qid, mark, broker_name, m.queue_id, qoff, m.commit_log_offset
             )
+            out.append((m, handle))
         return out
 
     async def ack(self, group: str, topic: str, handle: pop.Handle) -> None:
@@ -286,8 +304,10 @@ class Brokers:
             addr, pop.CHANGE_MESSAGE_INVISIBLETIME, fields, f"change invisible time at {handle.broker_name}"
         )
         ext = response.ext_fields
+        # The broker checkpoints the message alone now: its own offset starts the new handle (as Apache's
+        # client builds it after CHANGE_MESSAGE_INVISIBLETIME).
         return pop.Handle(
-            handle.ck_queue_offset,
+            handle.queue_offset,
             int(ext.get("popTime", handle.pop_time)),
             int(ext.get("invisibleTime", invisible_ms)),
             int(ext.get("reviveQid", handle.revive_qid)),
@@ -295,7 +315,57 @@ class Brokers:
             handle.broker_name,
             handle.queue_id,
             handle.queue_offset,
+            handle.commit_log_offset,
         )
+
+    async def forward_to_dlq(self, group: str, topic: str, handle: pop.Handle, message_id: str) -> None:
+        """CONSUMER_SEND_MSG_BACK to the dead-letter queue (delay level -1), then ack (Apache's proxy)."""
+        if handle.commit_log_offset < 0:
+            raise ProxyError(d.Code.INVALID_RECEIPT_HANDLE, "the receipt handle carries no CommitLog offset")
+        addr = await self.addr_of(handle.broker_name, topic)
+        fields = {
+            "offset": str(handle.commit_log_offset),
+            "group": group,
+            "delayLevel": "-1",
+            "originMsgId": message_id,
+            "originTopic": pop.real_topic(topic, group, handle.retry),
+            "unitMode": "false",
+            "maxReconsumeTimes": "0",
+            "bname": handle.broker_name,
+        }
+        what = f"forward to the dead-letter queue at {handle.broker_name}"
+        await self._invoke_ok(addr, RequestCode.CONSUMER_SEND_MSG_BACK, fields, what)
+        await self.ack(group, topic, handle)
+        log.info("message %s of %s (group %s) forwarded to the dead-letter queue", message_id, topic, group)
+
+    async def group_retry_max_times(self, group: str, topics: list[str]) -> int:
+        """The group's ``retryMaxTimes`` on a broker of ``topics`` (16, RocketMQ's default, when unknown)."""
+        cached = self._group_retry.get(group)
+        if cached is not None and time.monotonic() - cached[1] < GROUP_CONFIG_TTL_S:
+            return cached[0]
+        value = DEFAULT_RETRY_MAX_TIMES
+        for topic in topics:
+            try:
+                addrs = list((await self.routes.view(topic)).masters().values())
+            except ProxyError:
+                continue
+            for addr in addrs:
+                request = create_request(RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, None, language=_JAVA)
+                try:
+                    response = await self.remoting.invoke(addr, request, 3000)
+                except (RemotingError, OSError) as e:
+                    log.debug("group config of %s from %s: %s", group, addr, e)
+                    continue
+                if response.code != ResponseCode.SUCCESS or not response.body:
+                    continue
+                table = (fastjson.loads_tolerant(response.body) or {}).get("subscriptionGroupTable") or {}
+                config = table.get(group)
+                if isinstance(config, dict):
+                    value = int(config.get("retryMaxTimes", DEFAULT_RETRY_MAX_TIMES))
+                break
+            break
+        self._group_retry[group] = (value, time.monotonic())
+        return value
 
     async def _invoke_ok(self, addr: str, code: int, fields: dict[str, str], what: str) -> RemotingCommand:
         request = create_request(code, fields, language=int(LanguageCode.JAVA))

@@ -32,6 +32,8 @@ class Session:
     group: str | None = None
     topics: set[str] = field(default_factory=set)
     subscriptions: dict[str, d.FilterExpression] = field(default_factory=dict)
+    max_attempts: int = 0
+    """Deliveries of one message before it goes to the dead-letter queue (0: not a consumer yet)."""
     remote_addr: str = ""
     language: str = ""
     version: str = ""

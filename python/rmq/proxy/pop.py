@@ -3,9 +3,11 @@
 POP_MESSAGE (200050) answers the messages with ``popTime``, ``invisibleTime``, ``reviveQid`` and, per queue,
 ``startOffsetInfo`` / ``msgOffsetInfo`` (``<retry> <queueId> <offset>[,<offset>...]`` joined by ``;``, where
 ``<retry>`` is 0 for the topic, 1 for a ``%RETRY%<group>_<topic>`` and 2 for a ``%RETRY%<group>+<topic>``).
-A message's handle is Apache's ``ExtraInfoUtil.buildExtraInfo``: ``ckQueueOffset popTime invisibleTime
-reviveQid retry brokerName queueId msgQueueOffset`` (space-separated); ACK_MESSAGE (200051) and
-CHANGE_MESSAGE_INVISIBLETIME (200053) take it back as ``extraInfo`` with the queue and offset it names.
+A message's handle is Apache's proxy ``ReceiptHandle``: the broker's ``ExtraInfoUtil.buildExtraInfo``
+(``ckQueueOffset popTime invisibleTime reviveQid retry brokerName queueId msgQueueOffset``, space-separated)
+followed by the message's CommitLog offset (what a forward to the dead-letter queue needs). ACK_MESSAGE
+(200051) and CHANGE_MESSAGE_INVISIBLETIME (200053) take it back as ``extraInfo`` (the broker reads the first
+eight fields) with the queue and offset it names.
 """
 
 from __future__ import annotations
@@ -65,12 +67,15 @@ class Handle:
     broker_name: str
     queue_id: int
     queue_offset: int
+    commit_log_offset: int = -1
+    """-1: not known (a handle of eight fields)."""
 
     def __str__(self) -> str:
-        return (
+        text = (
             f"{self.ck_queue_offset} {self.pop_time} {self.invisible_time} {self.revive_qid} {self.retry} "
             f"{self.broker_name} {self.queue_id} {self.queue_offset}"
         )
+        return text if self.commit_log_offset < 0 else f"{text} {self.commit_log_offset}"
 
     @classmethod
     def parse(cls, text: str) -> Handle:
@@ -86,4 +91,5 @@ class Handle:
             parts[5],
             int(parts[6]),
             int(parts[7]),
+            int(parts[8]) if len(parts) > 8 else -1,
         )

@@ -22,7 +22,7 @@ from rmq.proxy import pop
 from rmq.proxy.auth import Authenticator
 from rmq.proxy.brokers import Brokers, TxRef
 from rmq.proxy.clients import ClientRegistry, Session
-from rmq.proxy.messages import MAX_BODY_SIZE, duration_ms, from_broker, to_broker
+from rmq.proxy.messages import MAX_BODY_SIZE, duration_ms, from_broker, timestamp, to_broker
 from rmq.proxy.pb import d, g, s
 from rmq.proxy.route import assignments, message_queues
 from rmq.proxy.status import ProxyError, ok, status
@@ -33,6 +33,8 @@ DEFAULT_INVISIBLE_MS = 30_000
 DEFAULT_POLL_MS = 20_000
 MAX_POLL_MS = 30_000
 RECEIVE_BATCH_MAX = 32
+# Apache's default CustomizedRetryPolicy of a consumer group: the wait before each next attempt.
+RETRY_BACKOFF_S = (1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200)
 
 _SEND_STATUS_CODE = {
     SendStatus.SEND_OK: d.Code.OK,
@@ -164,7 +166,7 @@ class MessagingService(g.MessagingServiceServicer):
                     sess.touch()
                     kind = cmd.WhichOneof("command")
                     if kind == "settings":
-                        out.put_nowait(self._settings(sess, cmd.settings))
+                        out.put_nowait(await self._settings(sess, cmd.settings))
                     elif kind == "thread_stack_trace" or kind == "verify_message_result":
                         log.info("client %s answered %s", sess.client_id, kind)
             except (grpc.RpcError, asyncio.CancelledError):
@@ -184,7 +186,7 @@ class MessagingService(g.MessagingServiceServicer):
             if out in sess.streams:
                 sess.streams.remove(out)
 
-    def _settings(self, sess: Session, settings: d.Settings) -> s.TelemetryCommand:
+    async def _settings(self, sess: Session, settings: d.Settings) -> s.TelemetryCommand:
         """Take a client's settings, answer the server's (Apache's ``processAndWriteClientSettings``)."""
         sess.settings = settings
         if settings.client_type:
@@ -216,11 +218,15 @@ class MessagingService(g.MessagingServiceServicer):
                 sess.subscriptions[entry.topic.name] = entry.expression
             answer.subscription.receive_batch_size = RECEIVE_BATCH_MAX
             answer.subscription.long_polling_timeout.CopyFrom(Duration(seconds=DEFAULT_POLL_MS // 1000))
+            # As Apache's proxy: the group's retryMaxTimes + 1 attempts, its default customized backoff.
+            topics = list(sess.subscriptions)
+            retry_max = await self.brokers.group_retry_max_times(sess.group, topics) if sess.group else 16
+            sess.max_attempts = retry_max + 1
             answer.backoff_policy.CopyFrom(
                 d.RetryPolicy(
-                    max_attempts=17,
+                    max_attempts=sess.max_attempts,
                     customized_backoff=d.CustomizedBackoff(
-                        next=[Duration(seconds=x) for x in (1, 5, 10, 30, 60)]
+                        next=[Duration(seconds=x) for x in RETRY_BACKOFF_S]
                     ),
                 )
             )
@@ -360,6 +366,9 @@ class MessagingService(g.MessagingServiceServicer):
         except ProxyError as e:
             yield s.ReceiveMessageResponse(status=status(e.code, e.message))
             return
+        max_attempts = sess.max_attempts if sess is not None else 0
+        if max_attempts > 0:
+            found = await self._dead_letters(found, group, topic, max_attempts)
         if not found:
             yield s.ReceiveMessageResponse(status=status(d.Code.MESSAGE_NOT_FOUND, "no new message"))
             return
@@ -375,6 +384,27 @@ class MessagingService(g.MessagingServiceServicer):
                     topic=topic,
                 )
             )
+        # When the messages left the server: the clients' receive latency (5.1.2's PushConsumer needs it).
+        yield s.ReceiveMessageResponse(delivery_timestamp=timestamp(now_ms()))
+
+    async def _dead_letters(
+        self, found: list[tuple[MessageExt, pop.Handle]], group: str, topic: str, max_attempts: int
+    ) -> list[tuple[MessageExt, pop.Handle]]:
+        """Messages delivered ``max_attempts`` times already go to the dead-letter queue, not to the client
+        (Apache's proxy filters them the same way)."""
+        keep = []
+        for m, handle in found:
+            if m.reconsume_times < max_attempts:
+                keep.append((m, handle))
+                continue
+            try:
+                await self.brokers.forward_to_dlq(group, topic, handle, m.msg_id)
+            except ProxyError as e:
+                log.warning(
+                    "message %s of %s could not go to the dead-letter queue: %s", m.msg_id, topic, e.message
+                )
+                keep.append((m, handle))
+        return keep
 
     def _handle(self, text: str) -> pop.Handle:
         try:
@@ -435,12 +465,15 @@ class MessagingService(g.MessagingServiceServicer):
     async def ForwardMessageToDeadLetterQueue(
         self, request: s.ForwardMessageToDeadLetterQueueRequest, context: Any
     ) -> s.ForwardMessageToDeadLetterQueueResponse:
-        return s.ForwardMessageToDeadLetterQueueResponse(
-            status=status(
-                d.Code.NOT_IMPLEMENTED,
-                "ForwardMessageToDeadLetterQueue is not implemented by rmq's proxy yet",
-            )
-        )
+        try:
+            _, meta = self._caller(context)
+            group, topic = request.group.name, request.topic.name
+            self._check(meta, "group", group, "SUB")
+            handle = self._handle(request.receipt_handle)
+            await self.brokers.forward_to_dlq(group, topic, handle, request.message_id)
+            return s.ForwardMessageToDeadLetterQueueResponse(status=ok())
+        except ProxyError as e:
+            return s.ForwardMessageToDeadLetterQueueResponse(status=status(e.code, e.message))
 
 
 def now_ms() -> int:
