@@ -133,7 +133,7 @@ def create_topic(broker_addr: str, topic: str, message_type: str | None = None, 
         raise RuntimeError(f"create topic {topic} on {broker_addr}: code {response.code} {response.remark}")
 
 
-def create_group(broker_addr: str, group: str, retry_max_times: int = 16) -> None:
+def create_group(broker_addr: str, group: str, retry_max_times: int = 16, orderly: bool = False) -> None:
     """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP on one broker: Apache's proxy serves no 5.x consumer of a group
     the broker does not have (its settings stay unknown: "settings is null"), autoCreateSubscriptionGroup
     or not."""
@@ -147,6 +147,7 @@ def create_group(broker_addr: str, group: str, retry_max_times: int = 16) -> Non
         "brokerId": 0,
         "whichBrokerWhenConsumeSlowly": 1,
         "notifyConsumerIdsChangedEnable": True,
+        "consumeMessageOrderly": orderly,
     }
     request = create_request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, json.dumps(body).encode())
     response = invoke_sync(broker_addr, request, 10_000)

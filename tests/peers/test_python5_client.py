@@ -244,3 +244,22 @@ def test_push_consumer_retry_and_dead_letter_through_rmq_endpoint_matches_apache
         ("once", 2),
     ]
     assert rmq["dlq"] == 1
+
+
+def _fifo_side(peers5: Peers5, endpoints: str) -> list[str]:
+    topic, group = _name("A5fifo"), _name("G5fifo")
+    create_topic(peers5.apache.broker_addr, topic, "FIFO")
+    create_group(peers5.apache.broker_addr, group, orderly=True)
+    messages = [{"body": f"f{i}", "group": "order-1"} for i in range(5)]
+    run_client5("send", endpoints=peers5.apache.endpoints, topic=topic, messages=messages)
+    got = run_client5(
+        "consume", endpoints=endpoints, topic=topic, group=group, count=len(messages), deadline=90
+    )
+    return [r["body"] for r in got["received"]]
+
+
+def test_fifo_group_receives_in_order_through_rmq_endpoint_like_apache(peers5: Peers5) -> None:
+    """A group that consumes orderly is told FIFO and pops orderly: one message group comes in send order."""
+    rmq = _fifo_side(peers5, peers5.rmq_proxy_endpoints)
+    apache = _fifo_side(peers5, peers5.apache.endpoints)
+    assert rmq == apache == ["f0", "f1", "f2", "f3", "f4"]

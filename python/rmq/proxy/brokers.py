@@ -104,7 +104,7 @@ class Brokers:
         self.on_check: CheckCallback | None = None
         self.remoting.register(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction_state)
         self._task: asyncio.Task[None] | None = None
-        self._group_retry: dict[str, tuple[int, float]] = {}
+        self._group_retry: dict[str, tuple[tuple[int, bool], float]] = {}
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._heartbeat_loop(), name="proxy-heartbeat")
@@ -338,12 +338,13 @@ class Brokers:
         await self.ack(group, topic, handle)
         log.info("message %s of %s (group %s) forwarded to the dead-letter queue", message_id, topic, group)
 
-    async def group_retry_max_times(self, group: str, topics: list[str]) -> int:
-        """The group's ``retryMaxTimes`` on a broker of ``topics`` (16, RocketMQ's default, when unknown)."""
+    async def group_config(self, group: str, topics: list[str]) -> tuple[int, bool]:
+        """The group's ``retryMaxTimes`` and ``consumeMessageOrderly`` on a broker of ``topics`` (16 and
+        false, RocketMQ's defaults, when unknown)."""
         cached = self._group_retry.get(group)
         if cached is not None and time.monotonic() - cached[1] < GROUP_CONFIG_TTL_S:
             return cached[0]
-        value = DEFAULT_RETRY_MAX_TIMES
+        value = (DEFAULT_RETRY_MAX_TIMES, False)
         for topic in topics:
             try:
                 addrs = list((await self.routes.view(topic)).masters().values())
@@ -361,7 +362,8 @@ class Brokers:
                 table = (fastjson.loads_tolerant(response.body) or {}).get("subscriptionGroupTable") or {}
                 config = table.get(group)
                 if isinstance(config, dict):
-                    value = int(config.get("retryMaxTimes", DEFAULT_RETRY_MAX_TIMES))
+                    retry = int(config.get("retryMaxTimes", DEFAULT_RETRY_MAX_TIMES))
+                    value = (retry, bool(config.get("consumeMessageOrderly", False)))
                 break
             break
         self._group_retry[group] = (value, time.monotonic())

@@ -49,11 +49,12 @@ class Session:
             self.topics
         )
 
+    orderly: bool = False
+    """The consumer's group consumes orderly (its broker config's ``consumeMessageOrderly``): FIFO."""
+
     @property
     def fifo(self) -> bool:
-        return bool(
-            self.settings and self.settings.HasField("subscription") and self.settings.subscription.fifo
-        )
+        return self.orderly
 
 
 class ClientRegistry:

@@ -120,10 +120,15 @@ class ClientActivity(Activity):
                 sess.subscriptions[entry.topic.name] = entry.expression
             answer.subscription.receive_batch_size = RECEIVE_BATCH_MAX
             answer.subscription.long_polling_timeout.CopyFrom(Duration(seconds=DEFAULT_POLL_MS // 1000))
-            # As Apache's proxy: the group's retryMaxTimes + 1 attempts, its default customized backoff.
+            # As Apache's proxy: the group's retryMaxTimes + 1 attempts, its default customized backoff, and
+            # FIFO when the group consumes orderly.
             topics = list(sess.subscriptions)
-            retry_max = await self.brokers.group_retry_max_times(sess.group, topics) if sess.group else 16
+            retry_max, orderly = (
+                await self.brokers.group_config(sess.group, topics) if sess.group else (16, False)
+            )
             sess.max_attempts = retry_max + 1
+            sess.orderly = orderly
+            answer.subscription.fifo = orderly
             answer.backoff_policy.CopyFrom(
                 d.RetryPolicy(
                     max_attempts=sess.max_attempts,
