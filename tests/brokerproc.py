@@ -63,6 +63,8 @@ def start_broker(
     # The HA port (listenPort + 1 by default) on any free port: next to an ephemeral listenPort it may
     # be some other socket's, and a restart on the same listenPort must not depend on it being free.
     args += ["-p", "bindAddress=127.0.0.1", "-p", "haListenPort=0"]
+    # The gRPC endpoint (5.x clients) on any free port too; its port is the RMQ-READY line's `grpc`.
+    args += ["-p", "grpcServerPort=0"]
     args += ["-p", f"storePathRootDir={store_dir}"]
     args += ["-p", f"logDir={Path(store_dir).parent / (Path(store_dir).name + '-logs')}"]
     for p in props:

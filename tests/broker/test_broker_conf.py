@@ -269,7 +269,7 @@ def test_log_lines_name_the_broker_and_each_broker_has_its_own_file(tmp_path: Pa
     home = tmp_path / "home"
     env = dict(os.environ, HOME=str(home), PYTHONUNBUFFERED="1")
     args = [sys.executable, "-m", "rmq.broker", "-p", "listenPort=0", "-p", "haListenPort=0"]
-    args += ["-p", "bindAddress=127.0.0.1", "--namesrv-port", "0"]
+    args += ["-p", "bindAddress=127.0.0.1", "--namesrv-port", "0", "-p", "grpcServerPort=0"]
     procs = []
     for name in ("log-a", "log-b"):
         store = tmp_path / name

@@ -63,6 +63,8 @@ LOGBACK = """<configuration>
 class PeerLibs:
     server: Path  # Apache RocketMQ name server + broker jars
     client: Path  # Java client, tools and ACL jars
+    server5: Path  # Apache RocketMQ 5.x name server + proxy (broker inside) + tools jars
+    python5: Path  # site directory of the official 5.x Python client (rocketmq-python-client)
 
 
 _libs: PeerLibs | None = None
@@ -80,8 +82,8 @@ def peer_libs() -> PeerLibs:
             if os.environ.get("RMQ_PEERS_SKIP") == "1":
                 pytest.skip(msg)
             pytest.fail(msg, pytrace=False)
-        server, client = (Path(line) for line in proc.stdout.split())
-        _libs = PeerLibs(server, client)
+        server, client, server5, python5 = (Path(line) for line in proc.stdout.split())
+        _libs = PeerLibs(server, client, server5, python5)
     return _libs
 
 
@@ -212,14 +214,14 @@ def _prepare_home(home: Path) -> None:
 
 
 def start_apache_namesrv(
-    home: Path, log: list[str], timeout: float = 120.0
+    home: Path, log: list[str], timeout: float = 120.0, libs: Path | None = None
 ) -> tuple[subprocess.Popen[str], str]:
     """Start an Apache name server on a free loopback port under ``home``; returns it and its address."""
     _prepare_home(home)
     ns_port = free_port()
     (home / "namesrv.conf").write_text(f"listenPort={ns_port}\n")
     proc = _java(
-        peer_libs().server,
+        libs or peer_libs().server,
         NAMESRV_JVM,
         home,
         "org.apache.rocketmq.namesrv.NamesrvStartup",

@@ -4,6 +4,10 @@ on both, and a helper that runs a Java driver scenario against each and returns 
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
+import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +28,7 @@ from tests.peers.apache import (
     run_driver,
     start_apache,
 )
+from tests.peers.apache5 import Apache5Peer, start_apache5
 
 BROKERS = ("rmq", "apache")
 # Broker settings the comparisons rely on, given to both brokers.
@@ -179,3 +184,46 @@ def peers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peers]:
         apache.stop()
         rc = rmq.stop()
         assert rc == 0, "rmq broker exited uncleanly:\n" + "".join(rmq.log[-40:])
+
+
+@dataclass
+class Peers5:
+    """The 5.x side: Apache RocketMQ 5.x (name server + proxy with its broker) and rmq's gRPC endpoint run
+    standalone (``python -m rmq.proxy``) in front of that Apache broker, over Remoting ("cluster" mode)."""
+
+    apache: Apache5Peer
+    rmq_proxy: subprocess.Popen[str]
+    rmq_proxy_port: int
+    rmq_proxy_log: list[str]
+
+    @property
+    def rmq_proxy_endpoints(self) -> str:
+        return f"127.0.0.1:{self.rmq_proxy_port}"
+
+
+@pytest.fixture(scope="session")
+def peers5(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peers5]:
+    home = tmp_path_factory.mktemp("peers5")
+    apache = start_apache5(home / "apache5", *SHARED_PROPS)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rmq.proxy", "-n", apache.namesrv_addr, "--host", "127.0.0.1", "--port", "0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONUNBUFFERED="1", HOME=str(home)),
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    log: list[str] = []
+    threading.Thread(target=lambda: log.extend(proc.stderr), daemon=True).start()  # type: ignore[arg-type]
+    line = proc.stdout.readline()
+    if not line.startswith("RMQ-PROXY-READY"):
+        proc.kill()
+        apache.stop()
+        raise RuntimeError("rmq proxy did not start:\n" + line + "".join(log[-40:]))
+    port = int(line.split("grpc=")[1])
+    try:
+        yield Peers5(apache, proc, port, log)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+        apache.stop()

@@ -1,7 +1,8 @@
 """`python -m rmq.broker`: a working single-node cluster on defaults.
 
 With no arguments: an embedded name server on 9876 and the broker on 10911, store under
-`~/store`, ASYNC_FLUSH, topic auto-creation on. `-c broker.conf` and repeated `-p KEY=VALUE` set
+`~/store`, ASYNC_FLUSH, topic auto-creation on, and the gRPC endpoint for RocketMQ 5.x clients on 8081
+(``grpcServerPort``; -1: none). `-c broker.conf` and repeated `-p KEY=VALUE` set
 RocketMQ properties; `-n host:port;host:port` uses external name servers (no embedded one).
 """
 
@@ -9,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 import sys
+from typing import Any
 
 import click
 
@@ -91,9 +94,13 @@ async def serve(cfg: BrokerConfig, namesrv_port: int | None, namesrv_metrics_por
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    proxy = None
     try:
         await broker.start()
-        metrics = f" metrics={broker.metrics_port}" if broker.metrics_port else ""
+        if cfg.grpc_server_port >= 0:
+            proxy = start_grpc(cfg, broker)
+        metrics = f" grpc={proxy.port}" if proxy is not None else ""
+        metrics += f" metrics={broker.metrics_port}" if broker.metrics_port else ""
         if ns is not None and ns.metrics_port:
             metrics += f" namesrv_metrics={ns.metrics_port}"
         if broker.dashboard is not None:
@@ -103,10 +110,53 @@ async def serve(cfg: BrokerConfig, namesrv_port: int | None, namesrv_metrics_por
         await stop.wait()
         log.info("shutting down")
     finally:
+        if proxy is not None:
+            await asyncio.get_running_loop().run_in_executor(None, proxy.stop)
         await broker.shutdown()
         if ns is not None:
             await ns.stop()
         log.info("stopped cleanly")
+
+
+def start_grpc(cfg: BrokerConfig, broker: BrokerController) -> Any:
+    """The gRPC endpoint (rmq.proxy) in this process: it reaches this broker (and the cluster's others)
+    through the name servers over Remoting, on its own thread and event loop."""
+    try:
+        from rmq.acl.signing import RequestSigner
+        from rmq.proxy import ProxyConfig, ProxyThread
+    except ImportError as e:
+        raise ConfigError(
+            f"grpcServerPort={cfg.grpc_server_port}: cannot serve gRPC ({e}); -1 turns it off"
+        ) from None
+    from rmq.remoting.tls import TlsClientSettings
+
+    creds = cfg.inner_credentials()
+    # The proxy reaches this broker like any client: over TLS when the broker port enforces it.
+    remoting_tls = cfg.tls_client()
+    if remoting_tls is None and cfg.tls_server_mode == "enforcing":
+        remoting_tls = TlsClientSettings(enable=True)
+    config = ProxyConfig(
+        cfg.namesrv_list(),
+        cfg.bind_address,
+        cfg.grpc_server_port,
+        acl=broker.acl,
+        rpc_hook=RequestSigner(*creds) if creds else None,
+        remoting_tls=remoting_tls,
+    )
+    if cfg.tls_server_mode == "enforcing":
+        config.tls_cert_path = os.path.expanduser(cfg.tls_server_cert_path)
+        config.tls_key_path = os.path.expanduser(cfg.tls_server_key_path)
+        config.tls_trust_cert_path = os.path.expanduser(cfg.tls_server_trust_cert_path)
+        config.tls_require_client_auth = cfg.tls_server_need_client_auth == "require"
+    elif cfg.tls_server_mode == "permissive":
+        log.warning(
+            "tls.server.mode=permissive: the gRPC port (grpcServerPort=%d) serves plaintext only (grpcio "
+            "cannot serve TLS and plaintext on one port); tls.server.mode=enforcing serves it over TLS",
+            cfg.grpc_server_port,
+        )
+    proxy = ProxyThread(config)
+    proxy.start()
+    return proxy
 
 
 @click.command(context_settings={"help_option_names": ["-h", "--help"]})

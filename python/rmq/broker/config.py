@@ -107,6 +107,7 @@ _NAMES: dict[str, str] = {
     "rocketmqHome": "rocketmq_home",
     "innerClientAuthenticationCredentials": "inner_client_authentication_credentials",
     "dashboardPort": "dashboard_port",
+    "grpcServerPort": "grpc_server_port",
     "dashboardAdmin": "dashboard_admin",
     "reviveQueueNum": "revive_queue_num",
     "popFromRetryProbability": "pop_from_retry_probability",
@@ -314,6 +315,9 @@ class BrokerConfig:
     dashboard_port: int = -1
     """Port of the web dashboard (rmq's own property; -1: no dashboard, the default; 0: any free port,
     logged). It is served on ``bindAddress`` and reads the cluster through ``namesrvAddr``."""
+    grpc_server_port: int = 8081
+    """Port of the gRPC endpoint for RocketMQ 5.x clients (Apache's proxy property; -1: not served; 0: any
+    free port, logged). ``python -m rmq.broker`` serves it on ``bindAddress`` (see :mod:`rmq.proxy`)."""
     dashboard_admin: bool = False
     """Let the dashboard reset offsets and resend dead-letter messages (rmq's own property; false:
     read-only)."""
@@ -613,6 +617,8 @@ class BrokerConfig:
         if self.acl_enable and not self.acl_path:
             raise ConfigError("aclEnable=true needs aclFilePath (or rocketmqHome / ROCKETMQ_HOME)")
         self.inner_credentials()
+        if not -1 <= self.grpc_server_port <= 65535:
+            raise ConfigError(f"grpcServerPort: {self.grpc_server_port} is not a TCP port (-1: not served)")
         if not -1 <= self.dashboard_port <= 65535:
             raise ConfigError(f"dashboardPort: {self.dashboard_port} is not a TCP port (-1: no dashboard)")
         if self.acl_require_tls:

@@ -1,0 +1,155 @@
+"""The gRPC server of the proxy (grpcio's asyncio server), and its run in a thread of a broker process.
+
+:class:`ProxyServer` wires the parts: the client registry, the Remoting side towards the brokers, the
+MessagingService handlers, optional TLS (a certificate and key in PEM) and ACL. ``python -m rmq.proxy`` runs
+it on its own; :class:`ProxyThread` runs it beside a broker in one process ("local": the proxy reaches that
+broker over loopback Remoting, through the name server like any other), on its own event loop so the
+broker's loop never waits on gRPC.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from dataclasses import dataclass
+
+import grpc
+
+from rmq.acl.validator import AccessValidator
+from rmq.proxy.auth import Authenticator
+from rmq.proxy.brokers import Brokers
+from rmq.proxy.clients import ClientRegistry
+from rmq.proxy.pb import g
+from rmq.proxy.service import MessagingService
+from rmq.remoting.tls import TlsClientSettings
+
+log = logging.getLogger("rmq.proxy")
+
+DEFAULT_GRPC_PORT = 8081
+
+
+@dataclass(slots=True)
+class ProxyConfig:
+    namesrv_addrs: list[str]
+    host: str = "0.0.0.0"
+    port: int = DEFAULT_GRPC_PORT
+    tls_cert_path: str = ""
+    """Serve TLS with this PEM certificate (chain) and ``tls_key_path`` (an unencrypted PEM key)."""
+    tls_key_path: str = ""
+    tls_trust_cert_path: str = ""
+    """With ``tls_require_client_auth``: the PEM CAs a client certificate must chain to."""
+    tls_require_client_auth: bool = False
+    remoting_tls: TlsClientSettings | None = None
+    """TLS of the proxy's own Remoting connections to name servers and brokers."""
+    acl: AccessValidator | None = None
+    rpc_hook: object = None
+    """Signs the proxy's Remoting requests (an ACL account of the brokers)."""
+
+
+class ProxyServer:
+    def __init__(self, config: ProxyConfig) -> None:
+        self.config = config
+        self.registry = ClientRegistry()
+        self.brokers = Brokers(
+            config.namesrv_addrs, self.registry, rpc_hook=config.rpc_hook, tls=config.remoting_tls
+        )
+        auth = Authenticator(config.acl) if config.acl is not None else None
+        self.service = MessagingService(self.brokers, self.registry, auth)
+        self._server: grpc.aio.Server | None = None
+        self.port = 0
+
+    async def start(self) -> int:
+        server = grpc.aio.server()
+        g.add_MessagingServiceServicer_to_server(self.service, server)
+        address = f"{self.config.host}:{self.config.port}"
+        if self.config.tls_cert_path:
+            port = server.add_secure_port(address, self._credentials())
+        else:
+            port = server.add_insecure_port(address)
+        if port == 0:
+            raise OSError(f"gRPC: cannot listen on {address}")
+        await server.start()
+        self._server = server
+        self.port = port
+        self.brokers.start()
+        log.info(
+            "gRPC proxy (RocketMQ 5.x clients) listening on %s:%d%s%s, name servers %s",
+            self.config.host,
+            port,
+            " with TLS" if self.config.tls_cert_path else "",
+            " with ACL" if self.config.acl is not None else "",
+            ";".join(self.config.namesrv_addrs),
+        )
+        return port
+
+    def _credentials(self) -> grpc.ServerCredentials:
+        c = self.config
+        try:
+            with open(c.tls_key_path, "rb") as f:
+                key = f.read()
+            with open(c.tls_cert_path, "rb") as f:
+                cert = f.read()
+            trust = None
+            if c.tls_require_client_auth:
+                with open(c.tls_trust_cert_path, "rb") as f:
+                    trust = f.read()
+        except OSError as e:
+            raise OSError(f"gRPC TLS: cannot read {e.filename}: {e.strerror}") from None
+        if b"ENCRYPTED" in key:
+            raise OSError(
+                f"gRPC TLS: {c.tls_key_path} is an encrypted key; the gRPC port needs an unencrypted one"
+            )
+        return grpc.ssl_server_credentials(
+            [(key, cert)], root_certificates=trust, require_client_auth=c.tls_require_client_auth
+        )
+
+    async def stop(self, grace: float = 1.0) -> None:
+        if self._server is not None:
+            for sess in self.registry.sessions():
+                self.registry.remove(sess.client_id, "proxy stopping")
+            await self._server.stop(grace)
+            self._server = None
+        await self.brokers.close()
+
+
+class ProxyThread:
+    """A :class:`ProxyServer` on its own event loop in a daemon thread (the broker process's gRPC port)."""
+
+    def __init__(self, config: ProxyConfig) -> None:
+        self.config = config
+        self.port = 0
+        self._loop = asyncio.SelectorEventLoop()  # grpcio's asyncio server, not the broker's uvloop
+        self._server: ProxyServer | None = None
+        self._thread = threading.Thread(target=self._run, name="rmq-grpc-proxy", daemon=True)
+        self._started = threading.Event()
+        self._error: BaseException | None = None
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        try:
+            self._server = ProxyServer(self.config)
+            self.port = self._loop.run_until_complete(self._server.start())
+        except BaseException as e:
+            self._error = e
+            self._started.set()
+            return
+        self._started.set()
+        self._loop.run_forever()
+
+    def start(self, timeout: float = 30.0) -> int:
+        self._thread.start()
+        self._started.wait(timeout)
+        if self._error is not None:
+            raise self._error
+        return self.port
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self._server is None or not self._thread.is_alive():
+            return
+        fut = asyncio.run_coroutine_threadsafe(self._server.stop(), self._loop)
+        try:
+            fut.result(timeout)
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout)

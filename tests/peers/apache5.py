@@ -1,0 +1,155 @@
+"""Apache RocketMQ 5.x as a test peer of rmq's gRPC endpoint: a name server and a proxy in "local" mode
+(the broker runs inside the proxy: ``ProxyStartup -pm local -bc broker.conf -pc rmq-proxy.json -n ADDR``).
+
+The jars are ``scripts/peers``'s ``server5`` (5.5.0 from Maven Central). The broker listens on a free
+loopback port (and on the port two below, its "VIP" channel, and one above, HA), the proxy on free gRPC and
+Remoting ports. Topics get their 5.x message type (``+message.type=NORMAL|FIFO|DELAY|TRANSACTION``), which
+Apache's proxy checks against what a 5.x client sends: :func:`create_topic` sends UPDATE_AND_CREATE_TOPIC
+with that attribute straight to the broker.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rmq.common.codes import RequestCode, ResponseCode
+from rmq.remoting import create_request
+from rmq.remoting.client import invoke_sync
+
+from tests.peers.apache import (
+    BROKER_JVM,
+    ApachePeer,
+    _await_line,
+    _java,
+    _prepare_home,
+    free_port,
+    peer_libs,
+    start_apache_namesrv,
+)
+
+
+@dataclass
+class Apache5Peer:
+    namesrv: subprocess.Popen[str]
+    proxy: subprocess.Popen[str]
+    namesrv_addr: str
+    broker_addr: str
+    grpc_port: int
+    home: Path
+    log: list[str] = field(default_factory=list)
+
+    @property
+    def endpoints(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    def logs(self, tail: int = 60) -> str:
+        parts = []
+        for name in ("proxy", "broker"):
+            path = self.home / "user" / "logs" / "rocketmqlogs" / f"{name}.log"
+            if path.exists():
+                lines = path.read_text(errors="replace").splitlines()[-tail:]
+                parts.append(f"--- {path}\n" + "\n".join(lines))
+        return "\n".join(parts + self.log[-tail:])
+
+    def stop(self, timeout: float = 30.0) -> None:
+        ApachePeer(self.namesrv, self.proxy, self.namesrv_addr, self.broker_addr, self.home).stop(timeout)
+
+
+def start_apache5(home: Path, *props: str, timeout: float = 180.0) -> Apache5Peer:
+    """Start the 5.x name server and the proxy with its broker (DefaultCluster, broker-a) under ``home``;
+    ``props`` are extra broker.conf lines. Returns once the proxy says it started."""
+    libs = peer_libs().server5
+    log: list[str] = []
+    _prepare_home(home)
+    namesrv, namesrv_addr = start_apache_namesrv(home, log, timeout, libs=libs)
+    broker_port = free_port(neighbours=(-2, 1))
+    grpc_port, remoting_port = free_port(), free_port()
+    store = home / "store"
+    lines = [
+        "brokerClusterName=DefaultCluster",
+        "brokerName=broker-a",
+        "brokerId=0",
+        "brokerRole=ASYNC_MASTER",
+        "brokerIP1=127.0.0.1",
+        f"listenPort={broker_port}",
+        f"namesrvAddr={namesrv_addr}",
+        f"storePathRootDir={store}",
+        f"storePathCommitLog={store / 'commitlog'}",
+        "autoCreateTopicEnable=true",
+        "autoCreateSubscriptionGroup=true",
+        f"mappedFileSizeCommitLog={64 * 1024 * 1024}",
+        f"mappedFileSizeConsumeQueue={20 * 30000}",
+        *props,
+    ]
+    (home / "broker.conf").write_text("\n".join(lines) + "\n")
+    proxy_conf = {
+        "rocketMQClusterName": "DefaultCluster",
+        "grpcServerPort": grpc_port,
+        "remotingListenPort": remoting_port,
+        "namesrvAddr": namesrv_addr,
+    }
+    (home / "rmq-proxy.json").write_text(json.dumps(proxy_conf))
+    proxy = _java(
+        libs,
+        BROKER_JVM,
+        home,
+        "org.apache.rocketmq.proxy.ProxyStartup",
+        "-pm",
+        "local",
+        "-bc",
+        str(home / "broker.conf"),
+        "-pc",
+        str(home / "rmq-proxy.json"),
+        "-n",
+        namesrv_addr,
+    )
+    peer = Apache5Peer(namesrv, proxy, namesrv_addr, f"127.0.0.1:{broker_port}", grpc_port, home, log)
+    if not _await_line(proxy, "rocketmq-proxy startup successfully", log, timeout):
+        detail = peer.logs()
+        peer.stop()
+        raise RuntimeError(f"Apache RocketMQ 5.x proxy did not start:\n{detail}")
+    return peer
+
+
+def create_topic(broker_addr: str, topic: str, message_type: str | None = None, queues: int = 8) -> None:
+    """UPDATE_AND_CREATE_TOPIC on one broker, with a 5.x ``message.type`` attribute when given."""
+    fields = {
+        "topic": topic,
+        "defaultTopic": "TBW102",
+        "readQueueNums": str(queues),
+        "writeQueueNums": str(queues),
+        "perm": "6",
+        "topicFilterType": "SINGLE_TAG",
+        "topicSysFlag": "0",
+        "order": "false",
+    }
+    if message_type:
+        fields["attributes"] = f"+message.type={message_type}"
+    response = invoke_sync(broker_addr, create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields), 10_000)
+    if response.code != ResponseCode.SUCCESS:
+        raise RuntimeError(f"create topic {topic} on {broker_addr}: code {response.code} {response.remark}")
+
+
+def create_group(broker_addr: str, group: str, retry_max_times: int = 16, orderly: bool = False) -> None:
+    """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP on one broker: Apache's proxy serves no 5.x consumer of a group
+    the broker does not have (its settings stay unknown: "settings is null"), autoCreateSubscriptionGroup
+    or not."""
+    body = {
+        "groupName": group,
+        "consumeEnable": True,
+        "consumeFromMinEnable": True,
+        "consumeBroadcastEnable": True,
+        "retryQueueNums": 1,
+        "retryMaxTimes": retry_max_times,
+        "brokerId": 0,
+        "whichBrokerWhenConsumeSlowly": 1,
+        "notifyConsumerIdsChangedEnable": True,
+        "consumeMessageOrderly": orderly,
+    }
+    request = create_request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, json.dumps(body).encode())
+    response = invoke_sync(broker_addr, request, 10_000)
+    if response.code != ResponseCode.SUCCESS:
+        raise RuntimeError(f"create group {group} on {broker_addr}: code {response.code} {response.remark}")

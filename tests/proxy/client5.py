@@ -1,0 +1,191 @@
+"""Drive the official RocketMQ 5.x Python client (rocketmq-python-client 5.1.2) for the proxy tests.
+
+Run as a child Python with the client's install directory on PYTHONPATH (its import package is `rocketmq`,
+as the 4.x client's, so it cannot be imported in the test process). ``python client5.py SCENARIO JSON``
+prints one JSON line of results on stdout; the client's own logs go to stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from typing import Any
+
+from rocketmq import (  # type: ignore[import-not-found]
+    ClientConfiguration,
+    ConsumeResult,
+    Credentials,
+    FilterExpression,
+    Message,
+    MessageListener,
+    Producer,
+    PushConsumer,
+    SimpleConsumer,
+    TransactionChecker,
+    TransactionResolution,
+)
+
+
+def config(args: dict[str, Any]) -> Any:
+    creds = Credentials(args.get("ak", ""), args.get("sk", ""))
+    return ClientConfiguration(args["endpoints"], creds, request_timeout=args.get("timeout", 10))
+
+
+def message(topic: str, body: str, **kw: Any) -> Any:
+    msg = Message()
+    msg.topic = topic
+    msg.body = body.encode()
+    if kw.get("tag"):
+        msg.tag = kw["tag"]
+    for key in kw.get("keys") or ():
+        msg.keys = key  # the setter adds one key
+    if kw.get("group"):
+        msg.message_group = kw["group"]
+    if kw.get("delay_s"):
+        # 5.1.2 copies delivery_timestamp into the protobuf Timestamp's seconds: epoch seconds, not ms.
+        msg.delivery_timestamp = int(time.time()) + kw["delay_s"]
+    for k, v in (kw.get("props") or {}).items():
+        msg.add_property(k, v)
+    return msg
+
+
+def send(args: dict[str, Any]) -> dict[str, Any]:
+    topic = args["topic"]
+    producer = Producer(config(args), (topic,), tls_enable=args.get("tls", False))
+    producer.startup()
+    out = []
+    try:
+        for m in args["messages"]:
+            receipt = producer.send(message(topic, **m))
+            out.append({"body": m["body"], "message_id": receipt.message_id})
+    finally:
+        producer.shutdown()
+    return {"sent": out}
+
+
+class Checker(TransactionChecker):  # type: ignore[misc]
+    def __init__(self, verdicts: dict[str, str]) -> None:
+        self.verdicts = verdicts
+        self.checked: list[str] = []
+        self.done = threading.Event()
+
+    def check(self, msg: Any) -> Any:
+        body = msg.body.decode()
+        self.checked.append(body)
+        self.done.set()
+        return (
+            TransactionResolution.COMMIT
+            if self.verdicts.get(body) == "commit"
+            else TransactionResolution.ROLLBACK
+        )
+
+
+def transaction(args: dict[str, Any]) -> dict[str, Any]:
+    """Half messages ended by the producer (commit / rollback) and one left for the server's check."""
+    topic = args["topic"]
+    # A check may also come for an ended one whose end the broker had not read yet: answer it the same.
+    checker = Checker({args["unresolved"]: args["check_verdict"], **args["ended"]})
+    producer = Producer(config(args), (topic,), checker)
+    producer.startup()
+    try:
+        for body, verdict in args["ended"].items():
+            tx = producer.begin_transaction()
+            producer.send(message(topic, body), tx)
+            tx.commit() if verdict == "commit" else tx.rollback()
+        tx = producer.begin_transaction()
+        producer.send(message(topic, args["unresolved"]), tx)  # never ended: the broker asks
+        checker.done.wait(args.get("check_wait", 60))
+        time.sleep(1)  # let the checker's EndTransaction leave before shutdown
+    finally:
+        producer.shutdown()
+    return {"checked": checker.checked}
+
+
+def consume(args: dict[str, Any]) -> dict[str, Any]:
+    """Receive until ``count`` messages: ack each; the first is first given more invisible time."""
+    topic = args["topic"]
+    consumer = SimpleConsumer(config(args), args["group"], {topic: FilterExpression(args.get("tag", "*"))}, 5)
+    consumer.startup()
+    got: list[dict[str, Any]] = []
+    changed = False
+    errors: list[str] = []
+    deadline = time.monotonic() + args.get("deadline", 60)
+    try:
+        while len(got) < args["count"] and time.monotonic() < deadline:
+            try:
+                batch = consumer.receive(16, 30) or []
+            except Exception as e:  # Apache's proxy refuses a receive before the client's settings reach it
+                print(f"receive failed, retrying: {e}", file=sys.stderr)
+                if str(e) not in errors:
+                    errors.append(str(e))
+                time.sleep(1)
+                continue
+            for msg in batch:
+                if not changed:
+                    consumer.change_invisible_duration(msg, 40)
+                    changed = True
+                consumer.ack(msg)
+                got.append(
+                    {
+                        "body": msg.body.decode(),
+                        "tag": msg.tag,
+                        "keys": sorted(msg.keys),
+                        "group": msg.message_group,
+                        "attempt": msg.delivery_attempt,
+                        "props": dict(msg.properties),
+                    }
+                )
+    finally:
+        consumer.shutdown()
+    return {"received": got, "changed_invisible": changed, "errors": errors}
+
+
+class Listener(MessageListener):  # type: ignore[misc]
+    """Fails ``fail_always`` every time and ``fail_once`` on its first delivery; records each delivery."""
+
+    def __init__(self, fail_always: set[str], fail_once: set[str]) -> None:
+        self.fail_always = fail_always
+        self.fail_once = fail_once
+        self.deliveries: list[tuple[str, int]] = []
+        self.lock = threading.Lock()
+
+    def consume(self, msg: Any) -> Any:
+        body = msg.body.decode()
+        with self.lock:
+            self.deliveries.append((body, msg.delivery_attempt))
+        if body in self.fail_always or (body in self.fail_once and msg.delivery_attempt == 1):
+            return ConsumeResult.FAILURE
+        return ConsumeResult.SUCCESS
+
+
+def push(args: dict[str, Any]) -> dict[str, Any]:
+    """A PushConsumer until each body is consumed (or, failing always, delivered ``max_attempts`` times)."""
+    topic = args["topic"]
+    listener = Listener(set(args["fail_always"]), set(args["fail_once"]))
+    consumer = PushConsumer(config(args), args["group"], listener, {topic: FilterExpression("*")})
+    consumer.startup()
+    want_ok = set(args["bodies"]) - set(args["fail_always"])
+    deadline = time.monotonic() + args.get("deadline", 120)
+    try:
+        while time.monotonic() < deadline:
+            with listener.lock:
+                seen = list(listener.deliveries)
+            done = {b for b, _ in seen if b in want_ok and (b not in args["fail_once"] or _ > 1)}
+            failed = [a for b, a in seen if b in args["fail_always"]]
+            if done == want_ok and len(failed) >= args["max_attempts"] * len(args["fail_always"]):
+                time.sleep(args.get("settle", 5))  # the last nack leads to the dead-letter queue
+                break
+            time.sleep(0.5)
+    finally:
+        consumer.shutdown()
+    with listener.lock:
+        return {"deliveries": sorted(listener.deliveries)}
+
+
+if __name__ == "__main__":
+    scenario, raw = sys.argv[1], sys.argv[2]
+    scenarios = {"send": send, "transaction": transaction, "consume": consume, "push": push}
+    result = scenarios[scenario](json.loads(raw))
+    print(json.dumps(result), flush=True)
