@@ -84,6 +84,7 @@ class NetworkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_end: QueueOffsets | None = None
         self._last_batch_at = time.monotonic()
         self._latest: QueueOffsets | None = None
+        self._committed: QueueOffsets | None = None
 
     def _client(self) -> ClusterClient:
         return ClusterClient(self.spec)
@@ -117,6 +118,9 @@ class NetworkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         begin = from_json(start)
+        # `start` is the end of the last batch Spark completed; Spark's own commit() of it comes only
+        # when a next batch is planned, so a query with nothing new would leave the broker one behind.
+        self._commit_group(begin)
         with self._client() as client:
             queues = discover(client, self.spec)
             bounds = queue_bounds(client, queues)
@@ -188,11 +192,14 @@ class NetworkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def commit(self, end: dict) -> None:
         """With ``consumerGroup``: the batch's end offsets to the brokers (a failure is logged: the
         checkpoint, not the broker, is what the query goes on from)."""
-        if not self.spec.commit_group:
+        self._commit_group(from_json(end))
+
+    def _commit_group(self, offsets: QueueOffsets) -> None:
+        if not self.spec.commit_group or offsets == self._committed:
             return
-        offsets = from_json(end)
         with self._client() as client:
             groups: dict[QueueKey, BrokerGroup] = {}
+            ok = True
             try:
                 groups = discover(client, self.spec)
             except NetworkReadError as e:
@@ -205,4 +212,7 @@ class NetworkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 try:
                     client.update_consumer_offset(group, q, off)
                 except NetworkReadError as e:
+                    ok = False
                     log.warning("rocketmq network stream: %s", e)
+        if ok:
+            self._committed = dict(offsets)
