@@ -8,6 +8,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rmq.acl import RequestSigner
 from rmq.client import Message
 from rmq.client.sync import Producer
 from rmq.common.codes import RequestCode
@@ -24,15 +25,15 @@ def digest(body: bytes) -> str:
     return hashlib.sha256(body).hexdigest()
 
 
-def call(addr: str, code: int, fields: dict[str, str]) -> dict[str, str]:
-    """One request; its answer's ext fields (asserts success)."""
-    with BlockingClient() as client:
+def call(addr: str, code: int, fields: dict[str, str], signer: RequestSigner | None = None) -> dict[str, str]:
+    """One request (signed by `signer`, if given); its answer's ext fields (asserts success)."""
+    with BlockingClient(rpc_hook=signer) as client:
         resp = client.invoke(addr, create_request(code, fields), 5000)
     assert resp.code == 0, resp.remark
     return resp.ext_fields
 
 
-def create_topic(broker_addr: str, topic: str, queues: int = 4) -> None:
+def create_topic(broker_addr: str, topic: str, queues: int = 4, signer: RequestSigner | None = None) -> None:
     fields = {
         "topic": topic,
         "defaultTopic": "TBW102",
@@ -41,7 +42,7 @@ def create_topic(broker_addr: str, topic: str, queues: int = 4) -> None:
         "perm": "6",
         "topicFilterType": "SINGLE_TAG",
     }
-    call(broker_addr, RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
+    call(broker_addr, RequestCode.UPDATE_AND_CREATE_TOPIC, fields, signer)
 
 
 def consumer_offset(broker_addr: str, group: str, topic: str, broker: str, qid: int) -> int:
