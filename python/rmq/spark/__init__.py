@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from rmq.spark.jvm import jar_path, jvm_reader_available, load
 from rmq.spark.schema import spark_schema
 from rmq.spark.source import RocketMQDataSource, RocketMQDataSourceNoPushdown
-from rmq.spark.udf import decode_record, parse_properties, record_struct_type
+from rmq.spark.udf import decode_record, decode_records, parse_properties, record_struct_type
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RocketMQDataSource",
     "decode_record",
+    "decode_records",
     "jar_path",
     "jvm_reader_available",
     "load",
