@@ -163,3 +163,36 @@ def test_errors_name_the_option_or_topic(spark: SparkSession, cluster: Cluster, 
     )
     assert "topicpattern" in text and "network source" in text
     assert PythonException  # the errors above reach the driver wrapped by Spark
+
+
+def test_load_with_a_name_server_reads_over_the_network(
+    spark: SparkSession, cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    import rmq.spark
+
+    with caplog.at_level(logging.INFO, logger="rmq.spark.jvm"):
+        df = rmq.spark.load(spark, nameServer=cluster.ns, topics=TOPIC, columns="body,broker_name")
+    assert "over the network with the Python network source" in caplog.text
+    assert df.columns == ["body", "broker_name"]
+    assert hashes([bytes(r.body) for r in df.collect()]) == hashes([m.body for m in sent_of(cluster)])
+
+
+def test_load_without_the_jar_says_how_to_get_it(
+    spark: SparkSession, cluster: Cluster, tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch
+) -> None:  # type: ignore[no-untyped-def]
+    import logging
+
+    import rmq.spark
+    import rmq.spark.jvm as jvm
+
+    monkeypatch.setattr(jvm, "jvm_reader_available", lambda spark: False)
+    with caplog.at_level(logging.INFO, logger="rmq.spark.jvm"):
+        rmq.spark.load(spark, str(tmp_path), columns="topic")
+    jar = rmq.spark.jar_path()
+    assert f'SparkSession.builder.config("spark.jars", "{jar}")' in caplog.text
+    monkeypatch.setattr(jvm, "jar_path", lambda: None)
+    with caplog.at_level(logging.INFO, logger="rmq.spark.jvm"):
+        rmq.spark.load(spark, str(tmp_path), columns="topic")
+    assert "scripts/spark-jar" in caplog.text
