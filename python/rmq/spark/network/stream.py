@@ -138,6 +138,7 @@ class NetworkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         total = sum(backlog.values())
         mn = self.spec.min_offsets_per_trigger
         waited_ms = (time.monotonic() - self._last_batch_at) * 1000
+        self._latest = latest
         if self._cap is None and mn and total < mn and waited_ms < self.spec.max_trigger_delay_ms:
             self._last_end = begin
             return start
@@ -149,7 +150,6 @@ class NetworkStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if total:
             self._last_batch_at = time.monotonic()
         self._last_end = end
-        self._latest = latest
         return to_json(end)
 
     def reportLatestOffset(self) -> dict | None:
