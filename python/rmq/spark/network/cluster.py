@@ -9,6 +9,7 @@ queue at fault.
 from __future__ import annotations
 
 import logging
+import ssl
 from dataclasses import dataclass
 from typing import Final
 
@@ -80,7 +81,7 @@ class PullAnswer:
     remark: str | None
 
 
-def _tls_context(spec: NetworkSpec):  # type: ignore[no-untyped-def]
+def _tls_context(spec: NetworkSpec) -> ssl.SSLContext | None:
     if not spec.tls:
         return None
     verify = spec.tls_verify if spec.tls_verify is not None else bool(spec.tls_ca)
