@@ -22,7 +22,7 @@ from rmq.remoting.command import RemotingCommand, create_request
 from rmq.remoting.errors import RemotingConnectError, RemotingSendRequestError, RemotingTimeoutError
 from rmq.remoting.headers import header_long
 from rmq.remoting.tls import TlsClientSettings, TlsConfigError
-from rmq.spark.network.options import NetworkSpec
+from rmq.spark.network.options import DEFAULT_GROUP, NetworkSpec
 
 __all__ = [
     "TRANSPORT_ERRORS",
@@ -105,6 +105,12 @@ def _refusal(what: str, response: RemotingCommand, addr: str | None) -> NetworkR
         return NetworkReadError(
             f"{what}: access denied{where}: {response.remark} (ACL: check options accessKey / secretKey"
             " and the account's permissions)"
+        )
+    if code == ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST:
+        return NetworkReadError(
+            f"{what}: {response.remark}{where} (option consumerGroup names the group the pulls use,"
+            f" default {DEFAULT_GROUP}: create it, or let the broker create it:"
+            " autoCreateSubscriptionGroup)"
         )
     return NetworkReadError(f"{what}: code {code}{where}: {response.remark}")
 
