@@ -1,4 +1,5 @@
-"""PySpark readers of an rmq / RocketMQ 4.x store, without going through the broker.
+"""PySpark readers of rmq / RocketMQ 4.x topics: over the network from a live cluster, or from a store
+directory without going through the broker.
 
 ::
 
@@ -9,9 +10,13 @@
     stream = (spark.readStream.format("rocketmq")
               .option("maxRecordsPerTrigger", 100_000).load("/path/to/store"))
 
-One row per stored message (``rmq.spark.spark_schema()``); decoding happens in Rust and reaches Spark
-as Arrow record batches. Reading is read-only and safe while a broker writes: only committed records
-are read. Options: ``rmq.spark.options``. UDFs for raw records: ``decode_record``,
+    df = (spark.read.format("rocketmq").option("nameServer", "ns1:9876;ns2:9876")
+          .option("topics", "Orders").load())                # over the network: rmq.spark.network
+
+One row per stored message (``rmq.spark.spark_schema()``; the network source adds ``broker_name``);
+decoding happens in Rust and reaches Spark as Arrow record batches. Reading is read-only and safe while
+a broker writes: only committed records are read. Options: ``rmq.spark.options`` (store directory),
+``rmq.spark.network.options`` (network). UDFs for raw records: ``decode_record``, ``decode_records``,
 ``parse_properties``. Needs the ``spark`` extra (``pip install 'rmq[spark]'``).
 """
 
@@ -23,7 +28,7 @@ from typing import TYPE_CHECKING
 from rmq.spark.jvm import jar_path, jvm_reader_available, load
 from rmq.spark.schema import spark_schema
 from rmq.spark.source import RocketMQDataSource, RocketMQDataSourceNoPushdown
-from rmq.spark.udf import decode_record, parse_properties, record_struct_type
+from rmq.spark.udf import decode_record, decode_records, parse_properties, record_struct_type
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RocketMQDataSource",
     "decode_record",
+    "decode_records",
     "jar_path",
     "jvm_reader_available",
     "load",

@@ -8,7 +8,8 @@ JVM reader as options. The DataFrame reads what was committed when ``load`` plan
 
 Reads the JVM reader does not serve (row filters given as options, ``failOnDataLoss=false``, or a Spark
 without the jar on its classpath) go to the Python source (``spark.read.format("rocketmq")``), with a log
-line saying why; both give the same rows.
+line saying why; both give the same rows. A read over the network (a ``nameServer`` option, no path) is
+the Python network source's (``rmq.spark.network``): the JVM reader reads store directories only.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from rmq.spark.network.options import is_network, parse_network_options
+from rmq.spark.network.reading import network_schema
 from rmq.spark.options import FilterSpec, ReadSpec, parse_options
 from rmq.spark.schema import columns_option, spark_schema
 
@@ -81,18 +84,44 @@ def _python_source(spark: SparkSession, options: dict[str, str]) -> DataFrame:
     return spark.read.format("rocketmq").options(**options).load()
 
 
-def load(spark: SparkSession, path: str | Path, **options: str | int | bool) -> DataFrame:
+def _no_jar_reason() -> str:
+    jar = jar_path()
+    if jar is None:
+        return (
+            "this install has no JVM reader jar (rmq/spark/jars/rmq-spark.jar: a wheel built by"
+            " scripts/wheel carries it, or build it with scripts/spark-jar), so the session cannot load it"
+        )
+    return (
+        "the JVM reader is not on Spark's classpath: build the first session of the process with"
+        f' SparkSession.builder.config("spark.jars", "{jar}") (the path rmq.spark.jar_path() gives)'
+    )
+
+
+def load(spark: SparkSession, path: str | Path | None = None, **options: str | int | bool) -> DataFrame:
     """A DataFrame of every message committed in the store at `path` now (one row per message; columns as
     ``spark_schema()``, or those the ``columns`` option names). Options as ``rmq.spark.options``, with values
-    as strings, numbers or booleans. Read by the JVM reader when it can (see the module doc)."""
+    as strings, numbers or booleans. Read by the JVM reader when it can (see the module doc). With a
+    ``nameServer`` option and no `path`, the topics are read over the network by the Python network source
+    (options as ``rmq.spark.network.options``)."""
     opts = {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in options.items()}
+    if is_network(opts):
+        spec = parse_network_options({**opts, **({"path": str(path)} if path is not None else {})})
+        network_schema(columns_option(opts))
+        log.info(
+            "rocketmq: reading %s over the network with the Python network source (the JVM reader reads"
+            " store directories only)",
+            spec.describe(),
+        )
+        return _python_source(spark, opts)
+    if path is None:
+        raise ValueError("rmq.spark.load needs a store path, or a nameServer option to read over the network")
     opts["path"] = str(path)
     spec = parse_options(opts)
     columns = columns_option(opts)
     spark_schema(columns)  # an unknown or repeated column name is an error here, as with the Python source
     why = python_only_reason(spec, opts)
     if why is None and not jvm_reader_available(spark):
-        why = f"the JVM reader is not on Spark's classpath (build the session with spark.jars={jar_path()})"
+        why = _no_jar_reason()
     if why is not None:
         log.info("rocketmq: reading %s with the Python source: %s", spec.path, why)
         return _python_source(spark, opts)

@@ -209,7 +209,16 @@ def parse_options(options: Mapping[str, str]) -> ReadSpec:
     }
     unknown = sorted(set(o) - known)
     if unknown:
-        raise ValueError(f"unknown rocketmq option(s): {', '.join(unknown)}")
+        from rmq.spark.network.options import NETWORK_OPTIONS
+
+        networked = [k for k in unknown if k in NETWORK_OPTIONS]
+        hint = (
+            f" ({', '.join(networked)}: options of the network source,"
+            " which takes nameServer and no store path)"
+            if networked
+            else ""
+        )
+        raise ValueError(f"unknown rocketmq option(s): {', '.join(unknown)}{hint}")
     path = o.get("path")
     if not path:
         raise ValueError('no store directory: use spark.read.format("rocketmq").load("/path/to/store")')

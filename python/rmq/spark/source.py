@@ -23,6 +23,7 @@ from pyspark.sql.types import StructType
 
 from rmq import _store
 from rmq.spark.arrow import OnBadBody, to_record_batch
+from rmq.spark.network.options import is_network
 from rmq.spark.options import ReadSpec, parse_options
 from rmq.spark.pushdown import push_filters
 from rmq.spark.schema import ReadColumns, columns_option, spark_schema
@@ -230,17 +231,35 @@ class RocketMQDataSource(DataSource):
         return "rocketmq"
 
     def schema(self) -> StructType:
+        if is_network(self.options):
+            from rmq.spark.network.reading import network_schema
+
+            return network_schema(columns_option(self.options))
         return spark_schema(columns_option(self.options))
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        if is_network(self.options):
+            return _network_reader(self.options, schema)
         spec = parse_options(self.options)
         cls = RocketMQPushdownReader if spec.push_filters else RocketMQReader
         return cls(spec, schema)
 
     def streamReader(self, schema: StructType):  # type: ignore[no-untyped-def]
+        if is_network(self.options):
+            from rmq.spark.network.options import parse_network_options
+            from rmq.spark.network.stream import NetworkStreamReader
+
+            return NetworkStreamReader(parse_network_options(self.options, streaming=True), schema)
         from rmq.spark.stream import RocketMQStreamReader
 
         return RocketMQStreamReader(parse_options(self.options), schema)
+
+
+def _network_reader(options: dict[str, str], schema: StructType) -> DataSourceReader:
+    from rmq.spark.network.options import parse_network_options
+    from rmq.spark.network.source import NetworkReader
+
+    return NetworkReader(parse_network_options(options), schema)
 
 
 class RocketMQDataSourceNoPushdown(RocketMQDataSource):
@@ -249,6 +268,8 @@ class RocketMQDataSourceNoPushdown(RocketMQDataSource):
     ``pushFilters`` option asks for it (then Spark's own error says to enable the configuration)."""
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        if is_network(self.options):
+            return _network_reader(self.options, schema)
         spec = parse_options(self.options)
         asked = any(k.lower() == "pushfilters" for k in self.options)
         cls = RocketMQPushdownReader if (spec.push_filters and asked) else RocketMQReader

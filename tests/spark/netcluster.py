@@ -1,0 +1,128 @@
+"""A cluster the network-source tests read: a standalone name server and broker groups (real processes),
+topics created on every master, messages sent by the real producer and remembered by body hash."""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rmq.acl import RequestSigner
+from rmq.client import Message
+from rmq.client.sync import Producer
+from rmq.common.codes import RequestCode
+from rmq.remoting.blocking import BlockingClient
+from rmq.remoting.command import create_request
+
+from tests.brokerproc import BrokerProcess, start_broker
+from tests.integration.test_client_failover import NameServerProcess, start_namesrv
+
+CLUSTER = "SparkNet"
+
+
+def digest(body: bytes) -> str:
+    return hashlib.sha256(body).hexdigest()
+
+
+def call(addr: str, code: int, fields: dict[str, str], signer: RequestSigner | None = None) -> dict[str, str]:
+    """One request (signed by `signer`, if given); its answer's ext fields (asserts success)."""
+    with BlockingClient(rpc_hook=signer) as client:
+        resp = client.invoke(addr, create_request(code, fields), 5000)
+    assert resp.code == 0, resp.remark
+    return resp.ext_fields
+
+
+def create_topic(broker_addr: str, topic: str, queues: int = 4, signer: RequestSigner | None = None) -> None:
+    fields = {
+        "topic": topic,
+        "defaultTopic": "TBW102",
+        "readQueueNums": str(queues),
+        "writeQueueNums": str(queues),
+        "perm": "6",
+        "topicFilterType": "SINGLE_TAG",
+    }
+    call(broker_addr, RequestCode.UPDATE_AND_CREATE_TOPIC, fields, signer)
+
+
+def consumer_offset(broker_addr: str, group: str, topic: str, broker: str, qid: int) -> int:
+    fields = {"consumerGroup": group, "topic": topic, "queueId": str(qid), "bname": broker}
+    with BlockingClient() as client:
+        resp = client.invoke(broker_addr, create_request(RequestCode.QUERY_CONSUMER_OFFSET, fields), 5000)
+    return int(resp.ext_fields["offset"]) if resp.code == 0 else -1
+
+
+@dataclass
+class SentMsg:
+    topic: str
+    broker: str
+    queue_id: int
+    queue_offset: int
+    body: bytes
+    tags: str | None
+
+
+@dataclass
+class Cluster:
+    namesrv: NameServerProcess
+    brokers: dict[str, BrokerProcess]
+    sent: list[SentMsg] = field(default_factory=list)
+
+    @property
+    def ns(self) -> str:
+        return self.namesrv.addr
+
+    def create(self, topic: str, queues: int = 4) -> None:
+        for b in self.brokers.values():
+            create_topic(b.broker_addr, topic, queues)
+
+    def send(self, topic: str, n: int, prefix: str, tags: list[str] | None = None) -> list[SentMsg]:
+        out = []
+        with Producer(f"pg_{topic}", namesrv_addr=self.ns) as producer:
+            for i in range(n):
+                tag = tags[i % len(tags)] if tags else None
+                body = f"{prefix}-{i}".encode()
+                msg = Message(topic, body, tags=tag, properties={"n": str(i)})
+                r = producer.send(msg)
+                assert r.ok
+                out.append(
+                    SentMsg(
+                        topic,
+                        r.message_queue.broker_name,
+                        r.message_queue.queue_id,
+                        r.queue_offset,
+                        body,
+                        tag,
+                    )
+                )
+        self.sent.extend(out)
+        return out
+
+    def stop(self) -> None:
+        for b in self.brokers.values():
+            b.stop()
+        self.namesrv.stop()
+
+
+def start_cluster(tmp: Path, names: list[str], *props: str) -> Cluster:
+    ns = start_namesrv(tmp)
+    brokers: dict[str, BrokerProcess] = {}
+    try:
+        for name in names:
+            brokers[name] = start_broker(
+                tmp / name,
+                f"brokerName={name}",
+                f"brokerClusterName={CLUSTER}",
+                *props,
+                namesrv=ns.addr,
+            )
+    except BaseException:
+        for b in brokers.values():
+            b.stop()
+        ns.stop()
+        raise
+    return Cluster(ns, brokers)
+
+
+def hashes(bodies: list[bytes]) -> Counter[str]:
+    return Counter(digest(b) for b in bodies)
