@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -107,6 +108,7 @@ def start_apache5(home: Path, *props: str, timeout: float = 180.0) -> Apache5Pee
         namesrv_addr,
     )
     peer = Apache5Peer(namesrv, proxy, namesrv_addr, f"127.0.0.1:{broker_port}", grpc_port, home, log)
+    _NAMESRV_OF[peer.broker_addr] = namesrv_addr
     if not _await_line(proxy, "rocketmq-proxy startup successfully", log, timeout):
         detail = peer.logs()
         peer.stop()
@@ -131,6 +133,26 @@ def create_topic(broker_addr: str, topic: str, message_type: str | None = None, 
     response = invoke_sync(broker_addr, create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields), 10_000)
     if response.code != ResponseCode.SUCCESS:
         raise RuntimeError(f"create topic {topic} on {broker_addr}: code {response.code} {response.remark}")
+    namesrv = _NAMESRV_OF.get(broker_addr)
+    if namesrv is not None:
+        wait_for_route(namesrv, topic)
+
+
+_NAMESRV_OF: dict[str, str] = {}
+"""The name server each started peer broker registers with, by broker address."""
+
+
+def wait_for_route(namesrv_addr: str, topic: str, timeout: float = 30.0) -> None:
+    """Until the name server routes ``topic``: the broker registers a new topic in the background, and a 5.x
+    client whose first route query comes earlier fails its send ("failed to fetch topic route")."""
+    deadline = time.monotonic() + timeout
+    while True:
+        request = create_request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+        if invoke_sync(namesrv_addr, request, 10_000).code == ResponseCode.SUCCESS:
+            return
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"no route of {topic} at {namesrv_addr} after {timeout} s")
+        time.sleep(0.1)
 
 
 def create_group(broker_addr: str, group: str, retry_max_times: int = 16, orderly: bool = False) -> None:

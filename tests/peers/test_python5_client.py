@@ -28,7 +28,7 @@ from rmq.proxy.messages import SHARDING_KEY, TIMER_DELIVER_MS
 from rmq.remoting import create_request
 from rmq.remoting.client import invoke_sync
 
-from tests.peers.apache5 import create_group, create_topic
+from tests.peers.apache5 import create_group, create_topic, wait_for_route
 from tests.peers.conftest import Peers, Peers5
 from tests.proxy.client5run import run_client5
 
@@ -57,6 +57,7 @@ def _rmq_topic(peers: Peers) -> str:
         timeout=60,
     )
     assert r.returncode == 0, r.stderr
+    wait_for_route(peers.rmq.namesrv_addr, topic)
     return topic
 
 
