@@ -7,15 +7,23 @@ import time
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from rmq.client.message import MessageExt
 from rmq.client.sync import Admin, LitePullConsumer
 from rmq.common.route import TopicConfig
 
-from tests.brokerproc import BrokerProcess
+
+class Cluster(Protocol):
+    """A name server and a broker (an rmq ``BrokerProcess`` or an Apache peer)."""
+
+    @property
+    def namesrv_addr(self) -> str: ...
+    @property
+    def broker_addr(self) -> str: ...
 
 
-def create_topic(broker: BrokerProcess, topic: str, queues: int = 4) -> None:
+def create_topic(broker: Cluster, topic: str, queues: int = 4) -> None:
     with Admin(namesrv_addr=broker.namesrv_addr) as admin:
         admin.create_topic(broker.broker_addr, TopicConfig(topic, queues, queues))
         deadline = time.monotonic() + 20

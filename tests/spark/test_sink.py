@@ -202,3 +202,90 @@ def test_unreachable_name_server_and_overwrite(
         df.write.format("rocketmq").mode("append").option("topic", "SinkBad").save()
     with pytest.raises(Exception, match="can only be appended to"):
         _writer(df, broker, topic="SinkBad").mode("overwrite").save()
+
+
+@pytest.fixture(scope="module")
+def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    from rmq.common.codes import ResponseCode
+    from rmq.remoting.client import invoke_sync
+
+    from tests.acl.aclenv import ADMIN, DENIED_TOPIC, INNER, TOPIC, signed, topic_request, write_rules
+
+    home = tmp_path_factory.mktemp("sink-acl")
+    rules = write_rules(home / "plain_acl.yml")
+    b = start_broker(
+        home / "store",
+        "aclEnable=true",
+        f"aclFilePath={rules}",
+        f"innerClientAuthenticationCredentials={INNER}",
+    )
+    for topic in (TOPIC, DENIED_TOPIC):
+        r = invoke_sync(b.broker_addr, signed(topic_request(topic), ADMIN), 5000)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+    yield b
+    b.stop()
+
+
+def test_acl_account_writes_its_topic_and_is_refused_elsewhere(
+    spark: SparkSession, acl_broker: BrokerProcess
+) -> None:
+    from tests.acl.aclenv import APP, DENIED_TOPIC, TOPIC
+    from tests.spark.helpers import read_rows, wait_for
+
+    df = spark.createDataFrame([(f"acl-{i}".encode(),) for i in range(20)], "body binary")
+    key, secret = APP
+    _writer(df, acl_broker, topic=TOPIC, accessKey=key, secretKey=secret).save()
+    wait_for(
+        lambda: (
+            sorted(r["body"] for r in read_rows(acl_broker.store_dir, topics=TOPIC))
+            == sorted(f"acl-{i}".encode() for i in range(20))
+        )
+    )
+    with pytest.raises(Exception, match=f"the broker refused row 0 for topic '{DENIED_TOPIC}'.*"):
+        _writer(df.limit(1), acl_broker, topic=DENIED_TOPIC, accessKey=key, secretKey=secret).save()
+    with pytest.raises(Exception, match=f"topic '{TOPIC}'.*Check signature failed for accessKey=app"):
+        _writer(df.limit(1), acl_broker, topic=TOPIC, accessKey=key, secretKey="wrong-secret").save()
+    with pytest.raises(Exception, match="options accessKey and secretKey go together"):
+        _writer(df.limit(1), acl_broker, topic=TOPIC, accessKey=key).save()
+
+
+def test_exactly_once_batch_commit_and_abort(spark: SparkSession, broker: BrokerProcess) -> None:
+    from tests.spark.helpers import read_rows, wait_for
+
+    create_topic(broker, "SinkTxOk")
+    create_topic(broker, "SinkTxAbort")
+    rows = [(f"tx-{i}".encode(),) for i in range(300)]
+    df = spark.createDataFrame(rows, "body binary").repartition(2)
+    _writer(df, broker, topic="SinkTxOk", deliveryGuarantee="exactly_once").save()
+    assert consume(broker.namesrv_addr, "SinkTxOk", len(rows)).bodies == Counter(digest(b) for (b,) in rows)
+
+    # Two tasks: one sends its rows and succeeds; the other sends 10-row Arrow batches, then meets an
+    # empty body and fails. The job aborts: every half of both is rolled back, nothing is visible.
+    good = [(f"ok-{i}".encode(),) for i in range(46)]
+    bad = [(f"bad-{i}".encode(),) for i in range(45)] + [(b"",)]
+    parts = spark.createDataFrame(spark.sparkContext.parallelize(good + bad, 2), "body binary")
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "10")
+    try:
+        with pytest.raises(Exception, match="column 'body' is empty"):
+            _writer(
+                parts.select("body"), broker, topic="SinkTxAbort", deliveryGuarantee="exactly_once"
+            ).save()
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+
+    def halves() -> dict[tuple[str, str], set[int]]:
+        out: dict[tuple[str, str], set[int]] = {}
+        for r in read_rows(broker.store_dir, topics="RMQ_SYS_TRANS_HALF_TOPIC"):
+            p = dict(r["properties"] or ())
+            if p.get("REAL_TOPIC") == "SinkTxAbort":
+                out.setdefault((p["RMQ_SPARK_TASK"], p["RMQ_SPARK_SEQ"]), set()).add(r["queue_offset"])
+        return out
+
+    def all_ended() -> bool:
+        done = {int(r["body"]) for r in read_rows(broker.store_dir, topics="RMQ_SYS_TRANS_OP_HALF_TOPIC")}
+        return all(offsets & done for offsets in halves().values())
+
+    sent = halves()
+    assert len(sent) >= 46 + 40  # the good task's rows and the bad task's first four batches
+    wait_for(all_ended, timeout=90)
+    assert consume(broker.namesrv_addr, "SinkTxAbort", 0, timeout=0).messages == []

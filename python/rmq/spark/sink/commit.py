@@ -207,7 +207,9 @@ MakeMessage = Callable[[Message, int, int], Message]
 """``(message, row, try) -> the message that try sends``."""
 
 
-def half_maker(group: str, sink_dir: str | None, batch_id: int | None, token: str) -> MakeMessage:
+def half_maker(
+    group: str, sink_dir: str | None, batch_id: int | None, token: str, immunity_s: int
+) -> MakeMessage:
     """Exactly-once: each try a fresh half message naming its sink, batch, task, row and try."""
 
     def make(msg: Message, seq: int, attempt: int) -> Message:
@@ -217,6 +219,7 @@ def half_maker(group: str, sink_dir: str | None, batch_id: int | None, token: st
         if sink_dir is not None and batch_id is not None:
             props[PROP_SINK] = sink_dir
             props[PROP_BATCH] = str(batch_id)
+        props[MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS] = str(immunity_s)
         props[PROP_TASK] = token
         props[PROP_SEQ] = str(seq)
         props[PROP_TRY] = str(attempt)

@@ -17,6 +17,10 @@ Options (case-insensitive):
 ``accessKey``/``secretKey`` ACL account; every request is signed (``securityToken`` optional)
 ``tls``                     ``true``: TLS to name servers and brokers; ``tlsCa``, ``tlsVerify``,
                             ``tlsCert``, ``tlsKey`` as :class:`rmq.client.config.ClientConfig`
+``checkImmunitySec``        exactly-once: seconds the broker waits before it first asks about a half
+                            message (``CHECK_IMMUNITY_TIME_IN_SECONDS``; default 60): a batch that runs
+                            longer is asked about while running (answered UNKNOW), and its commit then
+                            becomes visible only at the broker's next check
 ``checkpointLocation``      a streaming query's checkpoint (Spark passes it); exactly-once keeps its
                             commit records in ``<checkpointLocation>/rocketmq-sink/``
 =========================== ===========================================================================
@@ -65,6 +69,7 @@ _KNOWN = {
     "tlscert",
     "tlskey",
     "checkpointlocation",
+    "checkimmunitysec",
     "path",
 }
 
@@ -78,6 +83,7 @@ class SinkOptions:
     send_timeout_ms: int
     retries: int
     max_in_flight: int
+    check_immunity_s: int
     client: ClientConfig
     sink_dir: str | None
     """Exactly-once streaming: the directory of this query's commit records (absolute, local path)."""
@@ -180,6 +186,7 @@ def parse_sink_options(options: Mapping[str, str], streaming: bool) -> SinkOptio
         send_timeout_ms=_int(opts, "sendtimeoutms", "sendTimeoutMs", 3000, 1),
         retries=_int(opts, "retries", "retries", 2, 0),
         max_in_flight=_int(opts, "maxinflight", "maxInFlight", 64, 1),
+        check_immunity_s=_int(opts, "checkimmunitysec", "checkImmunitySec", 60, 0),
         client=client,
         sink_dir=sink_dir,
     )

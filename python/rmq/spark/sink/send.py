@@ -230,6 +230,7 @@ def plain(msg: Message, seq: int, attempt: int) -> Message:
 
 async def _end(producer: Producer, ends: list[tuple[Half, LocalTransactionState]]) -> None:
     instance = producer.instance
+    used: set[str] = set()
     for half, state in ends:
         if state is LocalTransactionState.UNKNOW:
             continue
@@ -245,6 +246,15 @@ async def _end(producer: Producer, ends: list[tuple[Half, LocalTransactionState]
             from_transaction_check=False,
             broker_name=half.broker_name,
         )
+        used.add(addr)
+    # One-way requests are only handed to the connection; a request that waits for its answer on the same
+    # connection (a heartbeat) returns after they have left this process, which may exit right after.
+    data = instance.heartbeat_data()
+    for addr in used:
+        try:
+            await instance.api.heartbeat(addr, data, producer.send_msg_timeout_ms)
+        except (RemotingError, MQClientError) as exc:
+            log.warning("rocketmq sink: broker %s did not answer after END_TRANSACTION: %s", addr, exc)
 
 
 def end_halves(producer: sync.Producer, ends: list[tuple[Half, LocalTransactionState]]) -> None:

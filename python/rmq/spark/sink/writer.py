@@ -64,9 +64,20 @@ def _write(
         return TaskCommit(token, batch_id, 0, skipped=True)
     producer = producer_for(opts)
     sent = Sent(tries={}, halves=[] if opts.exactly_once else None)
-    make = half_maker(opts.producer_group, opts.sink_dir, batch_id, token) if opts.exactly_once else plain
-    for rows in rows_of(cols, batches):
-        send_rows(producer, opts, rows, make, sent)
+    make = (
+        half_maker(opts.producer_group, opts.sink_dir, batch_id, token, opts.check_immunity_s)
+        if opts.exactly_once
+        else plain
+    )
+    try:
+        for rows in rows_of(cols, batches):
+            send_rows(producer, opts, rows, make, sent)
+    except BaseException:
+        if sent.halves:
+            # A failed task attempt is never in a commit record: its halves can only be rolled back.
+            log.warning("rocketmq sink: task failed; rolling back its %d half messages", len(sent.halves))
+            end_halves(producer, [(h, ROLLBACK) for h in sent.halves])
+        raise
     return TaskCommit(token, batch_id, sent.rows, sent.tries or {}, sent.halves or [])
 
 
