@@ -5,9 +5,9 @@ Options (case-insensitive):
 =========================== ===========================================================================
 ``nameServer``              ``host:port;host:port`` of the name servers (required)
 ``topic``                   the topic of every row when the DataFrame has no ``topic`` column
-``producerGroup``           the producer group (default ``rmq_spark_sink``; with exactly-once
-                            ``rmq_spark_eos_<id of the checkpoint>``, so the broker's transaction checks
-                            reach this query's producers)
+``producerGroup``           the producer group (default ``rmq_spark_sink``; exactly-once: a batch write
+                            ``rmq_spark_sink_eos``, a streaming query ``rmq_spark_eos_<id of the
+                            checkpoint>``, so the broker's transaction checks reach its producers)
 ``deliveryGuarantee``       ``at_least_once`` (default) or ``exactly_once`` (transactional messages)
 ``sendTimeoutMs``           budget of one send including its retries (default 3000)
 ``retries``                 sends of a row after the first fails (default 2): another broker when the
@@ -162,6 +162,8 @@ def parse_sink_options(options: Mapping[str, str], streaming: bool) -> SinkOptio
     if not group:
         if sink_dir is not None:
             group = f"rmq_spark_eos_{hashlib.sha1(sink_dir.encode()).hexdigest()[:16]}"
+        elif guarantee is DeliveryGuarantee.EXACTLY_ONCE:
+            group = f"{DEFAULT_GROUP}_eos"  # transactional: not the plain producers' group
         else:
             group = DEFAULT_GROUP
     access_key, secret_key = opts.get("accesskey"), opts.get("secretkey")
