@@ -55,7 +55,15 @@ from rmq.client.producer.transaction import TransactionProducer as AsyncTransact
 from rmq.client.results import QueryResult, SendResult
 from rmq.remoting.loop import best_loop_factory
 
-__all__ = ["Admin", "LitePullConsumer", "Producer", "PushConsumer", "TransactionProducer", "shutdown_all"]
+__all__ = [
+    "Admin",
+    "LitePullConsumer",
+    "Producer",
+    "PushConsumer",
+    "TransactionProducer",
+    "run",
+    "shutdown_all",
+]
 
 _T = TypeVar("_T")
 
@@ -377,3 +385,9 @@ async def _shutdown(facade: _Facade) -> None:
 
 
 atexit.register(shutdown_all)
+
+
+def run(coro: Coroutine[Any, Any, _T], timeout_s: float | None = None) -> _T:
+    """Run a coroutine of the asyncio client on the facade's event loop and wait for it: for code that
+    drives facade objects' ``impl`` (the asyncio object) directly."""
+    return _loop().run(coro, timeout_s)

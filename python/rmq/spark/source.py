@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, Filter, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceWriter, Filter, InputPartition
 from pyspark.sql.types import StructType
 
 from rmq import _store
@@ -253,6 +253,16 @@ class RocketMQDataSource(DataSource):
         from rmq.spark.stream import RocketMQStreamReader
 
         return RocketMQStreamReader(parse_options(self.options), schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from rmq.spark.sink.writer import RocketMQWriter
+
+        return RocketMQWriter(dict(self.options), schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool):  # type: ignore[no-untyped-def]
+        from rmq.spark.sink.writer import RocketMQStreamWriter
+
+        return RocketMQStreamWriter(dict(self.options), schema, overwrite)
 
 
 def _network_reader(options: dict[str, str], schema: StructType) -> DataSourceReader:

@@ -1,0 +1,291 @@
+"""The ``rocketmq`` sink against a real broker: batch writes read back by a real consumer, column mappings,
+bad input."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from tests.brokerproc import BrokerProcess, start_broker
+from tests.spark.sinkhelp import consume, create_topic, digest
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    b = start_broker(tmp_path_factory.mktemp("sink-store"))
+    yield b
+    b.stop()
+
+
+def test_batch_write_reads_back_every_row_once(spark: SparkSession, broker: BrokerProcess) -> None:
+    create_topic(broker, "SinkBatch")
+    rows = [(f"row-{i}".encode() * (1 + i % 7),) for i in range(2000)]
+    df = spark.createDataFrame(rows, "body binary").repartition(3)
+    df.write.format("rocketmq").option("nameServer", broker.namesrv_addr).option("topic", "SinkBatch").mode(
+        "append"
+    ).save()
+    got = consume(broker.namesrv_addr, "SinkBatch", len(rows))
+    assert got.bodies == Counter(digest(b) for (b,) in rows)
+
+
+def _writer(df, broker: BrokerProcess, **options: str):  # type: ignore[no-untyped-def]
+    w = df.write.format("rocketmq").mode("append").option("nameServer", broker.namesrv_addr)
+    for k, v in options.items():
+        w = w.option(k, v)
+    return w
+
+
+def test_columns_topic_tags_keys_properties(spark: SparkSession, broker: BrokerProcess) -> None:
+    create_topic(broker, "SinkColsA")
+    create_topic(broker, "SinkColsB")
+    rows = [
+        (
+            "SinkColsA" if i % 2 else "SinkColsB",
+            f"body-{i}",
+            f"tag{i % 3}",
+            [f"k{i}", f"order-{i}"],
+            {"n": str(i)},
+        )
+        for i in range(40)
+    ]
+    df = spark.createDataFrame(
+        rows, "topic string, body string, tags string, keys array<string>, properties map<string,string>"
+    )
+    _writer(df, broker).save()
+    # keys as one string column too
+    df2 = spark.createDataFrame(
+        [("SinkColsA", b"single-key", "one two")], "topic string, body binary, keys string"
+    )
+    _writer(df2, broker).save()
+    got = {
+        m.body.decode(): m
+        for t in ("SinkColsA", "SinkColsB")
+        for m in consume(broker.namesrv_addr, t, 21 if t == "SinkColsA" else 20).messages
+    }
+    assert len(got) == 41
+    for topic, body, tags, keys, props in rows:
+        m = got[body]
+        assert m.topic == topic
+        assert m.tags == tags
+        assert m.keys == " ".join(keys)
+        assert m.get_property("n") == props["n"]
+    assert got["single-key"].keys == "one two"
+
+
+def test_queue_id_and_broker_name_keep_row_order(spark: SparkSession, broker: BrokerProcess) -> None:
+    create_topic(broker, "SinkQueue", queues=4)
+    rows = [(f"q{i % 4}-{i:04d}".encode(), i % 4) for i in range(200)]
+    df = spark.createDataFrame(rows, "body binary, queue_id int").coalesce(1)
+    _writer(df, broker, topic="SinkQueue").save()
+    got = consume(broker.namesrv_addr, "SinkQueue", len(rows)).messages
+    assert len(got) == len(rows)
+    by_queue: dict[int, list[tuple[int, str]]] = {}
+    for m in got:
+        by_queue.setdefault(m.queue_id, []).append((m.queue_offset, m.body.decode()))
+    for qid, items in by_queue.items():
+        bodies = [b for _off, b in sorted(items)]
+        assert all(b.startswith(f"q{qid}-") for b in bodies)
+        assert bodies == sorted(bodies)  # row order = queue order
+    assert set(by_queue) == {0, 1, 2, 3}
+    # broker_name picks the broker group; a queue_id beyond the topic's queues is an error naming it
+    name = got[0].broker_name
+    one = spark.createDataFrame([(b"pinned", 2, name)], "body binary, queue_id int, broker_name string")
+    _writer(one, broker, topic="SinkQueue").save()
+    bad = spark.createDataFrame([(b"x", 9)], "body binary, queue_id int")
+    with pytest.raises(Exception, match="queue_id 9 but topic 'SinkQueue' has 4 writable queues"):
+        _writer(bad, broker, topic="SinkQueue").save()
+
+
+def test_sharding_key_keeps_each_key_in_order_on_one_queue(
+    spark: SparkSession, broker: BrokerProcess
+) -> None:
+    from rmq.client.producer.selector import java_hash_code
+
+    create_topic(broker, "SinkShard", queues=4)
+    rows = [(f"{i % 5}:{i:04d}".encode(), f"key-{i % 5}") for i in range(150)]
+    df = spark.createDataFrame(rows, "body binary, sharding_key string").coalesce(1)
+    _writer(df, broker, topic="SinkShard").save()
+    got = consume(broker.namesrv_addr, "SinkShard", len(rows)).messages
+    assert len(got) == len(rows)
+    per_key: dict[str, list[tuple[int, int, str]]] = {}
+    for m in got:
+        body = m.body.decode()
+        per_key.setdefault(body.split(":")[0], []).append((m.queue_id, m.queue_offset, body))
+    for key, items in per_key.items():
+        queues = {q for q, _o, _b in items}
+        assert queues == {abs(java_hash_code(f"key-{key}")) % 4}  # the Java client's hash selector
+        bodies = [b for _q, _o, b in sorted(items)]
+        assert bodies == sorted(bodies)
+
+
+def test_delay_level_and_deliver_time(spark: SparkSession, broker: BrokerProcess) -> None:
+    import time
+
+    create_topic(broker, "SinkDelay")
+    at = int(time.time() * 1000) + 1500
+    df = spark.createDataFrame(
+        [(b"delayed", 1, None), (b"timed", None, at), (b"now", 0, None)],
+        "body binary, delay_level int, deliver_time_ms long",
+    )
+    _writer(df, broker, topic="SinkDelay").save()
+    got = {m.body: m for m in consume(broker.namesrv_addr, "SinkDelay", 3).messages}
+    assert set(got) == {b"delayed", b"timed", b"now"}
+    assert got[b"delayed"].get_property("DELAY") == "1"
+    assert got[b"timed"].get_property("TIMER_DELIVER_MS") == str(at)
+    assert got[b"now"].get_property("DELAY") is None
+
+
+@pytest.mark.parametrize(
+    ("schema", "row", "options", "needle"),
+    [
+        ("body binary, colour string", (b"x", "red"), {"topic": "SinkBad"}, "unknown column 'colour'"),
+        ("body int", (1,), {"topic": "SinkBad"}, "column 'body' is int, it must be binary or string"),
+        ("body binary, keys int", (b"x", 1), {"topic": "SinkBad"}, "column 'keys' is int"),
+        ("body binary", (b"x",), {}, "no topic: give the DataFrame a 'topic' column or set option topic"),
+        ("topic string", ("SinkBad",), {}, "needs a 'body' column"),
+        ("body binary", (b"x",), {"topic": "NoSuchTopic"}, "topic 'NoSuchTopic' does not exist"),
+        ("body binary", (b"x",), {"topic": "SinkBad", "color": "1"}, "unknown rocketmq sink option"),
+        ("body binary", (b"x",), {"topic": "SinkBad", "retries": "-1"}, "option retries=-1"),
+        (
+            "body binary",
+            (b"x",),
+            {"topic": "SinkBad", "deliveryGuarantee": "twice"},
+            "deliveryGuarantee='twice'",
+        ),
+        ("body binary", (b"",), {"topic": "SinkBad"}, "column 'body' is empty"),
+        (
+            "body binary, properties map<string,string>",
+            (b"x", {"TAGS": "t"}),
+            {"topic": "SinkBad"},
+            "sets 'TAGS', a name RocketMQ reserves",
+        ),
+        (
+            "body binary, queue_id int, sharding_key string",
+            (b"x", 1, "k"),
+            {"topic": "SinkBad"},
+            "'queue_id' and 'sharding_key' exclude each other",
+        ),
+        (
+            "body binary, delay_level int",
+            (b"x", 1),
+            {"topic": "SinkBad", "deliveryGuarantee": "exactly_once"},
+            "cannot be used with deliveryGuarantee=exactly_once",
+        ),
+    ],
+)
+def test_bad_input_fails_naming_what(
+    spark: SparkSession, broker: BrokerProcess, schema: str, row: tuple, options: dict[str, str], needle: str
+) -> None:
+    create_topic(broker, "SinkBad")
+    df = spark.createDataFrame([row], schema)
+    with pytest.raises(Exception, match=needle.replace("(", r"\(").replace(")", r"\)")):
+        _writer(df, broker, **options).save()
+
+
+def test_unreachable_name_server_and_overwrite(
+    spark: SparkSession, broker: BrokerProcess, tmp_path: Path
+) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens here once closed
+    df = spark.createDataFrame([(b"x",)], "body binary")
+    w = df.write.format("rocketmq").mode("append").option("nameServer", f"127.0.0.1:{port}")
+    with pytest.raises(Exception, match=f"from name server 127.0.0.1:{port} \\(option nameServer\\)"):
+        w.option("topic", "SinkBad").option("sendTimeoutMs", "1000").save()
+    with pytest.raises(Exception, match="option nameServer is required"):
+        df.write.format("rocketmq").mode("append").option("topic", "SinkBad").save()
+    with pytest.raises(Exception, match="can only be appended to"):
+        _writer(df, broker, topic="SinkBad").mode("overwrite").save()
+
+
+@pytest.fixture(scope="module")
+def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    from rmq.common.codes import ResponseCode
+    from rmq.remoting.client import invoke_sync
+
+    from tests.acl.aclenv import ADMIN, DENIED_TOPIC, INNER, TOPIC, signed, topic_request, write_rules
+
+    home = tmp_path_factory.mktemp("sink-acl")
+    rules = write_rules(home / "plain_acl.yml")
+    b = start_broker(
+        home / "store",
+        "aclEnable=true",
+        f"aclFilePath={rules}",
+        f"innerClientAuthenticationCredentials={INNER}",
+    )
+    for topic in (TOPIC, DENIED_TOPIC):
+        r = invoke_sync(b.broker_addr, signed(topic_request(topic), ADMIN), 5000)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+    yield b
+    b.stop()
+
+
+def test_acl_account_writes_its_topic_and_is_refused_elsewhere(
+    spark: SparkSession, acl_broker: BrokerProcess
+) -> None:
+    from tests.acl.aclenv import APP, DENIED_TOPIC, TOPIC
+    from tests.spark.helpers import read_rows, wait_for
+
+    df = spark.createDataFrame([(f"acl-{i}".encode(),) for i in range(20)], "body binary")
+    key, secret = APP
+    _writer(df, acl_broker, topic=TOPIC, accessKey=key, secretKey=secret).save()
+    wait_for(
+        lambda: (
+            sorted(r["body"] for r in read_rows(acl_broker.store_dir, topics=TOPIC))
+            == sorted(f"acl-{i}".encode() for i in range(20))
+        )
+    )
+    with pytest.raises(Exception, match=f"the broker refused row 0 for topic '{DENIED_TOPIC}'.*"):
+        _writer(df.limit(1), acl_broker, topic=DENIED_TOPIC, accessKey=key, secretKey=secret).save()
+    with pytest.raises(Exception, match=f"topic '{TOPIC}'.*Check signature failed for accessKey=app"):
+        _writer(df.limit(1), acl_broker, topic=TOPIC, accessKey=key, secretKey="wrong-secret").save()
+    with pytest.raises(Exception, match="options accessKey and secretKey go together"):
+        _writer(df.limit(1), acl_broker, topic=TOPIC, accessKey=key).save()
+
+
+def test_exactly_once_batch_commit_and_abort(spark: SparkSession, broker: BrokerProcess) -> None:
+    from tests.spark.helpers import read_rows, wait_for
+
+    create_topic(broker, "SinkTxOk")
+    create_topic(broker, "SinkTxAbort")
+    rows = [(f"tx-{i}".encode(),) for i in range(300)]
+    df = spark.createDataFrame(rows, "body binary").repartition(2)
+    _writer(df, broker, topic="SinkTxOk", deliveryGuarantee="exactly_once").save()
+    assert consume(broker.namesrv_addr, "SinkTxOk", len(rows)).bodies == Counter(digest(b) for (b,) in rows)
+
+    # Two tasks: one sends its rows and succeeds; the other sends 10-row Arrow batches, then meets an
+    # empty body and fails. The job aborts: every half of both is rolled back, nothing is visible.
+    good = [(f"ok-{i}".encode(),) for i in range(46)]
+    bad = [(f"bad-{i}".encode(),) for i in range(45)] + [(b"",)]
+    parts = spark.createDataFrame(spark.sparkContext.parallelize(good + bad, 2), "body binary")
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "10")
+    try:
+        with pytest.raises(Exception, match="column 'body' is empty"):
+            _writer(
+                parts.select("body"), broker, topic="SinkTxAbort", deliveryGuarantee="exactly_once"
+            ).save()
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+
+    def halves() -> dict[tuple[str, str], set[int]]:
+        out: dict[tuple[str, str], set[int]] = {}
+        for r in read_rows(broker.store_dir, topics="RMQ_SYS_TRANS_HALF_TOPIC"):
+            p = dict(r["properties"] or ())
+            if p.get("REAL_TOPIC") == "SinkTxAbort":
+                out.setdefault((p["RMQ_SPARK_TASK"], p["RMQ_SPARK_SEQ"]), set()).add(r["queue_offset"])
+        return out
+
+    def all_ended() -> bool:
+        done = {int(r["body"]) for r in read_rows(broker.store_dir, topics="RMQ_SYS_TRANS_OP_HALF_TOPIC")}
+        return all(offsets & done for offsets in halves().values())
+
+    sent = halves()
+    assert len(sent) >= 46 + 40  # the good task's rows and the bad task's first four batches
+    wait_for(all_ended, timeout=90)
+    assert consume(broker.namesrv_addr, "SinkTxAbort", 0, timeout=0).messages == []
