@@ -27,6 +27,7 @@ use rmq_store::message::{decode_batch_body, push_offset_msg_id_hex, sysflag, Mes
 use rmq_store::{FlushDiskType, MessageStore};
 use std::collections::HashMap;
 
+use crate::acl::{AclGate, AclStats};
 use crate::frame::{self, FLAG_ONEWAY, FLAG_RESPONSE, SERIALIZE_JSON, SERIALIZE_ROCKETMQ};
 use crate::header::{self, Code, Header, SendHeader};
 use crate::metrics::{self, Latency, MetricsSnapshot, TopicIn};
@@ -113,6 +114,8 @@ pub struct FastSend {
     /// SYNC_FLUSH: the end of the sends answered without waiting for their flush since the
     /// last [`FastSend::write_deferred`], whose flush it requests (0: none).
     flush_after_write: AtomicI64,
+    /// ACL on: a send is taken only once [`crate::acl`] checked its signature and permission.
+    acl: Option<AclGate>,
 }
 
 /// The properties a request carries for the store, and whether its producer waits for it.
@@ -142,7 +145,25 @@ impl FastSend {
             latency: Latency::default(),
             replication: None,
             flush_after_write: AtomicI64::new(0),
+            acl: None,
         }
+    }
+
+    /// ACL on: every send is checked against the rules [`FastSend::acl`] is given (none
+    /// until then: every send is declined), and declined unless [`crate::acl`] can vouch for it.
+    pub fn with_acl(mut self) -> FastSend {
+        self.acl = Some(AclGate::new());
+        self
+    }
+
+    /// ACL on: the check's rules and counters; None with ACL off.
+    pub fn acl(&self) -> Option<&AclGate> {
+        self.acl.as_ref()
+    }
+
+    /// ACL on: the check's counters; None with ACL off.
+    pub fn acl_stats(&self) -> Option<AclStats> {
+        self.acl.as_ref().map(AclGate::stats)
     }
 
     /// Write the sends stored since the last call: with SYNC_FLUSH their records were kept
@@ -287,7 +308,7 @@ impl FastSend {
             return None;
         }
         let started = Instant::now();
-        match self.send(h, p.body, born_host, random, out, started) {
+        match self.send(h, text, p.body, born_host, random, out, started) {
             Ok(sent) => Some(sent),
             Err(why) => {
                 self.counters.declined(why);
@@ -296,9 +317,11 @@ impl FastSend {
         }
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn send(
         &self,
         h: Header<'_>,
+        header_text: &str,
         body: &[u8],
         born_host: SocketAddr,
         random: &mut dyn FnMut() -> u32,
@@ -316,6 +339,11 @@ impl FastSend {
             .get(f.topic)
             .cloned()
             .ok_or(Decline::Topic)?;
+        if let Some(acl) = &self.acl {
+            if !acl.allows(h.code, header_text, body, f.topic) {
+                return Err(Decline::Acl);
+            }
+        }
         let mut queue_id = f.queue_id;
         if queue_id >= route.queues {
             return Err(Decline::QueueId);
@@ -347,6 +375,9 @@ impl FastSend {
             vec![self.store.put_deferred(&msg).map_err(|_| Decline::Store)?]
         };
         self.counters.taken(results.len());
+        if let Some(acl) = &self.acl {
+            acl.taken();
+        }
         for r in &results {
             route.counts.add(r.size as u64);
         }
