@@ -296,10 +296,21 @@ class NetServer:
         max_body: int,
         version: int,
         sync_master: tuple[int, int] | None = None,
+        acl: bool = False,
     ) -> None:
         """``sync_master``: ``(haSlaveFallbehindMax, slaveTimeout ms)`` on a SYNC_MASTER, whose fast-path
         answers wait for a slave's ack (reported with :meth:`set_replicated`) or are refused
-        SLAVE_NOT_AVAILABLE / FLUSH_SLAVE_TIMEOUT as the Python path refuses them."""
+        SLAVE_NOT_AVAILABLE / FLUSH_SLAVE_TIMEOUT as the Python path refuses them. ``acl``: ACL on, a send
+        is taken only when its signature and PUB permission check out against the rules
+        :meth:`set_acl_rules` pushes (none until then: every send goes to Python)."""
+    def set_acl_rules(self, accounts: list[tuple[str, str, bool, list[tuple[str, bool]]]]) -> None:
+        """ACL on: the rules the fast path checks sends against, per account ``(access_key, secret_key,
+        default_pub, [(topic, pub), ...])`` (``rmq.acl.validator.fast_send_rules``); replaces the rules in
+        force. ValueError unless the fast path was enabled with ``acl=True``."""
+    def fast_send_acl_stats(self) -> tuple[int, int, int, int] | None:
+        """ACL on: ``(checked, declined, loads, accounts)``: sends taken after the fast path checked their
+        signature and permission, sends that check left to Python, times rules were pushed, accounts in
+        force; None with ACL off."""
     def set_replicated(self, offset: int) -> None:
         """SYNC_MASTER: a slave acknowledged the CommitLog up to ``offset`` (once per higher ack)."""
     def set_slave_connected(self, connected: bool) -> None:

@@ -55,6 +55,14 @@ def client_config(c: AclCluster, creds: tuple[str, str] | None, instance: str) -
     return ClientConfig(namesrv_addr=c.namesrv, instance_name=instance, access_key=ak, secret_key=sk)
 
 
+def acl_counts(c: AclCluster) -> tuple[int, int]:
+    """``(fastSendAclChecked, fastSendDeclinedAcl)``: signed sends the network thread checked and took, and
+    the sends its check left to the Python validator; zeros on the asyncio server (no fast path)."""
+    assert c.ctl.services is not None
+    table = c.ctl.services.fast_send_stats()
+    return int(table.get("fastSendAclChecked", 0)), int(table.get("fastSendDeclinedAcl", 0))
+
+
 async def test_rmq_client_with_credentials_sends_and_consumes(cluster: AclCluster) -> None:
     c = cluster
     producer = Producer("AclProducer", client_config=client_config(c, APP, "acl-p"))
@@ -66,7 +74,12 @@ async def test_rmq_client_with_credentials_sends_and_consumes(cluster: AclCluste
     finally:
         await producer.shutdown()
     fast = c.ctl.services.fast_send if c.ctl.services else None
-    assert fast is None, "with ACL on, the network thread's send fast path must stay off"
+    if c.ctl.config.network_thread:
+        # The first send vets the topic (Python); the others are checked and taken by the network thread.
+        assert fast is not None
+        assert acl_counts(c)[0] >= 1, c.ctl.services.fast_send_stats()
+    else:
+        assert fast is None
 
     consumer = LitePullConsumer(GROUP, client_config=client_config(c, APP, "acl-c"))
     consumer.subscribe(TOPIC, "*")
@@ -112,7 +125,11 @@ async def test_raw_frames_refused(cluster: AclCluster) -> None:
     c = cluster
     ok = await c.call(signed(send_request(TOPIC, b"hello"), APP))
     assert ok.code == ResponseCode.SUCCESS, ok.remark
+    # Vet the denied topic for the fast path (an admin's send), so its sends reach the network thread's check.
+    ok = await c.call(signed(send_request(DENIED_TOPIC, b"by the admin"), ADMIN))
+    assert ok.code == ResponseCode.SUCCESS, ok.remark
     before = c.written()
+    declined_before = acl_counts(c)[1]
 
     # A tampered body: signed, then the body changed on the way.
     req = signed(send_request(TOPIC, b"original"), APP)
@@ -151,6 +168,10 @@ async def test_raw_frames_refused(cluster: AclCluster) -> None:
         assert r.code == NO_PERMISSION and what in r.remark, (r.code, r.remark)
         no_secret(r.remark)
     assert c.written() == before
+    if c.ctl.config.network_thread:
+        # the sends to the two vetted topics (tampered, 2 replays, unsigned, no AccessKey, the denied topic)
+        # were each checked by the network thread and left to the validator
+        assert acl_counts(c)[1] - declined_before == 6, c.ctl.services.fast_send_stats()
 
 
 def pull_fields(topic: str, group: str) -> dict[str, str]:

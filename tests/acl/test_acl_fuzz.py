@@ -140,7 +140,13 @@ async def test_forged_frames_over_the_wire(tmp_path: Path) -> None:
     rng = random.Random(20261124)
     c = await start_cluster(tmp_path)
     try:
+        # A first send vets the topic: the forged sends that follow reach the network thread's own check.
+        ok = await c.call(signed(send_request(TOPIC, b"vets the topic"), APP))
+        assert ok.code == ResponseCode.SUCCESS, ok.remark
         before = c.written()
+        assert c.ctl.services is not None
+        fast = c.ctl.services.fast_send_stats
+        declined_before = int(fast()["fastSendDeclinedAcl"])
         for i in range(300):
             code = rng.choice(
                 [
@@ -177,7 +183,10 @@ async def test_forged_frames_over_the_wire(tmp_path: Path) -> None:
             assert r.code == ResponseCode.NO_PERMISSION, (i, int(code), r.code, r.remark)
             no_secret(r.remark or "")
         assert c.written() == before, "a forged frame was stored"
+        assert int(fast()["fastSendDeclinedAcl"]) > declined_before, "no forged send reached the Rust check"
+        checked = int(fast()["fastSendAclChecked"])
         ok = await c.call(signed(send_request(TOPIC, b"still serving"), APP))
         assert ok.code == ResponseCode.SUCCESS, ok.remark
+        assert int(fast()["fastSendAclChecked"]) == checked + 1, "taken by the network thread"
     finally:
         await stop_cluster(c)

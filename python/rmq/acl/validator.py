@@ -6,8 +6,9 @@ key, the resource and the permission; never a secret or a signature).
 
 Per request code (RocketMQ's ``PlainAccessValidator.parse``; a group ``g`` is also the topic ``%RETRY%g``):
 
-* SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE: the topic, PUB (to ``%RETRY%g``: group ``g``, SUB);
-  RocketMQ checks nothing for a batch, rmq checks it like a single send;
+* SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE: the topic the send stores to (``topic`` of a
+  SEND_MESSAGE, ``b`` of the others), PUB (to ``%RETRY%g``: group ``g``, SUB); RocketMQ checks nothing for a
+  batch, rmq checks it like a single send;
 * PULL_MESSAGE / LITE_PULL_MESSAGE: the topic and the consumer group, SUB;
 * QUERY_MESSAGE: the topic, SUB; CONSUMER_SEND_MSG_BACK, GET_CONSUMER_LIST_BY_GROUP, UNREGISTER_CLIENT: the
   group, SUB (and, for CONSUMER_SEND_MSG_BACK, not checked by RocketMQ: once the record at its offset is
@@ -80,7 +81,9 @@ __all__ = [
     "AccountChange",
     "AclChangeError",
     "AclFile",
+    "FastSendAccount",
     "Requirement",
+    "fast_send_rules",
     "public_account",
     "required_resources",
 ]
@@ -152,8 +155,9 @@ def _group(name: str | None) -> list[Requirement]:
     return [("group", name, SUB)] if name else []
 
 
-def _send(ext: dict[str, str]) -> list[Requirement]:
-    return _topic(ext.get("b") or ext.get("topic"), PUB)
+def _send(ext: dict[str, str], key: str) -> list[Requirement]:
+    # The field the send processor stores to (a SEND_MESSAGE's ``b`` is not its topic).
+    return _topic(ext.get(key), PUB)
 
 
 def _heartbeat(request: RemotingCommand) -> list[Requirement]:
@@ -221,9 +225,9 @@ def _batch_ack(request: RemotingCommand) -> list[Requirement]:
 
 
 _EXTRACTORS: Final[dict[int, Callable[[RemotingCommand, dict[str, str]], list[Requirement]]]] = {
-    RC.SEND_MESSAGE: lambda r, e: _send(e),
-    RC.SEND_MESSAGE_V2: lambda r, e: _send(e),
-    RC.SEND_BATCH_MESSAGE: lambda r, e: _send(e),
+    RC.SEND_MESSAGE: lambda r, e: _send(e, "topic"),
+    RC.SEND_MESSAGE_V2: lambda r, e: _send(e, "b"),
+    RC.SEND_BATCH_MESSAGE: lambda r, e: _send(e, "b"),
     RC.CONSUMER_SEND_MSG_BACK: lambda r, e: _group(e.get("group")),
     RC.PULL_MESSAGE: lambda r, e: _topic(e.get("topic"), SUB) + _group(e.get("consumerGroup")),
     RC.LITE_PULL_MESSAGE: lambda r, e: _topic(e.get("topic"), SUB) + _group(e.get("consumerGroup")),
@@ -246,6 +250,35 @@ def required_resources(request: RemotingCommand) -> list[Requirement]:
     """What ``request`` needs besides a valid signature (raises ``ValueError`` on a body it cannot read)."""
     extract = _EXTRACTORS.get(request.code)
     return extract(request, request.ext_fields) if extract is not None else []
+
+
+FastSendAccount = tuple[str, str, bool, list[tuple[str, bool]]]
+"""An account as the network thread's send fast path checks it: ``(access_key, secret_key, default_pub,
+[(topic, pub), ...])``."""
+
+
+def fast_send_rules(rules: AclRules) -> list[FastSendAccount]:
+    """What the network thread needs to take a signed send itself (``NetServer.set_acl_rules``): per
+    account, its secret key and whether it may PUB on a topic, by default and per topic, as
+    :meth:`AccessValidator.check` decides it for a send (an admin account without resource permissions may
+    PUB anywhere; every account may PUB to the trace topic). The network thread takes a send only when its
+    signature checks out and the account may PUB on its topic; it leaves everything else (unknown keys,
+    denials, white-listed addresses, retry topics) to :meth:`AccessValidator.guard`. A key that is not valid
+    UTF-8 is left out (its sends go to Python)."""
+    out: list[FastSendAccount] = []
+    for ak, account in rules.accounts.items():
+        try:
+            ak.encode("utf-8")
+            account.secret_key.encode("utf-8")
+        except UnicodeEncodeError:
+            continue
+        if account.admin and not account.has_resource_perms:
+            out.append((ak, account.secret_key, True, []))
+            continue
+        topics = [(name, allows(PUB, perm)) for name, perm in account.topic_perms.items()]
+        topics.append((TRACE_TOPIC, True))  # last: it wins over a topicPerms entry, as in _check_perms
+        out.append((ak, account.secret_key, allows(PUB, account.default_topic_perm), topics))
+    return out
 
 
 def _short(text: str, limit: int = 64) -> str:
@@ -457,6 +490,7 @@ class AccessValidator:
         self._log_window = 0.0
         self._repeats: dict[str, int] = {}
         self._suppressed = 0
+        self._listeners: list[Callable[[AclRules], None]] = []
 
     @classmethod
     def from_file(cls, path: str | Path, acl_dir: str | Path | None = None) -> AccessValidator:
@@ -486,6 +520,20 @@ class AccessValidator:
             len(v.rules.accounts),
         )
         return v
+
+    def add_rules_listener(self, listener: Callable[[AclRules], None]) -> None:
+        """Call ``listener`` with the rules in force now, and again whenever new rules take effect (a reload
+        of a changed file, an ACL admin request's change): how the network thread's send fast path gets the
+        rules it checks signed sends against."""
+        self._listeners.append(listener)
+        listener(self.rules)
+
+    def _rules_changed(self) -> None:
+        for listener in self._listeners:
+            try:
+                listener(self.rules)
+            except Exception:
+                log.exception("ACL rules listener %r failed", listener)
 
     def _dir_files(self) -> list[Path]:
         """The rules files of the directory, in name order (temp and dot files left out)."""
@@ -568,6 +616,7 @@ class AccessValidator:
         if changed:
             self.rules = self._merged(self.files)
             self.reloads += 1
+            self._rules_changed()
         return changed
 
     def _merged(self, files: dict[Path, AclFile]) -> AclRules:
@@ -727,6 +776,7 @@ class AccessValidator:
         self.files[path] = new
         self.rules = merged
         self._watch.pop(path, None)
+        self._rules_changed()
         if not any(a.admin for a in merged.accounts.values()):
             log.warning(
                 "no admin account is left in the ACL files after this change to %s: no ACL admin request "

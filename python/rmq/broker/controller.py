@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from rmq.acl import AccessValidator, AclConfigError, RequestSigner
 from rmq.acl.audit import AdminAudit
+from rmq.acl.validator import fast_send_rules
 from rmq.broker import journal
 from rmq.broker.clients import ConsumerManager, ProducerManager
 from rmq.broker.config import BrokerConfig, ConfigError
@@ -231,10 +232,7 @@ class BrokerController:
         # slave's ack as the Python path's do (the HA master reports every higher ack and whether a slave
         # is connected to it). A slave refuses sends, so it leaves every send to Python.
         replica_warnings: FastPathReplicaWarnings | None = None
-        if isinstance(self.remoting, NativeRemotingServer) and self.acl is not None:
-            # The network thread cannot check signatures yet: with ACL on, every send goes to Python.
-            log.info("aclEnable=true: the network thread's send fast path is off (every send is checked)")
-        elif isinstance(self.remoting, NativeRemotingServer) and not cfg.is_slave:
+        if isinstance(self.remoting, NativeRemotingServer) and not cfg.is_slave:
             sync_master = cfg.broker_role == "SYNC_MASTER"
             self.remoting.enable_fast_send(
                 store,
@@ -244,9 +242,22 @@ class BrokerController:
                 max_body=cfg.max_message_size,
                 version=RMQ_VERSION,
                 sync_master=(cfg.ha_slave_fallbehind_max, cfg.slave_timeout) if sync_master else None,
+                acl=self.acl is not None,
             )
             net = self.remoting.net
             s.fast_send = net
+            if self.acl is not None:
+                # With ACL on, the network thread takes a send only when it checked its signature and PUB
+                # permission against these rules (pushed again on every change); the validator answers
+                # everything else.
+                assert net is not None
+                set_rules = net.set_acl_rules
+                self.acl.add_rules_listener(lambda rules: set_rules(fast_send_rules(rules)))
+                log.info(
+                    "aclEnable=true: the network thread's send fast path checks signed sends itself "
+                    "(%d accounts); the ACL validator answers the others",
+                    len(self.acl.rules.accounts),
+                )
             if sync_master:
                 assert net is not None and self.ha_master is not None
                 net.set_replicated(self.ha_master.push2slave_max)

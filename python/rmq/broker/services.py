@@ -140,10 +140,13 @@ class BrokerServices:
         """The fast path's counters for GET_BROKER_RUNTIME_INFO: send requests it answered
         (``fastSendTaken``), the messages they stored (``fastSendMessages``) and the send requests it
         left to the Python path (``fastSendDeclined``), also per reason (``fastSendDeclinedTopic``, ...:
-        header, topic, queue id, body, special, properties, batch, store, queued); without a network
-        thread the totals only, zeros. ``netThreadWakeups``: times the network thread woke up with events
-        to handle (requests per wake-up tell how much each of its sleeps and system calls is shared).
-        ``fastSendBatchUniqKeysDropped``: batches whose batch-level UNIQ_KEY it dropped."""
+        header, topic, queue id, body, special, properties, batch, store, queued, acl); without a network
+        thread the totals only, zeros. With ACL on, ``fastSendAclChecked``: sends it took after checking
+        their signature and PUB permission itself (``fastSendDeclinedAcl``: the ones it left to the ACL
+        validator), ``fastSendAclLoads``: times the validator pushed its rules to it. ``netThreadWakeups``:
+        times the network thread woke up with events to handle (requests per wake-up tell how much each of
+        its sleeps and system calls is shared). ``fastSendBatchUniqKeysDropped``: batches whose batch-level
+        UNIQ_KEY it dropped."""
         if self.fast_send is None:
             taken, messages, declined, wakeups, uniq = 0, 0, [], 0, 0
         else:
@@ -159,6 +162,10 @@ class BrokerServices:
         }
         for reason, n in declined:
             out["fastSendDeclined" + reason.title().replace("_", "")] = str(n)
+        acl = self.fast_send.fast_send_acl_stats() if self.fast_send is not None else None
+        if acl is not None:
+            out["fastSendAclChecked"] = str(acl[0])
+            out["fastSendAclLoads"] = str(acl[2])
         return out
 
     def sample_rates(self) -> None:

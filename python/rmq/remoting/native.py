@@ -139,11 +139,16 @@ class NativeRemotingServer(RemotingServer):
         max_body: int,
         version: int,
         sync_master: tuple[int, int] | None = None,
+        acl: bool = False,
     ) -> None:
         """`sync_master`: ``(haSlaveFallbehindMax, slaveTimeout ms)`` on a SYNC_MASTER (its answers wait
-        for a slave: report acks with ``net.set_replicated``, slaves with ``net.set_slave_connected``)."""
+        for a slave: report acks with ``net.set_replicated``, slaves with ``net.set_slave_connected``).
+        `acl`: ACL on; the fast path takes a send only once its signature and PUB permission check out
+        against the rules ``net.set_acl_rules`` pushes (none until then: every send goes to Python)."""
         assert self._net is not None, "start() first"
-        self._net.enable_fast_send(store, cluster_name, region_id, trace_on, max_body, version, sync_master)
+        self._net.enable_fast_send(
+            store, cluster_name, region_id, trace_on, max_body, version, sync_master, acl
+        )
 
     async def stop(self) -> None:
         net = self._net

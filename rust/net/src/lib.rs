@@ -1,5 +1,7 @@
 //! rmq-net: the broker's network thread.
 //!
+//! * [`acl`]: ACL 1.0 signatures and PUB permissions of sends checked on the fast path,
+//!   against the rules the Python validator pushes;
 //! * [`frame`]: splitting a byte stream into RocketMQ remoting frames, writing JSON response
 //!   headers (sans-I/O);
 //! * [`header`]: send request headers as the official clients spell them (sans-I/O);
@@ -15,6 +17,7 @@
 //!   frame to its owner, the Python event loop;
 //! * [`tls`]: TLS sessions of its connections (rustls), RocketMQ's `tls.server.*` modes.
 
+pub mod acl;
 pub mod batch;
 pub mod frame;
 pub mod header;
@@ -25,6 +28,7 @@ pub mod server;
 pub mod stats;
 pub mod tls;
 
+pub use acl::{AclAccount, AclGate, AclRules, AclStats};
 pub use metrics::{LatencySnapshot, MetricsSnapshot, TopicInSnapshot};
 pub use replica::{ReplicaReport, Replication};
 pub use send::{FastSend, FastSendConfig};

@@ -29,6 +29,7 @@ use rmq_store::message::{decode_batch_body, push_offset_msg_id_hex, sysflag, Mes
 use rmq_store::{FlushDiskType, MessageStore};
 use std::collections::HashMap;
 
+use crate::acl::{AclGate, AclStats};
 use crate::frame::{self, FLAG_ONEWAY, FLAG_RESPONSE, SERIALIZE_JSON, SERIALIZE_ROCKETMQ};
 use crate::header::{self, Code, Header, SendHeader};
 use crate::metrics::{self, Latency, MetricsSnapshot, TopicIn};
@@ -143,6 +144,8 @@ pub struct FastSend {
     /// SYNC_FLUSH: the end of the sends answered without waiting for their flush since the
     /// last [`FastSend::write_deferred`], whose flush it requests (0: none).
     flush_after_write: AtomicI64,
+    /// ACL on: a send is taken only once [`crate::acl`] checked its signature and permission.
+    acl: Option<AclGate>,
 }
 
 /// The properties a request carries for the store, and whether its producer waits for it.
@@ -172,7 +175,25 @@ impl FastSend {
             latency: Latency::default(),
             replication: None,
             flush_after_write: AtomicI64::new(0),
+            acl: None,
         }
+    }
+
+    /// ACL on: every send is checked against the rules [`FastSend::acl`] is given (none
+    /// until then: every send is declined), and declined unless [`crate::acl`] can vouch for it.
+    pub fn with_acl(mut self) -> FastSend {
+        self.acl = Some(AclGate::new());
+        self
+    }
+
+    /// ACL on: the check's rules and counters; None with ACL off.
+    pub fn acl(&self) -> Option<&AclGate> {
+        self.acl.as_ref()
+    }
+
+    /// ACL on: the check's counters; None with ACL off.
+    pub fn acl_stats(&self) -> Option<AclStats> {
+        self.acl.as_ref().map(AclGate::stats)
     }
 
     /// Write the sends stored since the last call: with SYNC_FLUSH their records were kept
@@ -305,7 +326,7 @@ impl FastSend {
                 }
                 return None;
             };
-            return self.take(h, p.body, born_host, random, out, true);
+            return self.take(h, None, p.body, born_host, random, out);
         }
         if p.serialize_type != SERIALIZE_JSON {
             return None;
@@ -322,24 +343,35 @@ impl FastSend {
             }
             return None;
         };
-        self.take(h, p.body, born_host, random, out, false)
+        self.take(h, Some(text), p.body, born_host, random, out)
     }
 
-    /// A parsed request: handled if it is a send the fast path takes.
+    /// A parsed request: handled if it is a send the fast path takes. `header_text` is the JSON
+    /// header the request came with (None: a binary header, answered in binary).
     fn take(
         &self,
         h: Header<'_>,
+        header_text: Option<&str>,
         body: &[u8],
         born_host: SocketAddr,
         random: &mut dyn FnMut() -> u32,
         out: &mut Vec<u8>,
-        binary: bool,
     ) -> Option<Sent> {
         if h.flag & FLAG_RESPONSE != 0 || !header::is_send(h.code) {
             return None;
         }
         let started = Instant::now();
-        match self.send(h, body, born_host, random, out, started, binary) {
+        let binary = header_text.is_none();
+        match self.send(
+            h,
+            header_text,
+            body,
+            born_host,
+            random,
+            out,
+            started,
+            binary,
+        ) {
             Ok(sent) => Some(sent),
             Err(why) => {
                 self.counters.declined(why);
@@ -352,6 +384,7 @@ impl FastSend {
     fn send(
         &self,
         h: Header<'_>,
+        header_text: Option<&str>,
         body: &[u8],
         born_host: SocketAddr,
         random: &mut dyn FnMut() -> u32,
@@ -370,6 +403,14 @@ impl FastSend {
             .get(f.topic)
             .cloned()
             .ok_or(Decline::Topic)?;
+        if let Some(acl) = &self.acl {
+            // The signature is checked over the JSON header's fields; a binary header's sends are
+            // left to the ACL validator.
+            let signed = header_text.is_some_and(|text| acl.allows(h.code, text, body, f.topic));
+            if !signed {
+                return Err(Decline::Acl);
+            }
+        }
         let mut queue_id = f.queue_id;
         if queue_id >= route.queues {
             return Err(Decline::QueueId);
@@ -401,6 +442,9 @@ impl FastSend {
             vec![self.store.put_deferred(&msg).map_err(|_| Decline::Store)?]
         };
         self.counters.taken(results.len());
+        if let Some(acl) = &self.acl {
+            acl.taken();
+        }
         for r in &results {
             route.counts.add(r.size as u64);
         }

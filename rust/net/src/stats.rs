@@ -24,10 +24,13 @@ pub enum Decline {
     Store,
     /// The request arrived behind one the Python path is still handling on its connection.
     Queued,
+    /// ACL on: the fast path cannot vouch for its signature and permission ([`crate::acl`]);
+    /// the Python validator answers it.
+    Acl,
 }
 
 impl Decline {
-    pub const ALL: [Decline; 9] = [
+    pub const ALL: [Decline; 10] = [
         Decline::Header,
         Decline::Topic,
         Decline::QueueId,
@@ -37,6 +40,7 @@ impl Decline {
         Decline::Batch,
         Decline::Store,
         Decline::Queued,
+        Decline::Acl,
     ];
 
     /// The reason's name in the counters.
@@ -51,6 +55,7 @@ impl Decline {
             Decline::Batch => "batch",
             Decline::Store => "store",
             Decline::Queued => "queued",
+            Decline::Acl => "acl",
         }
     }
 }

@@ -8,9 +8,11 @@ use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyTuple};
 
+use std::collections::HashMap;
+
 use rmq_net::{
-    ClientAuth, Decline, Event, FastSend, FastSendConfig, Replication, Server, ServerOptions,
-    Stats, TlsMode, TlsServer,
+    AclAccount, AclRules, ClientAuth, Decline, Event, FastSend, FastSendConfig, Replication,
+    Server, ServerOptions, Stats, TlsMode, TlsServer,
 };
 
 use crate::MessageStore;
@@ -184,8 +186,10 @@ impl NetServer {
 
     /// Answer SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE for vetted topics in the
     /// network thread. `sync_master`: `(haSlaveFallbehindMax, slaveTimeout ms)` on a
-    /// SYNC_MASTER, whose answers wait for a slave (see `set_replicated`).
-    #[pyo3(signature = (store, cluster_name, region_id, trace_on, max_body, version, sync_master = None))]
+    /// SYNC_MASTER, whose answers wait for a slave (see `set_replicated`). `acl`: ACL on, a
+    /// send is taken only when its signature and PUB permission check out against the rules
+    /// `set_acl_rules` pushes (none until then: every send goes to Python).
+    #[pyo3(signature = (store, cluster_name, region_id, trace_on, max_body, version, sync_master = None, acl = false))]
     #[allow(clippy::too_many_arguments)]
     fn enable_fast_send(
         &self,
@@ -196,6 +200,7 @@ impl NetServer {
         max_body: usize,
         version: i32,
         sync_master: Option<(i64, i64)>,
+        acl: bool,
     ) {
         let mut fast = FastSend::new(
             store.inner.clone(),
@@ -213,7 +218,40 @@ impl NetServer {
             let timeout = Duration::from_millis(timeout_ms.max(0) as u64);
             fast = fast.sync_master(Replication::new(fallbehind_max, timeout));
         }
+        if acl {
+            fast = fast.with_acl();
+        }
         self.inner.set_fast_send(Some(Arc::new(fast)));
+    }
+
+    /// ACL on: the rules the fast path checks sends against, as the Python validator compiled
+    /// them: per account `(access_key, secret_key, default_pub, [(topic, pub), ...])`. Replaces
+    /// the rules in force; ValueError when the fast path is not on with ACL.
+    #[allow(clippy::type_complexity)]
+    fn set_acl_rules(
+        &self,
+        accounts: Vec<(String, String, bool, Vec<(String, bool)>)>,
+    ) -> PyResult<()> {
+        let fast = self.inner.fast_send();
+        let Some(gate) = fast.as_ref().and_then(|f| f.acl()) else {
+            return Err(PyValueError::new_err(
+                "set_acl_rules: the send fast path is not enabled with acl=True",
+            ));
+        };
+        let rules = AclRules::new(accounts.into_iter().map(|(ak, sk, default_pub, topics)| {
+            let topics: HashMap<String, bool> = topics.into_iter().collect();
+            (ak, AclAccount::new(&sk, default_pub, topics))
+        }));
+        gate.set_rules(rules);
+        Ok(())
+    }
+
+    /// ACL on: `(checked, declined, loads, accounts)`: sends the fast path took after checking
+    /// their signature and permission, sends that check left to Python, times rules were pushed,
+    /// accounts in force; None with ACL off or before `enable_fast_send`.
+    fn fast_send_acl_stats(&self) -> Option<(u64, u64, u64, u64)> {
+        let s = self.inner.fast_send()?.acl_stats()?;
+        Some((s.checked, s.declined, s.loads, s.accounts))
     }
 
     /// SYNC_MASTER: a slave acknowledged the CommitLog up to `offset` (call once per higher
