@@ -268,8 +268,8 @@ def test_broker_status(admin: Admin) -> None:
     keys = {b: dict(line.findall(o)) for b, o in out.items()}
     rmq_only = {k for k in keys["rmq"] if k not in keys["apache"]}
     # rmq's own: store repairs, a full disk, what the network thread's send fast path took or declined,
-    # how often the network thread woke up.
-    own = re.compile(r"storeRepair\w+|diskFull|fastSend\w*|netThreadWakeups")
+    # how often the network thread woke up, the transaction service's floor and counters.
+    own = re.compile(r"storeRepair\w+|diskFull|fastSend\w*|netThreadWakeups|transaction[A-Z]\w*")
     assert {"storeRepairCount", "diskFull"} <= rmq_only
     assert [k for k in rmq_only if not own.fullmatch(k)] == []
     for key in (
@@ -328,6 +328,7 @@ def test_get_broker_config(admin: Admin) -> None:
         "aclFilePath",
         "aclRequireTls",
         "brokerTakeoverAllowed",
+        "grpcServerPort",
         # RocketMQ 5.x's names (the broker's own credentials, the Prometheus exporter)
         "innerClientAuthenticationCredentials",
         "metricsExporterType",
