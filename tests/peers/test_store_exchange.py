@@ -329,8 +329,12 @@ def test_the_target_recovers_the_store(exchange: Exchange) -> None:
     log = exchange.target_log
     if exchange.direction == "apache_to_rmq":
         state = "clean shutdown" if exchange.stop == "clean" else "unclean shutdown"
-        assert f"INFO rmq.store: store recovery: {state};" in log, log
-        assert [line for line in log.splitlines() if "WARN rmq.store" in line] == []
+        # Lines read "<time> LEVEL [<brokerName>_<brokerId> <pid>] <logger>: <message>".
+        assert any(
+            " INFO [" in line and f"] rmq.store: store recovery: {state};" in line
+            for line in log.splitlines()
+        ), log
+        assert [line for line in log.splitlines() if " WARNING [" in line and "] rmq.store:" in line] == []
     else:
         state = "normally" if exchange.stop == "clean" else "abnormally"
         assert f"RocketmqStore - last shutdown {state}" in log
