@@ -30,7 +30,7 @@ from rmq.client.heartbeat import (
 from rmq.client.message import MessageExt, decode_messages
 from rmq.client.results import SendResult
 from rmq.client.uniq_id import local_ip
-from rmq.common import fastjson
+from rmq.common import codes, fastjson
 from rmq.common.codes import LanguageCode, MessageSysFlag, RequestCode, ResponseCode
 from rmq.proxy import pop
 from rmq.proxy.clients import ClientRegistry
@@ -230,7 +230,7 @@ class Brokers:
         }
         if attempt_id:
             fields["attemptId"] = attempt_id
-        request = create_request(pop.POP_MESSAGE, fields, language=int(LanguageCode.JAVA))
+        request = create_request(codes.POP_MESSAGE, fields, language=int(LanguageCode.JAVA))
         try:
             response = await self.remoting.invoke(addr, request, poll_ms + 3000)
         except (RemotingError, OSError) as e:
@@ -286,7 +286,7 @@ class Brokers:
             "extraInfo": str(handle),
             "offset": str(handle.queue_offset),
         }
-        await self._invoke_ok(addr, pop.ACK_MESSAGE, fields, f"ack at {handle.broker_name}")
+        await self._invoke_ok(addr, codes.ACK_MESSAGE, fields, f"ack at {handle.broker_name}")
 
     async def change_invisible(
         self, group: str, topic: str, handle: pop.Handle, invisible_ms: int
@@ -301,7 +301,7 @@ class Brokers:
             "invisibleTime": str(invisible_ms),
         }
         response = await self._invoke_ok(
-            addr, pop.CHANGE_MESSAGE_INVISIBLETIME, fields, f"change invisible time at {handle.broker_name}"
+            addr, codes.CHANGE_MESSAGE_INVISIBLETIME, fields, f"change invisible time at {handle.broker_name}"
         )
         ext = response.ext_fields
         # The broker checkpoints the message alone now: its own offset starts the new handle (as Apache's
