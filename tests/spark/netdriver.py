@@ -14,9 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+import rmq.spark
 from pyspark.sql import SparkSession
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def session() -> SparkSession:
@@ -28,12 +27,12 @@ def session() -> SparkSession:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
-        .config("spark.executorEnv.PYTHONPATH", str(REPO / "python"))
+        # The executors' Python imports rmq from where this process did (the installed wheel in CI),
+        # never from the source tree, which has no native module on a clean checkout.
+        .config("spark.executorEnv.PYTHONPATH", str(Path(rmq.__file__).resolve().parents[1]))
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    import rmq.spark
-
     rmq.spark.register(spark)
     return spark
 

@@ -31,32 +31,36 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         c.stop()
 
 
-def driver(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tests.spark.netdriver", *args],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,  # its own process group: the driver JVM and the executors with it
-    )
+def driver(log: Path, *args: str) -> subprocess.Popen[str]:
+    """A driver process; its stderr (Spark's and Python's errors) goes to `log`."""
+    with log.open("ab") as err:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.spark.netdriver", *args],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            start_new_session=True,  # its own process group: the driver JVM and the executors with it
+        )
 
 
-def finish(proc: subprocess.Popen[str], timeout: float = 480) -> None:
+def finish(proc: subprocess.Popen[str], log: Path, timeout: float = 480) -> None:
     out, _ = proc.communicate(timeout=timeout)
-    assert proc.returncode == 0 and "DONE" in out, out
+    tail = log.read_text(errors="replace")[-6000:]
+    assert proc.returncode == 0 and "DONE" in out, f"exit {proc.returncode}, stdout {out!r}, stderr:\n{tail}"
 
 
 def test_local_cluster_batch_and_a_killed_stream(
     spark: SparkSession, cluster: Cluster, tmp_path: Path
 ) -> None:
+    log = tmp_path / "drivers.log"
     first = cluster.send(TOPIC, 60, "lc1")
-    finish(driver("batch", cluster.ns, TOPIC, str(tmp_path / "batch")))
+    finish(driver(log, "batch", cluster.ns, TOPIC, str(tmp_path / "batch")), log)
     got = [bytes(r.body) for r in spark.read.parquet(str(tmp_path / "batch")).collect()]
     assert hashes(got) == hashes([m.body for m in first])
 
     out, ckpt = str(tmp_path / "out"), str(tmp_path / "ckpt")
-    proc = driver("stream", cluster.ns, TOPIC, out, ckpt)
+    proc = driver(log, "stream", cluster.ns, TOPIC, out, ckpt)
     try:
         batches = 0
         assert proc.stdout is not None
@@ -65,12 +69,12 @@ def test_local_cluster_batch_and_a_killed_stream(
                 batches += 1
                 if batches >= 3:
                     break
-        assert batches >= 3
+        assert batches >= 3, log.read_text(errors="replace")[-6000:]
     finally:
         os.killpg(proc.pid, signal.SIGKILL)  # driver, its JVM and the executors: no clean stop
         proc.wait()
     second = cluster.send(TOPIC, 30, "lc2")
-    finish(driver("available", cluster.ns, TOPIC, out, ckpt))
+    finish(driver(log, "available", cluster.ns, TOPIC, out, ckpt), log)
     got = [bytes(r.body) for r in spark.read.parquet(out).collect()]
     assert hashes(got) == hashes([m.body for m in first + second])
     assert max(hashes(got).values()) == 1
