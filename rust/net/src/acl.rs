@@ -35,7 +35,7 @@ use serde::Deserialize;
 use sha1::Sha1;
 use subtle::ConstantTimeEq;
 
-use crate::header::{Value, SEND_MESSAGE};
+use crate::header::{TextField, Value, SEND_MESSAGE};
 
 type HmacSha1 = Hmac<Sha1>;
 
@@ -130,9 +130,21 @@ impl AclRules {
         if topic.starts_with(RETRY_PREFIX) {
             return false;
         }
-        let Some(mut fields) = ext_fields(header) else {
+        ext_fields(header).is_some_and(|fields| self.allows_fields(code, fields, body, topic))
+    }
+
+    /// [`AclRules::allows`] for a header whose `extFields` entries were already read as text
+    /// (by the fast path's own header pass: [`crate::header::Header::parse_signed`]).
+    pub fn allows_fields(
+        &self,
+        code: i32,
+        mut fields: Vec<Field<'_>>,
+        body: &[u8],
+        topic: &str,
+    ) -> bool {
+        if topic.starts_with(RETRY_PREFIX) {
             return false;
-        };
+        }
         fields.sort_unstable_by(|a, b| java_order(&a.0, &b.0));
         if fields.windows(2).any(|w| w[0].0 == w[1].0) {
             return false; // a key twice: the Python path keeps one of them
@@ -164,7 +176,7 @@ fn ext_fields(header: &str) -> Option<Vec<Field<'_>>> {
 }
 
 /// One `extFields` entry: its key and its value as text.
-type Field<'a> = (Cow<'a, str>, Cow<'a, str>);
+type Field<'a> = TextField<'a>;
 
 /// Java's `String.compareTo`: by UTF-16 code units. UTF-8 bytes sort as code points, which is
 /// the same order unless a character at or above U+E000 is compared (lead bytes 0xEE and up).
@@ -451,8 +463,23 @@ impl AclGate {
 
     /// [`AclRules::allows`] under the rules in force, counted when it declines.
     pub fn allows(&self, code: i32, header: &str, body: &[u8], topic: &str) -> bool {
-        let rules = self.rules.read().clone();
-        let ok = rules.allows(code, header, body, topic);
+        let ok = self.rules.read().allows(code, header, body, topic);
+        self.count(ok)
+    }
+
+    /// [`AclRules::allows_fields`] under the rules in force, counted when it declines.
+    pub fn allows_fields(
+        &self,
+        code: i32,
+        fields: Vec<Field<'_>>,
+        body: &[u8],
+        topic: &str,
+    ) -> bool {
+        let ok = self.rules.read().allows_fields(code, fields, body, topic);
+        self.count(ok)
+    }
+
+    fn count(&self, ok: bool) -> bool {
         if !ok {
             self.refused.fetch_add(1, Ordering::Relaxed);
         }
@@ -545,6 +572,54 @@ mod tests {
         assert!(!r.allows(310, "not json", BODY_JAVA, "AclTopic"));
         // no rules pushed yet: nothing is taken
         assert!(!AclRules::default().allows(310, &h, BODY_JAVA, "AclTopic"));
+    }
+
+    /// The fast path's one header pass (entries gathered as text), where it reads the header.
+    fn one_pass(header: &str) -> Option<Vec<Field<'_>>> {
+        crate::header::Header::parse_signed(header)
+            .ok()?
+            .ext?
+            .signed
+    }
+
+    #[test]
+    fn the_header_pass_gathers_what_the_check_reads() {
+        let r = rules();
+        let reordered = VECTOR_JAVA.replace(r#""AccessKey":"app","#, "").replace(
+            r#""n":"broker-a"}"#,
+            r#""n":"broker-a","AccessKey":"app","x":7,"y":true}"#,
+        );
+        for ext in [
+            VECTOR_JAVA,
+            reordered.as_str(),
+            crate::header::tests::CPP_SEND,
+        ] {
+            let h = frame_header(ext);
+            let mut gathered = one_pass(&h).expect("the compact reader reads it");
+            let mut read = ext_fields(&h).expect("the check reads it");
+            gathered.sort();
+            read.sort();
+            assert_eq!(gathered, read, "{ext}");
+        }
+        let h = frame_header(VECTOR_JAVA);
+        assert!(r.allows_fields(310, one_pass(&h).unwrap(), BODY_JAVA, "AclTopic"));
+        assert!(!r.allows_fields(310, one_pass(&h).unwrap(), b"other", "AclTopic"));
+        assert!(!r.allows_fields(310, one_pass(&h).unwrap(), BODY_JAVA, "DeniedTopic"));
+        // a null entry: nothing gathered (the check declines, the Python path decides)
+        let null = frame_header(&VECTOR_JAVA.replace(r#""k":"false""#, r#""k":null"#));
+        assert!(crate::header::Header::parse_signed(&null)
+            .unwrap()
+            .ext
+            .unwrap()
+            .signed
+            .is_none());
+        // without ACL nothing is gathered
+        assert!(crate::header::Header::parse(&h)
+            .unwrap()
+            .ext
+            .unwrap()
+            .signed
+            .is_none());
     }
 
     fn serde_reading(header: &str) -> Option<Vec<Field<'_>>> {

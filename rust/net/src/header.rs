@@ -112,12 +112,26 @@ impl<'a> Header<'a> {
     /// Parse a frame header's JSON text: the compact form every client writes by a reader of
     /// its own ([`compact`]), anything else by serde_json (same result where both read it).
     pub fn parse(text: &'a str) -> serde_json::Result<Header<'a>> {
-        match compact::header(text) {
+        match compact::header(text, false) {
+            Some(h) => Ok(h),
+            None => serde_json::from_str(text),
+        }
+    }
+
+    /// [`Header::parse`], and for an ACL signature check ([`crate::acl`]) every `extFields`
+    /// entry as text in [`Ext::signed`], gathered in the same pass (only by the compact
+    /// reader: after serde_json it is `None`, and the check reads the text itself).
+    pub fn parse_signed(text: &'a str) -> serde_json::Result<Header<'a>> {
+        match compact::header(text, true) {
             Some(h) => Ok(h),
             None => serde_json::from_str(text),
         }
     }
 }
+
+/// One `extFields` entry as text: its key, and its value as the Python path reads it (an
+/// integer as its decimal text, `true` / `false` as those words).
+pub type TextField<'a> = (Cow<'a, str>, Cow<'a, str>);
 
 impl Header<'_> {
     /// Read a ROCKETMQ binary frame header (the Java client 5.x's), as the Python path's
@@ -173,9 +187,37 @@ pub struct Ext<'a> {
     reconsume_times: Field<'a>,
     #[serde(borrow)]
     batch: Field<'a>,
+    /// Every entry as text, in the order of the header ([`Header::parse_signed`] only; `None`
+    /// also when an entry is `null`, which the signature check leaves to the Python path).
+    #[serde(skip)]
+    pub signed: Option<Vec<TextField<'a>>>,
 }
 
 impl<'a> Ext<'a> {
+    /// Where a send's field named `key` goes, and its bit in a set of the fields seen; `None`
+    /// for a key that is not a send's field (skipped, as serde skips unknown fields).
+    fn slot(&mut self, key: &str) -> Option<(u32, &mut Field<'a>)> {
+        Some(match key {
+            "b" => (0, &mut self.b),
+            "e" => (1, &mut self.e),
+            "f" => (2, &mut self.f),
+            "g" => (3, &mut self.g),
+            "h" => (4, &mut self.h),
+            "i" => (5, &mut self.i),
+            "j" => (6, &mut self.j),
+            "m" => (7, &mut self.m),
+            "topic" => (8, &mut self.topic),
+            "queueId" => (9, &mut self.queue_id),
+            "sysFlag" => (10, &mut self.sys_flag),
+            "bornTimestamp" => (11, &mut self.born_timestamp),
+            "flag" => (12, &mut self.flag),
+            "properties" => (13, &mut self.properties),
+            "reconsumeTimes" => (14, &mut self.reconsume_times),
+            "batch" => (15, &mut self.batch),
+            _ => return None,
+        })
+    }
+
     /// The fields of a send request with `code`.
     pub fn fields(self, code: i32) -> ParsedExt<'a> {
         let raw = if code == SEND_MESSAGE {
@@ -293,7 +335,7 @@ impl ParsedExt<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// Parse `ext` (the `extFields` object alone) of a send request with `code`.

@@ -333,7 +333,13 @@ impl FastSend {
         }
         // One UTF-8 check over the whole header, not one per string value.
         let text = std::str::from_utf8(p.header).unwrap_or("");
-        let Ok(h) = Header::parse(text) else {
+        // ACL on: the header's entries are gathered as text in the same pass, for the signature.
+        let parsed = if self.acl.is_some() {
+            Header::parse_signed(text)
+        } else {
+            Header::parse(text)
+        };
+        let Ok(h) = parsed else {
             // Not a send's header, or a send's that is not read here (a value of another
             // type, a field twice): counted when it is a send.
             if let Ok(c) = serde_json::from_slice::<Code>(p.header) {
@@ -392,7 +398,9 @@ impl FastSend {
         started: Instant,
         binary: bool,
     ) -> Result<Sent, Decline> {
-        let parsed = h.ext.ok_or(Decline::Header)?.fields(h.code);
+        let mut ext = h.ext.ok_or(Decline::Header)?;
+        let signed_fields = ext.signed.take();
+        let parsed = ext.fields(h.code);
         let f = parsed.header().map_err(|_| Decline::Header)?;
         if body.is_empty() || body.len() > self.cfg.max_body {
             return Err(Decline::Body);
@@ -406,7 +414,11 @@ impl FastSend {
         if let Some(acl) = &self.acl {
             // The signature is checked over the JSON header's fields; a binary header's sends are
             // left to the ACL validator.
-            let signed = header_text.is_some_and(|text| acl.allows(h.code, text, body, f.topic));
+            let signed = match (signed_fields, header_text) {
+                (Some(fields), _) => acl.allows_fields(h.code, fields, body, f.topic),
+                (None, Some(text)) => acl.allows(h.code, text, body, f.topic),
+                (None, None) => false,
+            };
             if !signed {
                 return Err(Decline::Acl);
             }

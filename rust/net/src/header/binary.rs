@@ -15,7 +15,7 @@
 
 use std::borrow::Cow;
 
-use super::{Ext, Field, Header, Value};
+use super::{Ext, Header, Value};
 
 /// Read `h` as a frame header; `None` when the fast path must leave it to the Python path.
 pub(super) fn header(h: &[u8]) -> Option<Header<'_>> {
@@ -39,24 +39,8 @@ pub(super) fn header(h: &[u8]) -> Option<Header<'_>> {
         let key = std::str::from_utf8(e.take(key_len)?).ok()?;
         let value_len = e.len32()?;
         let value = std::str::from_utf8(e.take(value_len)?).ok()?;
-        let (bit, slot): (u32, &mut Field<'_>) = match key {
-            "b" => (0, &mut ext.b),
-            "e" => (1, &mut ext.e),
-            "f" => (2, &mut ext.f),
-            "g" => (3, &mut ext.g),
-            "h" => (4, &mut ext.h),
-            "i" => (5, &mut ext.i),
-            "j" => (6, &mut ext.j),
-            "m" => (7, &mut ext.m),
-            "topic" => (8, &mut ext.topic),
-            "queueId" => (9, &mut ext.queue_id),
-            "sysFlag" => (10, &mut ext.sys_flag),
-            "bornTimestamp" => (11, &mut ext.born_timestamp),
-            "flag" => (12, &mut ext.flag),
-            "properties" => (13, &mut ext.properties),
-            "reconsumeTimes" => (14, &mut ext.reconsume_times),
-            "batch" => (15, &mut ext.batch),
-            _ => continue,
+        let Some((bit, slot)) = ext.slot(key) else {
+            continue;
         };
         if value.is_empty() || key.is_empty() {
             continue; // read as absent (an empty key is never one of the above)

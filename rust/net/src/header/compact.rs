@@ -12,17 +12,18 @@
 
 use std::borrow::Cow;
 
-use super::{Ext, Field, Header, Value};
+use super::{Ext, Header, TextField, Value};
 
-/// Read `text` as a frame header; `None` when it is not in the compact subset.
-pub(super) fn header(text: &str) -> Option<Header<'_>> {
+/// Read `text` as a frame header; `None` when it is not in the compact subset. `signed`: also
+/// gather every `extFields` entry as text ([`Ext::signed`]).
+pub(super) fn header(text: &str, signed: bool) -> Option<Header<'_>> {
     let mut r = Reader {
         s: text.as_bytes(),
         text,
         i: 0,
     };
     r.ws();
-    let h = r.header()?;
+    let h = r.header(signed)?;
     r.ws();
     (r.i == r.s.len()).then_some(h)
 }
@@ -83,7 +84,7 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn header(&mut self) -> Option<Header<'a>> {
+    fn header(&mut self, signed: bool) -> Option<Header<'a>> {
         let (mut code, mut flag, mut opaque, mut ext) = (None, None, None, None);
         self.object(|r, key| {
             let slot = match key {
@@ -97,7 +98,7 @@ impl<'a> Reader<'a> {
                     ext = Some(if r.literal(b"null").is_some() {
                         None
                     } else {
-                        Some(r.ext()?)
+                        Some(r.ext(signed)?)
                     });
                     return Some(());
                 }
@@ -120,46 +121,53 @@ impl<'a> Reader<'a> {
         })
     }
 
-    fn ext(&mut self) -> Option<Ext<'a>> {
+    fn ext(&mut self, signed: bool) -> Option<Ext<'a>> {
         let mut e = Ext::default();
         let mut seen = 0u32;
+        let mut all: Vec<TextField<'a>> = Vec::with_capacity(if signed { 20 } else { 0 });
+        let mut all_text = signed;
         self.object(|r, key| {
-            let (bit, slot): (u32, &mut Field<'a>) = match key {
-                "b" => (0, &mut e.b),
-                "e" => (1, &mut e.e),
-                "f" => (2, &mut e.f),
-                "g" => (3, &mut e.g),
-                "h" => (4, &mut e.h),
-                "i" => (5, &mut e.i),
-                "j" => (6, &mut e.j),
-                "m" => (7, &mut e.m),
-                "topic" => (8, &mut e.topic),
-                "queueId" => (9, &mut e.queue_id),
-                "sysFlag" => (10, &mut e.sys_flag),
-                "bornTimestamp" => (11, &mut e.born_timestamp),
-                "flag" => (12, &mut e.flag),
-                "properties" => (13, &mut e.properties),
-                "reconsumeTimes" => (14, &mut e.reconsume_times),
-                "batch" => (15, &mut e.batch),
-                _ => return r.scalar().map(drop),
-            };
-            if seen & (1 << bit) != 0 {
-                return None; // a field twice
-            }
-            seen |= 1 << bit;
-            *slot = match r.scalar()? {
-                Scalar::Str(s) => Some(Value::Text(s)),
-                Scalar::Int(n) => Some(Value::Int(n)),
-                Scalar::Bool(b) => {
-                    Some(Value::Text(Cow::Borrowed(if b { "true" } else { "false" })))
+            let start = r.i;
+            let value = r.scalar()?;
+            if signed {
+                // Every entry as text, for the signature: an integer or a boolean as written
+                // (the reader takes only the forms whose text is the Python path's reading).
+                match &value {
+                    Scalar::Str(s) => all.push((Cow::Borrowed(key), s.clone())),
+                    Scalar::Int(_) | Scalar::Bool(_) => {
+                        all.push((Cow::Borrowed(key), Cow::Borrowed(r.text.get(start..r.i)?)));
+                    }
+                    Scalar::Null => all_text = false,
                 }
-                Scalar::Null => None,
-            };
-            Some(())
+            }
+            e.set(key, value, &mut seen)
         })?;
+        e.signed = all_text.then_some(all);
         Some(e)
     }
+}
 
+impl<'a> Ext<'a> {
+    /// Keep `value` when `key` is one of a send's fields (`None`: a field twice).
+    fn set(&mut self, key: &str, value: Scalar<'a>, seen: &mut u32) -> Option<()> {
+        let Some((bit, slot)) = self.slot(key) else {
+            return Some(());
+        };
+        if *seen & (1 << bit) != 0 {
+            return None; // a field twice
+        }
+        *seen |= 1 << bit;
+        *slot = match value {
+            Scalar::Str(s) => Some(Value::Text(s)),
+            Scalar::Int(n) => Some(Value::Int(n)),
+            Scalar::Bool(b) => Some(Value::Text(Cow::Borrowed(if b { "true" } else { "false" }))),
+            Scalar::Null => None,
+        };
+        Some(())
+    }
+}
+
+impl<'a> Reader<'a> {
     /// An object key: a string without escapes.
     fn key(&mut self) -> Option<&'a str> {
         self.eat(b'"')?;
@@ -299,7 +307,7 @@ mod tests {
     /// Both readers on `text`: where the compact one reads it, serde_json reads the same.
     /// Returns whether the compact one read it.
     fn agree(text: &str) -> bool {
-        let fast = header(text);
+        let fast = header(text, false);
         let slow = serde_json::from_str::<Header<'_>>(text);
         match (&fast, &slow) {
             (Some(f), Ok(s)) => {
@@ -355,7 +363,7 @@ mod tests {
             r#"{"code":310"#,
             "",
         ] {
-            assert!(header(text).is_none(), "{text}");
+            assert!(header(text, false).is_none(), "{text}");
         }
     }
 
