@@ -1,5 +1,5 @@
 """Send throughput of the network thread's fast path with ACL on beside ACL off:
-``python benches/acl_send.py [seconds] [rounds] [conns] [inflight]``.
+``python benches/acl_send.py [seconds] [rounds] [conns] [inflight] [--broker-cpus 0 --load-cpus 1]``.
 
 For each setup a broker is started as its own process (``python -m rmq.broker``, embedded name server,
 ASYNC_FLUSH) and ``benches/loadgen_c.c`` (compiled with ``$CC`` into a temporary directory; epoll,
@@ -14,10 +14,15 @@ does not cover is patched per request (the opaque, and a 12-digit ``remark`` whe
 its per-request counter), so with ACL on every request is a correctly signed send the broker must check.
 ACL off ignores the two extra fields. The broker's ``fastSendAclChecked`` counter (GET_BROKER_RUNTIME_INFO)
 shows that the ACL-on sends were checked and taken by the network thread.
+
+``--broker-cpus`` / ``--load-cpus`` pin the broker (every thread) and the load generator to disjoint CPU sets
+(``benches/pinning.py``); each side's CPU share over the window is printed (1.0 = one CPU busy throughout), so
+a row shows whether the broker was the bottleneck and the generator was not.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -37,6 +42,7 @@ from rmq.common.codes import RequestCode
 from rmq.remoting import create_request
 from rmq.remoting.client import invoke_sync
 
+from benches.pinning import CpuShare, parse_cpus, pinned
 from tests.brokerproc import BrokerProcess, start_broker
 
 HERE = Path(__file__).resolve().parent
@@ -102,34 +108,54 @@ def fast_counters(addr: str) -> tuple[int, int]:
     return int(t["fastSendTaken"]), int(t.get("fastSendAclChecked", 0))
 
 
-def measure(gen: Path, tmpl: Path, broker: BrokerProcess, seconds: float, conns: int, inflight: int) -> float:
+def measure(
+    gen: Path,
+    tmpl: Path,
+    broker: BrokerProcess,
+    seconds: float,
+    conns: int,
+    inflight: int,
+    load_cpus: set[int] | None,
+) -> tuple[float, float, float]:
+    """Sends/s in the window, and the broker's and the generator's CPU shares over it."""
     host, port = broker.broker_addr.rsplit(":", 1)
     lat = tmpl.with_suffix(".lat")
-    p = subprocess.Popen(
-        [str(gen), host, port, str(conns), str(inflight), str(tmpl), str(lat), "0"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    with pinned(load_cpus):
+        p = subprocess.Popen(
+            [str(gen), host, port, str(conns), str(inflight), str(tmpl), str(lat), "0"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
     assert p.stdin is not None and p.stdout is not None
     if p.stdout.readline().strip() != "READY":
         raise RuntimeError("loadgen_c did not connect")
     start = time.monotonic() + 2.0  # warm-up: the first sends vet the topic (Python)
     p.stdin.write(f"GO {start:.6f} {start + seconds:.6f}\n")
     p.stdin.flush()
+    time.sleep(max(0.0, start - time.monotonic()))
+    share = CpuShare(broker.proc.pid, p.pid)
     result = json.loads(p.stdout.readline())
+    broker_share, load_share = share.shares()
     p.wait(30)
     if result["errors"]:
         raise RuntimeError(f"sends refused: {result['error_samples']}")
-    return result["ok"] / seconds
+    return result["ok"] / seconds, broker_share, load_share
 
 
 def main() -> None:
-    seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 8.0
-    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 3
-    conns = int(sys.argv[3]) if len(sys.argv) > 3 else 4
-    inflight = int(sys.argv[4]) if len(sys.argv) > 4 else 16
-    results: dict[str, list[tuple[float, float, int, int]]] = {}
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("seconds", nargs="?", type=float, default=8.0)
+    ap.add_argument("rounds", nargs="?", type=int, default=3)
+    ap.add_argument("conns", nargs="?", type=int, default=4)
+    ap.add_argument("inflight", nargs="?", type=int, default=16)
+    ap.add_argument("--broker-cpus", type=parse_cpus, default=None, help="CPU list for the broker, e.g. 0")
+    ap.add_argument("--load-cpus", type=parse_cpus, default=None, help="CPU list for the load, e.g. 1")
+    a = ap.parse_args()
+    if a.broker_cpus and a.load_cpus and a.broker_cpus & a.load_cpus:
+        ap.error("--broker-cpus and --load-cpus overlap")
+    seconds, rounds, conns, inflight = a.seconds, a.rounds, a.conns, a.inflight
+    results: dict[str, list[tuple[float, float, int, int, float, float]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         gen = root / "loadgen_c"
@@ -150,7 +176,8 @@ def main() -> None:
         }
         for r in range(rounds):
             for i, (name, props) in enumerate(setups.items()):
-                broker = start_broker(root / f"store{r}-{i}", *props)
+                with pinned(a.broker_cpus):
+                    broker = start_broker(root / f"store{r}-{i}", *props)
                 try:
                     topic = {"topic": TOPIC, "readQueueNums": str(QUEUES), "writeQueueNums": str(QUEUES)}
                     topic.update({"perm": "6", "topicFilterType": "SINGLE_TAG", "topicSysFlag": "0"})
@@ -159,17 +186,20 @@ def main() -> None:
                     )
                     load = os.getloadavg()[0]
                     before = fast_counters(broker.broker_addr)
-                    rate = measure(gen, tmpl, broker, seconds, conns, inflight)
+                    rate, b_share, l_share = measure(gen, tmpl, broker, seconds, conns, inflight, a.load_cpus)
                     after = fast_counters(broker.broker_addr)
                 finally:
                     broker.stop()
                 taken, checked = after[0] - before[0], after[1] - before[1]
-                results.setdefault(name, []).append((rate, load, taken, checked))
+                results.setdefault(name, []).append((rate, load, taken, checked, b_share, l_share))
+    pins = f"broker on CPUs {sorted(a.broker_cpus or [])}, load on {sorted(a.load_cpus or [])}"
+    print(f"pinning: {pins if a.broker_cpus or a.load_cpus else 'none'}")
     print(
         f"| setup | sends/s, median of {rounds} ({conns} x {inflight} in flight, 1 KiB, {seconds:g} s each) "
-        "| runs | taken by the fast path / of them ACL-checked there (whole run) | load average (1 min) |"
+        "| runs | taken by the fast path / of them ACL-checked there (whole run) | broker / load CPU share "
+        "| load average (1 min) |"
     )
-    print("| --- | ---: | --- | --- | --- |")
+    print("| --- | ---: | --- | --- | --- | --- |")
     medians = {}
     for name, runs in results.items():
         rates = [x[0] for x in runs]
@@ -177,7 +207,8 @@ def main() -> None:
         each = " / ".join(f"{x:,.0f}" for x in rates)
         fast = " / ".join(f"{x[2]:,} / {x[3]:,}" for x in runs)
         loads = " / ".join(f"{x[1]:.1f}" for x in runs)
-        print(f"| {name} | {medians[name]:,.0f} | {each} | {fast} | {loads} |", flush=True)
+        shares = " / ".join(f"{x[4]:.2f} / {x[5]:.2f}" for x in runs)
+        print(f"| {name} | {medians[name]:,.0f} | {each} | {fast} | {shares} | {loads} |", flush=True)
     print(f"\nACL on / ACL off (medians): {medians['ACL on'] / medians['ACL off']:.2f}")
 
 
