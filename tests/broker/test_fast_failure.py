@@ -22,6 +22,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from rmq.broker.config import BrokerConfig
 from rmq.broker.fast_failure import PAGE_CACHE_BUSY, QUEUE_WAIT, FastFailure
+from rmq.broker.processors.send_back import SendBackProcessor
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting.channel import Channel
 from rmq.remoting.client import RemotingClient
@@ -29,6 +30,7 @@ from rmq.remoting.command import RemotingCommand, create_request
 from rmq.remoting.dispatcher import Dispatcher
 from rmq.store import decode_records
 
+from tests.broker.test_processors import Broker, FakeContext, v2
 from tests.brokerproc import start_broker
 
 TOPIC = "%RETRY%BusyGroup"
@@ -195,3 +197,33 @@ def test_negative_limits_are_refused() -> None:
     for key in ("waitTimeMillsInSendQueue", "osPageCacheBusyTimeOutMills"):
         with pytest.raises(ValueError, match=f"{key}: '-1' is negative"):
             BrokerConfig().set(key, "-1")
+
+
+class ReadLongAgo(FakeContext):
+    """A connection whose request was read 1 s before it is handled."""
+
+    @property
+    def received_at(self) -> float:
+        return time.monotonic() - 1.0
+
+
+async def test_a_send_back_that_waited_too_long_is_refused_and_not_stored(tmp_path) -> None:
+    """CONSUMER_SEND_MSG_BACK shares the sends' queue in RocketMQ, so it shares their back-pressure."""
+    b = Broker(str(tmp_path))
+    try:
+        sent = b.call(RequestCode.SEND_MESSAGE_V2, v2("Work"), b"job")
+        assert sent.code == ResponseCode.SUCCESS, sent.remark
+        offset = int(sent.ext_fields["msgId"][16:], 16)
+        end = b.store.commitlog_max_offset()
+        back = SendBackProcessor(b.s)
+        req = create_request(RequestCode.CONSUMER_SEND_MSG_BACK, {"offset": str(offset), "group": "CG"})
+        r = back.send_back(ReadLongAgo(), req)
+        assert r is not None and r.code == ResponseCode.SYSTEM_BUSY
+        assert QUEUE_REMARK.fullmatch(r.remark or ""), r.remark
+        assert b.store.commitlog_max_offset() == end, "the refused send-back stored nothing"
+        late = b.call(RequestCode.SEND_MESSAGE_V2, v2("Work"), b"late", ctx=ReadLongAgo())
+        assert late.code == ResponseCode.SYSTEM_BUSY and QUEUE_REMARK.fullmatch(late.remark or "")
+        assert b.store.commitlog_max_offset() == end
+        assert b.s.fast_failure.refused == {QUEUE_WAIT: 2, PAGE_CACHE_BUSY: 0}
+    finally:
+        b.close()
