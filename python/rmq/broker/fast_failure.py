@@ -3,8 +3,8 @@
 A send that waited in the broker longer than ``waitTimeMillsInSendQueue`` (200 ms) between being read off
 its socket and being handled, or that meets an append holding the CommitLog's put lock longer than
 ``osPageCacheBusyTimeOutMills`` (1000 ms: the page cache or the disk is stuck), is answered SYSTEM_BUSY (2)
-at once with the remark Apache's broker gives, and not stored. Clients take it as "broker busy": the Java
-producer sends the message again (to another broker where there is one) instead of waiting for a timeout.
+at once with the remark Apache's broker gives, and not stored: the client hears "broker busy" at once instead
+of waiting for a timeout (the Java producer 4.9 throws MQBrokerException code 2, which it does not retry).
 
 The network thread's fast path leaves such sends to the Python path (declined ``busy``), so every refusal
 is answered, counted (``rocketmq_send_busy_refusals_total``) and logged here, at most every few seconds with
