@@ -192,14 +192,18 @@ impl FastSend {
         self
     }
 
-    /// Whether a request read at `read_ns` (CLOCK_MONOTONIC) must be refused as RocketMQ's fast
-    /// failure refuses it (see [`FastSend::with_fast_failure`]).
-    pub fn too_busy(&self, read_ns: u64) -> bool {
+    /// Whether a request read `waited_ns` ago must be refused as RocketMQ's fast failure refuses
+    /// it (see [`FastSend::with_fast_failure`]).
+    pub fn too_busy(&self, waited_ns: u64) -> bool {
         let Some((wait_ns, pc_busy_ms)) = self.fast_failure else {
             return false;
         };
-        crate::server::monotonic_ns().saturating_sub(read_ns) >= wait_ns
-            || self.store.put_lock_held_ms() > pc_busy_ms
+        waited_ns >= wait_ns || self.store.put_lock_held_ms() > pc_busy_ms
+    }
+
+    /// Whether RocketMQ's fast failure is on ([`FastSend::with_fast_failure`]).
+    pub fn fast_failure(&self) -> bool {
+        self.fast_failure.is_some()
     }
 
     /// ACL on: every send is checked against the rules [`FastSend::acl`] is given (none

@@ -220,7 +220,7 @@ enum Written {
     Closed,
 }
 
-pub(crate) fn monotonic_ns() -> u64 {
+fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -818,7 +818,8 @@ impl Worker {
                         };
                         // Too busy: left to the owner, which answers SYSTEM_BUSY as RocketMQ
                         // does (and every later frame of this connection goes there, in order).
-                        let busy = fs.too_busy(read_ns);
+                        let busy = fs.fast_failure()
+                            && fs.too_busy(monotonic_ns().saturating_sub(read_ns));
                         if busy {
                             fs.note_declined(f, Decline::Busy);
                         }
