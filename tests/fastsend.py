@@ -8,7 +8,19 @@ from rmq.common.codes import RequestCode
 from rmq.remoting import create_request
 from rmq.remoting.client import invoke_sync
 
-REASONS = ("Header", "Topic", "QueueId", "Body", "Special", "Properties", "Batch", "Store", "Queued", "Acl")
+REASONS = (
+    "Header",
+    "Topic",
+    "QueueId",
+    "Body",
+    "Special",
+    "Properties",
+    "Batch",
+    "Store",
+    "Queued",
+    "Acl",
+    "Busy",
+)
 
 
 def fast_send_stats(broker_addr: str) -> dict[str, int]:

@@ -254,7 +254,7 @@ def properties_map_buffers(
 
 NetEvent = (
     tuple[Literal[0], int, str, str]  # a connection opened: conn, peer, local
-    | tuple[Literal[1], int, bytes, None]  # whole frames for the event loop
+    | tuple[Literal[1], int, bytes, float]  # whole frames for the event loop, read at (time.monotonic())
     | tuple[Literal[2], int, None, None]  # a connection closed
     | tuple[Literal[3], int, str, str]  # refused by TLS: conn, peer, reason (a close follows)
 )
@@ -297,8 +297,12 @@ class NetServer:
         version: int,
         sync_master: tuple[int, int] | None = None,
         acl: bool = False,
+        fast_failure: tuple[int, int] | None = None,
     ) -> None:
-        """``sync_master``: ``(haSlaveFallbehindMax, slaveTimeout ms)`` on a SYNC_MASTER, whose fast-path
+        """``fast_failure``: ``(waitTimeMillsInSendQueue, osPageCacheBusyTimeOutMills)`` with
+        ``brokerFastFailureEnable`` on: a send read longer ago, or met while an append has held the put lock
+        longer, is left to Python, which answers it SYSTEM_BUSY (counted as declined ``busy``).
+        ``sync_master``: ``(haSlaveFallbehindMax, slaveTimeout ms)`` on a SYNC_MASTER, whose fast-path
         answers wait for a slave's ack (reported with :meth:`set_replicated`) or are refused
         SLAVE_NOT_AVAILABLE / FLUSH_SLAVE_TIMEOUT as the Python path refuses them. ``acl``: ACL on, a send
         is taken only when its signature and PUB permission check out against the rules

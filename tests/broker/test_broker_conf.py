@@ -133,9 +133,13 @@ def test_real_conf_builds_with_paths_honoured_and_the_rest_listed(tmp_path: Path
         "sendMessageThreadPoolNums",
         "serverWorkerThreads",
         "clientWorkerThreads",
-        "brokerFastFailureEnable",
     ):
         assert name in listed, name
+    # Fast failure (back-pressure on sends) is implemented: its properties are read, not listed.
+    for name in ("brokerFastFailureEnable", "waitTimeMillsInSendQueue", "osPageCacheBusyTimeOutMills"):
+        assert name not in listed, name
+    assert cfg.broker_fast_failure_enable
+    assert (cfg.wait_time_mills_in_send_queue, cfg.os_page_cache_busy_time_out_mills) == (200, 1000)
     assert "mappedFileSizeConsumeQueue" in listed["mapedFileSizeConsumeQueue"]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 import orjson
@@ -42,6 +43,13 @@ class FakeContext:
         self.attributes: dict[str, Any] = {}
         self.responses: list[RemotingCommand] = []
         self.oneways: list[RemotingCommand] = []
+
+    @property
+    def received_at(self) -> float:
+        """Every request counts as just read (no back-pressure here: tests/broker/test_fast_failure.py)."""
+        return time.monotonic()
+
+    waiting = 0
 
     def send_response(self, response: RemotingCommand) -> bool:
         self.responses.append(response)

@@ -128,6 +128,9 @@ _NAMES: dict[str, str] = {
     "tls.config.file": "tls_config_file",
     "aclRequireTls": "acl_require_tls",
     "brokerTakeoverAllowed": "broker_takeover_allowed",
+    "brokerFastFailureEnable": "broker_fast_failure_enable",
+    "waitTimeMillsInSendQueue": "wait_time_mills_in_send_queue",
+    "osPageCacheBusyTimeOutMills": "os_page_cache_busy_time_out_mills",
 }
 
 # Secrets: never answered to GET_BROKER_CONFIG.
@@ -149,14 +152,12 @@ IGNORED: frozenset[str] = frozenset(
         "clientManageThreadPoolNums",
         "consumerManageThreadPoolNums",
         "useReentrantLockWhenPutMessage",
-        "waitTimeMillsInSendQueue",
         "sendThreadPoolQueueCapacity",
         "pullThreadPoolQueueCapacity",
         "transferMsgByHeap",
         "serverWorkerThreads",
         "serverSelectorThreads",
         "clientWorkerThreads",
-        "osPageCacheBusyTimeOutMills",
         "transientStorePoolEnable",
         "fetchNamesrvAddrByAddressServer",
         "mapedFileSizeCommitLog",
@@ -361,6 +362,16 @@ class BrokerConfig:
     """The embedded name server lets a registration replace a live one of the same brokerName/brokerId at
     another address (rmq's own property; false: refused until the old one unregisters, its connection
     closes or it expires; true: Apache's behaviour)."""
+    broker_fast_failure_enable: bool = True
+    """RocketMQ's fast failure: a send that waited too long in the broker, or met the page cache busy, is
+    answered SYSTEM_BUSY at once and not stored (the next two properties; false: never)."""
+    wait_time_mills_in_send_queue: int = 200
+    """Longest a send may wait between being read and being handled, in ms; longer: SYSTEM_BUSY with
+    ``[TIMEOUT_CLEAN_QUEUE]broker busy, ...`` (RocketMQ's property; read at start)."""
+    os_page_cache_busy_time_out_mills: int = 1000
+    """An append holding the CommitLog's put lock longer than this (ms) means the page cache is busy: sends
+    meanwhile are answered SYSTEM_BUSY with ``[PC_SYNCHRONIZED]broker busy, ...`` (RocketMQ's
+    MessageStoreConfig property; read at start)."""
     tls_config_file: str = ""
     """A properties file of ``tls.*`` settings, read where it is named (RocketMQ's ``tls.config.file``;
     rmq reads no file unless asked)."""
@@ -401,6 +412,8 @@ class BrokerConfig:
                 self.broker_ip1 = text  # listening on one address only: announce that one
             if key == "tls.config.file" and text:
                 self._load_tls_file(text)
+            if key in ("waitTimeMillsInSendQueue", "osPageCacheBusyTimeOutMills") and getattr(self, attr) < 0:
+                raise ConfigError(f"{key}: {text!r} is negative (milliseconds, 0 or more)")
             if key == "brokerRole" and text not in BROKER_ROLES:
                 raise ConfigError(f"brokerRole: {text!r} is not one of {', '.join(BROKER_ROLES)}")
             if attr.startswith("metrics_"):

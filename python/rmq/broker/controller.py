@@ -243,6 +243,7 @@ class BrokerController:
                 version=RMQ_VERSION,
                 sync_master=(cfg.ha_slave_fallbehind_max, cfg.slave_timeout) if sync_master else None,
                 acl=self.acl is not None,
+                fast_failure=s.fast_failure.fast_send_limits(),
             )
             net = self.remoting.net
             s.fast_send = net

@@ -332,3 +332,13 @@ class BrokerCollector:
         )
         fam.add_metric(self._values("dispatcher"), self.dispatcher.in_flight)
         yield fam
+        fam = self._family(
+            CounterMetricFamily,
+            "rocketmq_send_busy_refusals_total",
+            "Sends answered SYSTEM_BUSY and not stored (brokerFastFailureEnable): waited longer than "
+            "waitTimeMillsInSendQueue, or met the put lock held longer than osPageCacheBusyTimeOutMills",
+            ["reason"],
+        )
+        for reason, n in self.s.fast_failure.refused.items():
+            fam.add_metric(self._values(reason), n)
+        yield fam

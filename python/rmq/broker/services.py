@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from rmq.broker.clients import ConsumerManager, ProducerManager
 from rmq.broker.config import BrokerConfig
 from rmq.broker.consumer_offset import ConsumerOffsetManager
+from rmq.broker.fast_failure import FastFailure
 from rmq.broker.flush_responder import FlushResponder
 from rmq.broker.ha.master import HAMaster
 from rmq.broker.ha.responder import ReplicaResponder
@@ -88,6 +89,8 @@ class BrokerServices:
     """Pulls answered per second (``getTotalTps``)."""
     metrics: BrokerMetrics = field(default_factory=BrokerMetrics)
     """What the Python path counts for the Prometheus metrics (the fast path counts in Rust)."""
+    fast_failure: FastFailure = field(init=False)
+    """RocketMQ's fast failure on sends (``brokerFastFailureEnable``), with its refusals' counts."""
     register_brokers: Callable[[], None] = lambda: None
     """Re-register with the name servers now (after a topic change)."""
     registrations_settled: Callable[[], Awaitable[None]] | None = None
@@ -108,6 +111,9 @@ class BrokerServices:
     vetted topic's sends and batches bypass Python, ``forget_topic`` / ``forget_topics`` undo it (called
     only by the controller's one hook for topic and broker config changes), ``fast_puts`` counts them,
     ``fast_send_stats`` counts what it took and declined."""
+
+    def __post_init__(self) -> None:
+        self.fast_failure = FastFailure(self.config)
 
     def hold_until_replicated(
         self, end: int, ctx: RequestContext, response: RemotingCommand, status_remark: bool = False
@@ -138,15 +144,15 @@ class BrokerServices:
 
     def fast_send_stats(self) -> dict[str, str]:
         """The fast path's counters for GET_BROKER_RUNTIME_INFO: send requests it answered
-        (``fastSendTaken``), the messages they stored (``fastSendMessages``) and the send requests it
-        left to the Python path (``fastSendDeclined``), also per reason (``fastSendDeclinedTopic``, ...:
-        header, topic, queue id, body, special, properties, batch, store, queued, acl); without a network
-        thread the totals only, zeros. With ACL on, ``fastSendAclChecked``: sends it took after checking
-        their signature and PUB permission itself (``fastSendDeclinedAcl``: the ones it left to the ACL
-        validator), ``fastSendAclLoads``: times the validator pushed its rules to it. ``netThreadWakeups``:
-        times the network thread woke up with events to handle (requests per wake-up tell how much each of
-        its sleeps and system calls is shared). ``fastSendBatchUniqKeysDropped``: batches whose batch-level
-        UNIQ_KEY it dropped."""
+        (``fastSendTaken``), the messages they stored (``fastSendMessages``) and the send requests it left to
+        the Python path (``fastSendDeclined``), also per reason (``fastSendDeclinedTopic``, ...: header,
+        topic, queue id, body, special, properties, batch, store, queued, acl, busy); without a network thread
+        the totals only, zeros. With ACL on, ``fastSendAclChecked``: sends it took after checking their
+        signature and PUB permission itself (``fastSendDeclinedAcl``: the ones it left to the ACL validator),
+        ``fastSendAclLoads``: times the validator pushed its rules to it. ``netThreadWakeups``: times the
+        network thread woke up with events to handle (requests per wake-up tell how much each of its sleeps
+        and system calls is shared). ``fastSendBatchUniqKeysDropped``: batches whose batch-level UNIQ_KEY it
+        dropped."""
         if self.fast_send is None:
             taken, messages, declined, wakeups, uniq = 0, 0, [], 0, 0
         else:

@@ -74,6 +74,10 @@ class Channel(asyncio.Protocol):
         self.remote_addr: str = ""
         self.local_addr: str = ""
         self.last_seen: float = _monotonic()
+        self.received_at: float = self.last_seen
+        """``time.monotonic()`` when the request being dispatched was read (see :class:`RequestContext`)."""
+        self.waiting = 0
+        """Requests of that read still waiting behind it."""
         self.attributes: dict[str, Any] = {}
         self._dispatcher = dispatcher
         self._next_opaque = next_opaque
@@ -106,8 +110,11 @@ class Channel(asyncio.Protocol):
         if self._on_open is not None:
             self._on_open(self)
 
-    def data_received(self, data: bytes) -> None:
+    def data_received(self, data: bytes, read_at: float | None = None) -> None:
+        """`read_at`: ``time.monotonic()`` when the bytes were read off the socket, if earlier than now
+        (the network thread's events); the requests in them count as waiting since then."""
         self.last_seen = _monotonic()
+        self.received_at = self.last_seen if read_at is None else read_at
         try:
             commands = self._decoder.feed(data)
         except FrameError as exc:
@@ -117,9 +124,12 @@ class Channel(asyncio.Protocol):
         dispatch = self._dispatcher.dispatch
         self._in_read = True
         try:
+            left = len(commands)
             for cmd in commands:
                 if self._closed:
                     break
+                left -= 1
+                self.waiting = left
                 if cmd.flag & FLAG_RESPONSE:
                     fut = self._pending.pop(cmd.opaque, None)
                     if fut is not None:

@@ -41,6 +41,17 @@ class RequestContext(Protocol):
         ...
 
     @property
+    def received_at(self) -> float:
+        """``time.monotonic()`` when the request being handled was read from its socket (by the network
+        thread or the event loop): how long it waited is ``time.monotonic() - received_at``."""
+        ...
+
+    @property
+    def waiting(self) -> int:
+        """Requests read with the one being handled and still waiting behind it on this connection."""
+        ...
+
+    @property
     def attributes(self) -> dict[str, Any]:
         """Free per-connection storage for the owner (e.g. the client id learned from a heartbeat)."""
         ...

@@ -140,14 +140,17 @@ class NativeRemotingServer(RemotingServer):
         version: int,
         sync_master: tuple[int, int] | None = None,
         acl: bool = False,
+        fast_failure: tuple[int, int] | None = None,
     ) -> None:
         """`sync_master`: ``(haSlaveFallbehindMax, slaveTimeout ms)`` on a SYNC_MASTER (its answers wait
         for a slave: report acks with ``net.set_replicated``, slaves with ``net.set_slave_connected``).
         `acl`: ACL on; the fast path takes a send only once its signature and PUB permission check out
-        against the rules ``net.set_acl_rules`` pushes (none until then: every send goes to Python)."""
+        against the rules ``net.set_acl_rules`` pushes (none until then: every send goes to Python).
+        `fast_failure`: ``(waitTimeMillsInSendQueue, osPageCacheBusyTimeOutMills)`` (None: off); a send read
+        longer ago, or met while the put lock is held longer, is left to Python, which answers SYSTEM_BUSY."""
         assert self._net is not None, "start() first"
         self._net.enable_fast_send(
-            store, cluster_name, region_id, trace_on, max_body, version, sync_master, acl
+            store, cluster_name, region_id, trace_on, max_body, version, sync_master, acl, fast_failure
         )
 
     async def stop(self) -> None:
@@ -189,7 +192,7 @@ class NativeRemotingServer(RemotingServer):
                 if kind == _DATA:
                     channel = chans.get(conn)
                     if channel is not None:
-                        channel.data_received(a)
+                        channel.data_received(a, b)
                 elif kind == _REFUSED:
                     self._count_refused(b, a)
                 elif kind == _OPEN:

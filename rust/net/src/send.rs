@@ -146,6 +146,9 @@ pub struct FastSend {
     flush_after_write: AtomicI64,
     /// ACL on: a send is taken only once [`crate::acl`] checked its signature and permission.
     acl: Option<AclGate>,
+    /// RocketMQ's fast failure: `(waitTimeMillsInSendQueue in ns, osPageCacheBusyTimeOutMills)`
+    /// (None: `brokerFastFailureEnable=false`).
+    fast_failure: Option<(u64, i64)>,
 }
 
 /// The properties a request carries for the store, and whether its producer waits for it.
@@ -176,7 +179,31 @@ impl FastSend {
             replication: None,
             flush_after_write: AtomicI64::new(0),
             acl: None,
+            fast_failure: None,
         }
+    }
+
+    /// RocketMQ's fast failure (`brokerFastFailureEnable`): a send read more than `wait_ms`
+    /// (`waitTimeMillsInSendQueue`) ago, or met while an append has held the put lock longer
+    /// than `page_cache_busy_ms` (`osPageCacheBusyTimeOutMills`), is not taken ([`Decline::Busy`])
+    /// but left to the Python path, which answers it SYSTEM_BUSY.
+    pub fn with_fast_failure(mut self, wait_ms: u64, page_cache_busy_ms: i64) -> FastSend {
+        self.fast_failure = Some((wait_ms.saturating_mul(1_000_000), page_cache_busy_ms));
+        self
+    }
+
+    /// Whether a request read `waited_ns` ago must be refused as RocketMQ's fast failure refuses
+    /// it (see [`FastSend::with_fast_failure`]).
+    pub fn too_busy(&self, waited_ns: u64) -> bool {
+        let Some((wait_ns, pc_busy_ms)) = self.fast_failure else {
+            return false;
+        };
+        waited_ns >= wait_ns || self.store.put_lock_held_ms() > pc_busy_ms
+    }
+
+    /// Whether RocketMQ's fast failure is on ([`FastSend::with_fast_failure`]).
+    pub fn fast_failure(&self) -> bool {
+        self.fast_failure.is_some()
     }
 
     /// ACL on: every send is checked against the rules [`FastSend::acl`] is given (none
@@ -283,10 +310,10 @@ impl FastSend {
         metrics::snapshot(topics.iter(), &self.latency)
     }
 
-    /// Count `frame` as a declined send if it is one: the network thread passes it to the
-    /// Python path without asking [`FastSend::handle`] (it queues behind a request the
-    /// Python path is still handling on its connection).
-    pub fn note_queued(&self, frame_bytes: &[u8]) {
+    /// Count `frame` as a send declined for `why` if it is one: the network thread passes it to
+    /// the Python path without asking [`FastSend::handle`] (it queues behind a request the
+    /// Python path is still handling on its connection, or the broker is too busy).
+    pub fn note_declined(&self, frame_bytes: &[u8], why: Decline) {
         let Some(p) = frame::parts(frame_bytes) else {
             return;
         };
@@ -299,7 +326,7 @@ impl FastSend {
         };
         if let Some((code, flag)) = code_flag {
             if flag & FLAG_RESPONSE == 0 && header::is_send(code) {
-                self.counters.declined(Decline::Queued);
+                self.counters.declined(why);
             }
         }
     }

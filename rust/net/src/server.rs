@@ -33,6 +33,7 @@ use crate::batch::{send_some, SendBatch};
 use crate::frame;
 use crate::replica::{Replies, Waiters};
 use crate::send::{FastSend, Sent};
+use crate::stats::Decline;
 use crate::tls::{self, TlsMode, TlsServer, HANDSHAKE_RECORD};
 
 const LISTENER: Token = Token(0);
@@ -79,6 +80,9 @@ pub enum Event {
     Data {
         conn: u64,
         frames: Vec<u8>,
+        /// CLOCK_MONOTONIC ns when the thread read them (for the owner to tell how long they
+        /// waited before it handled them: RocketMQ's `waitTimeMillsInSendQueue`).
+        read_ns: u64,
     },
     Closed {
         conn: u64,
@@ -786,7 +790,8 @@ impl Worker {
                 n
             };
             l.rlen += n;
-            l.conn.last_seen_ns.store(monotonic_ns(), Ordering::Relaxed);
+            let read_ns = monotonic_ns();
+            l.conn.last_seen_ns.store(read_ns, Ordering::Relaxed);
             // Frame what we have.
             let mut pos = 0;
             let mut diverted = l.conn.owner_pending.load(Ordering::Acquire) > 0;
@@ -811,7 +816,19 @@ impl Worker {
                             *seed ^= *seed << 5;
                             *seed
                         };
-                        match fs.handle(f, l.peer, &mut random, &mut l.replies) {
+                        // Too busy: left to the owner, which answers SYSTEM_BUSY as RocketMQ
+                        // does (and every later frame of this connection goes there, in order).
+                        let busy = fs.fast_failure()
+                            && fs.too_busy(monotonic_ns().saturating_sub(read_ns));
+                        if busy {
+                            fs.note_declined(f, Decline::Busy);
+                        }
+                        let handled = if busy {
+                            None
+                        } else {
+                            fs.handle(f, l.peer, &mut random, &mut l.replies)
+                        };
+                        match handled {
                             Some(Sent::Replied) | Some(Sent::NoReply) => continue,
                             Some(Sent::Hold(h)) => {
                                 if h.flush {
@@ -831,7 +848,7 @@ impl Worker {
                         }
                     }
                 } else if let Some(fs) = &fast {
-                    fs.note_queued(f);
+                    fs.note_declined(f, Decline::Queued);
                 }
                 diverted = true;
                 to_owner.extend_from_slice(f);
@@ -856,6 +873,7 @@ impl Worker {
                 self.owner_events.push(Event::Data {
                     conn: id,
                     frames: std::mem::take(&mut to_owner),
+                    read_ns,
                 });
             }
             if l.conn.buffered() > high_water {

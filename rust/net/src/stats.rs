@@ -27,10 +27,14 @@ pub enum Decline {
     /// ACL on: the fast path cannot vouch for its signature and permission ([`crate::acl`]);
     /// the Python validator answers it.
     Acl,
+    /// RocketMQ's fast failure (`brokerFastFailureEnable`): the request waited longer than
+    /// `waitTimeMillsInSendQueue` since it was read, or an append has held the CommitLog's put
+    /// lock longer than `osPageCacheBusyTimeOutMills`; the Python path answers it SYSTEM_BUSY.
+    Busy,
 }
 
 impl Decline {
-    pub const ALL: [Decline; 10] = [
+    pub const ALL: [Decline; 11] = [
         Decline::Header,
         Decline::Topic,
         Decline::QueueId,
@@ -41,6 +45,7 @@ impl Decline {
         Decline::Store,
         Decline::Queued,
         Decline::Acl,
+        Decline::Busy,
     ];
 
     /// The reason's name in the counters.
@@ -56,6 +61,7 @@ impl Decline {
             Decline::Store => "store",
             Decline::Queued => "queued",
             Decline::Acl => "acl",
+            Decline::Busy => "busy",
         }
     }
 }

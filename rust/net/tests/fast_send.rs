@@ -417,3 +417,22 @@ fn counts_per_topic_and_times_its_answers() {
     assert_eq!(answers(SEND_BATCH_MESSAGE), 1);
     s.shutdown().unwrap();
 }
+
+#[test]
+fn fast_failure_refuses_what_waited_too_long_and_only_when_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(dir.path(), false);
+    let off = fast(s.clone(), true);
+    assert!(!off.fast_failure());
+    assert!(
+        !off.too_busy(u64::MAX),
+        "brokerFastFailureEnable=false: never busy"
+    );
+    let on = fast(s.clone(), true).with_fast_failure(200, 1000);
+    assert!(on.fast_failure());
+    assert!(!on.too_busy(0), "just read, put lock free");
+    assert!(!on.too_busy(199_999_999));
+    assert!(on.too_busy(200_000_000), "read 200 ms ago");
+    let at_once = fast(s, true).with_fast_failure(0, 1000);
+    assert!(at_once.too_busy(0), "a wait of 0 ms refuses everything");
+}

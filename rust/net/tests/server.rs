@@ -116,7 +116,7 @@ fn fast_sends_are_answered_and_other_frames_go_to_the_owner() {
     c.write_all(&frame(34, 0, 3, r#"{}"#, b"{}")).unwrap();
     let mut got = Vec::new();
     wait_events(&server, |e| match e {
-        Event::Data { conn, frames } => {
+        Event::Data { conn, frames, .. } => {
             assert_eq!(*conn, conn_id);
             got = frames.clone();
             true
@@ -340,7 +340,7 @@ fn frames_sent_before_a_reset_reach_the_owner() {
     while closed < 20 {
         for e in next_events(&server) {
             match e {
-                Event::Data { conn, frames } => got.entry(conn).or_default().extend(frames),
+                Event::Data { conn, frames, .. } => got.entry(conn).or_default().extend(frames),
                 Event::Closed { .. } => closed += 1,
                 Event::Open { .. } | Event::Refused { .. } => {}
             }
@@ -438,4 +438,39 @@ fn answers_to_many_busy_connections_arrive_whole_and_in_order() {
     assert_eq!(fs.puts(), CONNS as u64 * SENDS as u64);
     server.shutdown();
     st.shutdown().unwrap();
+}
+
+#[test]
+fn a_send_that_waited_too_long_goes_to_the_owner_with_its_read_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = store(dir.path(), false);
+    let server = Server::bind("127.0.0.1", 0, ServerOptions::default()).unwrap();
+    // waitTimeMillsInSendQueue=0: every send has waited long enough to be refused.
+    let fs = Arc::new(common::fast(st.clone(), false).with_fast_failure(0, 1000));
+    fs.allow_topic("T", 1, 1, false);
+    server.set_fast_send(Some(fs.clone()));
+    let mut c = TcpStream::connect(server.local_addr()).unwrap();
+    c.write_all(&frame(310, 0, 7, r#"{"b":"T","e":"0"}"#, b"late"))
+        .unwrap();
+    let mut got = Vec::new();
+    wait_events(&server, |e| match e {
+        Event::Data {
+            frames, read_ns, ..
+        } => {
+            got = frames.clone();
+            assert!(*read_ns > 0);
+            true
+        }
+        _ => false,
+    });
+    assert_eq!(got, frame(310, 0, 7, r#"{"b":"T","e":"0"}"#, b"late"));
+    assert_eq!(fs.puts(), 0, "not stored by the fast path");
+    let busy = fs
+        .stats()
+        .declined
+        .iter()
+        .find(|(n, _)| *n == "busy")
+        .unwrap()
+        .1;
+    assert_eq!(busy, 1);
 }

@@ -104,7 +104,8 @@ impl NetServer {
     }
 
     /// `[(kind, conn, a, b), ...]`: `(0, conn, peer, local)` a new connection,
-    /// `(1, conn, frames, None)` whole frames for the event loop, `(2, conn, None, None)` closed,
+    /// `(1, conn, frames, read_at)` whole frames for the event loop (`read_at`: when the thread
+    /// read them, CLOCK_MONOTONIC seconds as `time.monotonic()`), `(2, conn, None, None)` closed,
     /// `(3, conn, peer, reason)` refused by TLS (a closed event follows).
     fn take_events<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let events = self.inner.take_events();
@@ -120,13 +121,17 @@ impl NetServer {
                         local.to_string().into_pyobject(py)?.into_any(),
                     ],
                 )?,
-                Event::Data { conn, frames } => PyTuple::new(
+                Event::Data {
+                    conn,
+                    frames,
+                    read_ns,
+                } => PyTuple::new(
                     py,
                     [
                         DATA.into_pyobject(py)?.into_any(),
                         conn.into_pyobject(py)?.into_any(),
                         PyBytes::new(py, &frames).into_any(),
-                        py.None().into_bound(py),
+                        (read_ns as f64 / 1e9).into_pyobject(py)?.into_any(),
                     ],
                 )?,
                 Event::Refused { conn, peer, reason } => PyTuple::new(
@@ -188,8 +193,11 @@ impl NetServer {
     /// network thread. `sync_master`: `(haSlaveFallbehindMax, slaveTimeout ms)` on a
     /// SYNC_MASTER, whose answers wait for a slave (see `set_replicated`). `acl`: ACL on, a
     /// send is taken only when its signature and PUB permission check out against the rules
-    /// `set_acl_rules` pushes (none until then: every send goes to Python).
-    #[pyo3(signature = (store, cluster_name, region_id, trace_on, max_body, version, sync_master = None, acl = false))]
+    /// `set_acl_rules` pushes (none until then: every send goes to Python). `fast_failure`:
+    /// `(waitTimeMillsInSendQueue, osPageCacheBusyTimeOutMills)` with `brokerFastFailureEnable`
+    /// on: a send read longer ago, or met while an append holds the put lock longer, goes to
+    /// Python, which answers it SYSTEM_BUSY.
+    #[pyo3(signature = (store, cluster_name, region_id, trace_on, max_body, version, sync_master = None, acl = false, fast_failure = None))]
     #[allow(clippy::too_many_arguments)]
     fn enable_fast_send(
         &self,
@@ -201,6 +209,7 @@ impl NetServer {
         version: i32,
         sync_master: Option<(i64, i64)>,
         acl: bool,
+        fast_failure: Option<(u64, i64)>,
     ) {
         let mut fast = FastSend::new(
             store.inner.clone(),
@@ -220,6 +229,9 @@ impl NetServer {
         }
         if acl {
             fast = fast.with_acl();
+        }
+        if let Some((wait_ms, page_cache_busy_ms)) = fast_failure {
+            fast = fast.with_fast_failure(wait_ms, page_cache_busy_ms);
         }
         self.inner.set_fast_send(Some(Arc::new(fast)));
     }

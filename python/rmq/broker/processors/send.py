@@ -127,9 +127,13 @@ class SendProcessor:
         self._slave_reason = ""
         self._refused_on_slave = 0
         self._refused_warned_at = 0.0
+        self._fast_failure = services.fast_failure
 
     # --- entry --------------------------------------------------------------------------------------
     def __call__(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        busy = self._fast_failure.waited_too_long(ctx, request)
+        if busy is not None:
+            return busy
         fields = request.ext_fields
         if request.code == RequestCode.SEND_MESSAGE_V2 or request.code == RequestCode.SEND_BATCH_MESSAGE:
             h = {_V2[k]: v for k, v in fields.items() if k in _V2}
@@ -277,6 +281,9 @@ class SendProcessor:
                 )
             body = inflated
             sys_flag &= ~(MessageSysFlag.COMPRESSED_FLAG | MessageSysFlag.COMPRESSION_TYPE_MASK)
+        busy = self._fast_failure.page_cache_busy(request, s.store.put_lock_held_ms())
+        if busy is not None:
+            return busy
         try:
             if batch:
                 extra = props + _SEP + self._cluster_prop if props else self._cluster_prop

@@ -46,6 +46,10 @@ class SendBackProcessor:
 
     def send_back(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         s = self.s
+        # Queued with the sends in RocketMQ (its send thread pool): the same back-pressure.
+        busy = s.fast_failure.waited_too_long(ctx, request)
+        if busy is not None:
+            return busy
         f = request.ext_fields
         group = header_str(f, "group")
         offset = header_long(f, "offset")
@@ -96,6 +100,9 @@ class SendBackProcessor:
         props[MessageConst.WAIT_STORE_MSG_OK] = "false"
         if level > 0 and s.delay_levels:
             topic, queue_id, _ = schedule_target(topic, queue_id, props, level, len(s.delay_levels))
+        busy = s.fast_failure.page_cache_busy(request, s.store.put_lock_held_ms())
+        if busy is not None:
+            return busy
         try:
             _msg_id, _queue_offset, phys, size, _ = s.store.put(
                 topic,
