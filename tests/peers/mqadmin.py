@@ -57,12 +57,20 @@ MQADMIN_PLUS = "rmqpeer.MQAdminPlus"
 
 
 def mqadmin(
-    libs: PeerLibs, home: Path, namesrv: str, *args: str, classes: Path | None = None, limit: float = 120.0
+    libs: PeerLibs,
+    home: Path,
+    namesrv: str,
+    *args: str,
+    classes: Path | None = None,
+    limit: float = 120.0,
+    jars: Path | None = None,
 ) -> Run:
     """Run ``mqadmin <args> -n <namesrv>``; its stdout and stderr together. With ``classes`` (the compiled
-    peer programs) the command runs under :data:`MQADMIN_PLUS`, else under ``MQAdminStartup`` itself."""
+    peer programs) the command runs under :data:`MQADMIN_PLUS`, else under ``MQAdminStartup`` itself.
+    ``jars``: another rocketmq-tools (``libs.server5``: 5.5.0's mqadmin) than 4.9.8's."""
     home = _home(home)
-    cp = f"{classes}:{libs.client}/*" if classes else f"{libs.client}/*"
+    tools = jars or libs.client
+    cp = f"{classes}:{tools}/*" if classes else f"{tools}/*"
     argv = [
         "java",
         *DRIVER_JVM,

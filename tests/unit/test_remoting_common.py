@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import zlib
 
 import orjson
@@ -35,6 +36,7 @@ from rmq.common.topic import (
     is_system_topic,
     retry_topic,
 )
+from rmq.common.topic_attributes import RETENTION_HOURS, alter_attributes, attributes_text, retention_ms
 
 # --- fastjson ---
 
@@ -271,6 +273,41 @@ def test_topic_config_forms() -> None:
     assert (defaults.read_queue_nums, defaults.write_queue_nums, defaults.perm) == (16, 16, 6)
     with pytest.raises(ValueError):
         TopicConfig.decode_compact("T 8 8")
+    # 5.x's attributes: written only when there are some (as 4.9 writes a topic without).
+    assert "attributes" not in tc.to_dict()
+    with_attrs = TopicConfig("T", 1, 1, attributes={"retention.hours": "24"})
+    assert with_attrs.to_dict()["attributes"] == {"retention.hours": "24"}
+    assert TopicConfig.from_dict(with_attrs.to_dict()) == with_attrs
+    with pytest.raises(ValueError, match="attributes must be a JSON object"):
+        TopicConfig.from_dict({"topicName": "T", "attributes": "retention.hours=1"})
+
+
+def test_topic_attributes() -> None:
+    assert alter_attributes({}, None, create=True) == {}
+    assert alter_attributes({}, "+retention.hours=24", create=True) == {RETENTION_HOURS: "24"}
+    assert alter_attributes({RETENTION_HOURS: "24"}, "+retention.hours=0.5", create=False) == {
+        RETENTION_HOURS: "0.5"
+    }
+    assert alter_attributes({RETENTION_HOURS: "24"}, "-retention.hours", create=False) == {}
+    assert alter_attributes({RETENTION_HOURS: "24"}, "", create=False) == {RETENTION_HOURS: "24"}
+    for text, create, says in (
+        ("-retention.hours", True, "only adding attributes is supported while creating a topic"),
+        ("-retention.hours", False, "attempt to delete a nonexistent attribute: retention.hours"),
+        ("+queue.type=BatchCQ", True, "unsupported attribute key: queue.type (rmq supports retention.hours)"),
+        ("+retention.hours", True, "expected +key=value"),
+        ("retention.hours=1", True, "must start with + (set) or - (remove)"),
+        ("+retention.hours=1,+retention.hours=2", True, "attribute retention.hours given twice"),
+        ("+retention.hours=x", True, "must be a number of hours, not 'x'"),
+        ("+retention.hours=0", True, "must be more than 0 and at most 87600 hours"),
+        ("+retention.hours=nan", True, "must be more than 0"),
+        ("+retention.hours=87601", True, "at most 87600 hours"),
+    ):
+        with pytest.raises(ValueError, match=re.escape(says)):
+            alter_attributes({}, text, create=create)
+    assert retention_ms({RETENTION_HOURS: "0.5"}) == 1_800_000
+    assert retention_ms({RETENTION_HOURS: "bad"}) is None
+    assert retention_ms({}) is None
+    assert attributes_text({"b": "2", "a": "1"}) == "+a=1,+b=2"
 
 
 def sample_register_body() -> RegisterBrokerBody:

@@ -11,6 +11,7 @@ from rmq.client.admin_ext import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFI
 from rmq.client.errors import MQClientError
 from rmq.common.codes import PermName
 from rmq.common.route import TopicConfig
+from rmq.common.topic_attributes import alter_attributes
 from rmq.remoting import RemotingError
 
 __all__ = ["perm_text", "topic_config_text"]
@@ -30,7 +31,13 @@ def topic_config_text(tc: TopicConfig) -> str:
         f"TopicConfig [topicName={tc.topic_name}, readQueueNums={tc.read_queue_nums}, "
         f"writeQueueNums={tc.write_queue_nums}, perm={perm_text(tc.perm)}, "
         f"topicFilterType={tc.topic_filter_type}, topicSysFlag={tc.topic_sys_flag}, "
-        f"order={str(tc.order).lower()}]"
+        f"order={str(tc.order).lower()}"
+        + (
+            ", attributes={" + ", ".join(f"{k}={v}" for k, v in sorted(tc.attributes.items())) + "}"
+            if tc.attributes
+            else ""
+        )
+        + "]"
     )
 
 
@@ -46,6 +53,12 @@ def _target(broker_addr: str | None, cluster: str | None) -> None:
 @click.option("-w", "--writeQueueNums", "write_queues", type=click.IntRange(1), default=8, show_default=True)
 @click.option("-p", "--perm", type=click.IntRange(0, 7), default=6, show_default=True, help="2 W, 4 R, 6 RW.")
 @click.option("-o", "--order", type=click.BOOL, default=False, show_default=True, help="Ordered topic.")
+@click.option(
+    "-a",
+    "--attributes",
+    help="Topic attributes as mqadmin 5.x takes them: +key=value to set, -key to remove, comma-separated;"
+    " rmq knows retention.hours (e.g. +retention.hours=24). Without it an update keeps the topic's.",
+)
 @admin_command("updateTopic", "Create a topic or update its configuration.")
 async def update_topic(
     admin: Admin,
@@ -57,15 +70,21 @@ async def update_topic(
     write_queues: int,
     perm: int,
     order: bool,
+    attributes: str | None,
 ) -> None:
     _target(broker_addr, cluster)
     tc = TopicConfig(topic, read_queues, write_queues, perm, order=order)
+    if attributes and "-" not in attributes[:1] and ",-" not in attributes:
+        try:  # set-only: refused here as the broker would refuse it (removals are for the broker to judge)
+            tc.attributes = alter_attributes({}, attributes, create=True)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="'-a'") from None
     if broker_addr:
-        await admin.create_topic(broker_addr, tc)
+        await admin.create_topic(broker_addr, tc, attributes)
         addrs = [broker_addr]
     else:
         assert cluster is not None
-        addrs = await admin.create_topic_in_cluster(cluster, tc)
+        addrs = await admin.create_topic_in_cluster(cluster, tc, attributes)
     for addr in addrs:
         out.line(f"create topic to {addr} success.")
     out.line(topic_config_text(tc))

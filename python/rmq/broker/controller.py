@@ -186,6 +186,15 @@ class BrokerController:
         )
         topics.load()
         topics.persist()
+        retention = topics.retention_table()
+        store.replace_topic_retention(retention)
+        if retention:
+            log.info(
+                "topics with their own retention (retention.hours): %s",
+                ", ".join(f"{t}={ms / 3_600_000:g}" for t, ms in sorted(retention.items())),
+            )
+            # At once, not at the first retention round: what they hid stays hidden across a restart.
+            await loop.run_in_executor(None, store.expire_topics)
         groups = SubscriptionGroupManager(cfg.config_dir, cfg.auto_create_subscription_group)
         groups.load()
         offsets = ConsumerOffsetManager(cfg.config_dir)
@@ -306,7 +315,7 @@ class BrokerController:
 
             self._registration.on_answer = learned
             self.ha_client.start()
-        topics.on_change = self._send_rules_changed
+        topics.on_change = self._topic_changed
         cfg.on_update.append(lambda _props: topics.broker_config_changed())
         s.register_brokers = self._registration.register_soon
         s.registrations_settled = self._registration.settled
@@ -453,6 +462,27 @@ class BrokerController:
 
         self.dashboard = Dashboard(namesrv_addr=cfg.namesrv_addr or "", admin_enabled=cfg.dashboard_admin)
         await self.dashboard.start(host, cfg.dashboard_port)
+
+    def _topic_changed(self, topic: str | None) -> None:
+        """A topic created, changed or deleted (`topic`), or every topic (None): the store learns its
+        retention, then the send rules and the name servers the rest."""
+        s = self.services
+        if s is not None:
+            if topic is None:
+                s.store.replace_topic_retention(s.topics.retention_table())
+            else:
+                ms = s.topics.retention_ms(topic)
+                before = dict(s.store.topic_retention()).get(topic)
+                if ms != before:
+                    s.store.set_topic_retention(topic, ms)
+                if ms != before and topic in s.topics:
+                    log.info(
+                        "topic %s: its messages are now served for %s (retention.hours; was %s)",
+                        topic,
+                        "as long as the CommitLog keeps them" if ms is None else f"{ms / 3_600_000:g} hours",
+                        "the CommitLog's time" if before is None else f"{before / 3_600_000:g} hours",
+                    )
+        self._send_rules_changed(topic)
 
     def _send_rules_changed(self, topic: str | None) -> None:
         """The one hook for every change to who may send to a topic, how and where: a topic created,

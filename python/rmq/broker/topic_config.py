@@ -25,6 +25,7 @@ from rmq.broker.persist import load_json, persist_json
 from rmq.common import codes
 from rmq.common.codes import PermName
 from rmq.common.route import DataVersion, TopicConfig, TopicConfigSerializeWrapper
+from rmq.common.topic_attributes import RETENTION_HOURS, retention_ms
 
 __all__ = ["PERSIST_INTERVAL_S", "TopicConfigManager"]
 
@@ -185,6 +186,30 @@ class TopicConfigManager:
 
     def __contains__(self, topic: str) -> bool:
         return topic in self.table
+
+    def retention_ms(self, topic: str) -> int | None:
+        """The topic's own retention (attribute ``retention.hours``) in ms, None without one; a value
+        that is not valid (a hand-edited ``topics.json``) is logged and ignored."""
+        tc = self.table.get(topic)
+        if tc is None:
+            return None
+        ms = retention_ms(tc.attributes)
+        if ms is None and RETENTION_HOURS in tc.attributes:
+            log.warning(
+                "topic %s: %s=%r is not a valid number of hours; the topic has no retention of its own",
+                topic,
+                RETENTION_HOURS,
+                tc.attributes[RETENTION_HOURS],
+            )
+        return ms
+
+    def retention_table(self) -> dict[str, int]:
+        """Every topic with its own retention: topic -> ms."""
+        return {
+            t: ms
+            for t, tc in self.table.items()
+            if tc.attributes and (ms := self.retention_ms(t)) is not None
+        }
 
     # --- changes -----------------------------------------------------------------------------------
     def create_in_send(

@@ -252,15 +252,18 @@ class Admin(AdminInspectMixin, MessageReadMixin, MessageQueryMixin, AclAdminMixi
             rows += TopicOffset.table(body)
         return sorted(rows, key=lambda r: r.mq)
 
-    async def create_topic(self, addr: str, config: TopicConfig) -> None:
-        """UPDATE_AND_CREATE_TOPIC (17) on one broker."""
-        await self.instance.api.create_topic(addr, config, timeout_ms=self.timeout_ms)
+    async def create_topic(self, addr: str, config: TopicConfig, attributes: str | None = None) -> None:
+        """UPDATE_AND_CREATE_TOPIC (17) on one broker; `attributes`: 5.x's ``+key=value,-key`` changes
+        (default: the config's attributes)."""
+        await self.instance.api.create_topic(addr, config, timeout_ms=self.timeout_ms, attributes=attributes)
 
-    async def create_topic_in_cluster(self, cluster: str, config: TopicConfig) -> list[str]:
+    async def create_topic_in_cluster(
+        self, cluster: str, config: TopicConfig, attributes: str | None = None
+    ) -> list[str]:
         """The topic on every master of ``cluster``; their addresses."""
         addrs = [b.addr for b in await self.masters(cluster)]
         for addr in addrs:
-            await self.create_topic(addr, config)
+            await self.create_topic(addr, config, attributes)
         return addrs
 
     async def delete_topic(self, topic: str, cluster: str) -> list[str]:

@@ -31,6 +31,7 @@ from rmq.common.codes import (
     ResponseCode,
 )
 from rmq.common.route import TopicConfig, TopicRouteData
+from rmq.common.topic_attributes import attributes_text
 from rmq.remoting import (
     RemotingClient,
     RemotingCommand,
@@ -417,8 +418,13 @@ class MQClientAPI:
         config: TopicConfig,
         default_topic: str = AUTO_CREATE_TOPIC_KEY_TOPIC,
         timeout_ms: int = 3000,
+        attributes: str | None = None,
     ) -> None:
-        """UPDATE_AND_CREATE_TOPIC (17) on one broker (what ``mqadmin updateTopic`` sends)."""
+        """UPDATE_AND_CREATE_TOPIC (17) on one broker (what ``mqadmin updateTopic`` sends). `attributes`:
+        5.x's ``+key=value,-key`` changes (default: set the config's attributes, if it has any; none
+        keeps the topic's)."""
+        if attributes is None and config.attributes:
+            attributes = attributes_text(config.attributes)
         fields = {
             "topic": config.topic_name,
             "defaultTopic": default_topic,
@@ -429,6 +435,8 @@ class MQClientAPI:
             "topicSysFlag": str(config.topic_sys_flag),
             "order": bool_text(config.order),
         }
+        if attributes:
+            fields["attributes"] = attributes
         request = self.request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
         _check(await self.invoke(addr, request, timeout_ms), addr)
 

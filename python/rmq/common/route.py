@@ -69,6 +69,14 @@ def _member(d: Mapping[str, Any], key: str, kind: type = Mapping) -> Any:
     return value
 
 
+def _attributes(value: Any) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"topic attributes must be a JSON object, not {value!r}")
+    return {str(k): str(v) for k, v in value.items()}
+
+
 def _as_mapping(data: bytes | bytearray | memoryview | str | Mapping[str, Any]) -> Mapping[Any, Any]:
     obj = data if isinstance(data, Mapping) else fastjson.loads(data)
     if not isinstance(obj, Mapping):
@@ -117,9 +125,12 @@ class TopicConfig:
     topic_filter_type: str = SINGLE_TAG
     topic_sys_flag: int = 0
     order: bool = False
+    attributes: dict[str, str] = field(default_factory=dict)
+    """RocketMQ 5.x's topic attributes (:mod:`rmq.common.topic_attributes`); written only when there are
+    some, so a topic without any looks as 4.9 writes it."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d: dict[str, Any] = {
             "order": self.order,
             "perm": self.perm,
             "readQueueNums": self.read_queue_nums,
@@ -128,6 +139,9 @@ class TopicConfig:
             "topicSysFlag": self.topic_sys_flag,
             "writeQueueNums": self.write_queue_nums,
         }
+        if self.attributes:
+            d["attributes"] = dict(sorted(self.attributes.items()))
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], topic_name: str | None = None) -> TopicConfig:
@@ -142,6 +156,7 @@ class TopicConfig:
             topic_filter_type=_filter_type(d.get("topicFilterType")),
             topic_sys_flag=_as_int(d.get("topicSysFlag")),
             order=_as_bool(d.get("order")),
+            attributes=_attributes(d.get("attributes")),
         )
 
     def encode_compact(self) -> str:

@@ -143,6 +143,9 @@ struct MessageStore {
     inner: std::sync::Arc<rmq_store::MessageStore>,
 }
 
+/// One topic's expiry as Python sees it: (topic, reserved ms, queues, offsets hidden, files).
+type TopicExpiryRow = (String, u64, usize, i64, usize);
+
 #[pymethods]
 impl MessageStore {
     /// Open the store with RocketMQ-named properties (`storePathRootDir`, `flushDiskType`,
@@ -470,6 +473,30 @@ impl MessageStore {
         let store = &self.inner;
         py.detach(|| store.delete_expired_files(reserved_ms, force))
             .map_err(to_py_err)
+    }
+    /// Per-topic retention: `topic`'s messages are served for `reserved_ms` after they were
+    /// stored (`None`: as long as the CommitLog keeps them).
+    #[pyo3(signature = (topic, reserved_ms))]
+    fn set_topic_retention(&self, topic: &str, reserved_ms: Option<u64>) {
+        self.inner.set_topic_retention(topic, reserved_ms);
+    }
+    /// Replace every topic's retention time (topic → ms).
+    fn replace_topic_retention(&self, table: std::collections::HashMap<String, u64>) {
+        self.inner.replace_topic_retention(table);
+    }
+    /// The per-topic retention times, (topic, ms) sorted.
+    fn topic_retention(&self) -> Vec<(String, u64)> {
+        self.inner.topic_retention()
+    }
+    /// Apply per-topic retention now (each retention round does it first); returns
+    /// (topic, reserved ms, queues, offsets no longer served, ConsumeQueue files deleted).
+    fn expire_topics(&self, py: Python<'_>) -> PyResult<Vec<TopicExpiryRow>> {
+        let store = &self.inner;
+        let done = py.detach(|| store.expire_topics()).map_err(to_py_err)?;
+        Ok(done
+            .into_iter()
+            .map(|e| (e.topic, e.reserved_ms, e.queues, e.offsets, e.files))
+            .collect())
     }
     fn is_disk_full(&self) -> bool {
         self.inner.is_disk_full()

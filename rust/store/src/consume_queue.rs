@@ -554,12 +554,11 @@ impl ConsumeQueue {
 
     /// Set the min offset to the first unit whose CommitLog offset is ≥ `commitlog_min`
     /// (the max offset if none is).
+    /// A min offset that per-topic retention raised ([`ConsumeQueue::expire_below`]) stays.
     pub fn correct_min_offset(&self, commitlog_min: i64) {
         let _w = self.writer.lock();
-        self.min_logic.store(
-            self.first_unit_at_or_above(commitlog_min),
-            Ordering::Release,
-        );
+        self.min_logic
+            .fetch_max(self.first_unit_at_or_above(commitlog_min), Ordering::AcqRel);
     }
 
     /// Delete head files whose last unit refers below `commitlog_min` (never the last file),
@@ -574,11 +573,35 @@ impl ConsumeQueue {
                 .and_then(decode_unit)
                 .is_some_and(|u| is_valid(&u) && u.0 < commitlog_min)
         })?;
-        self.min_logic.store(
-            self.first_unit_at_or_above(commitlog_min),
-            Ordering::Release,
-        );
+        // Never lower: per-topic retention may have raised it further.
+        self.min_logic
+            .fetch_max(self.first_unit_at_or_above(commitlog_min), Ordering::AcqRel);
         Ok(deleted)
+    }
+
+    /// Per-topic retention: nothing below logical offset `cut` is served any more (the min
+    /// offset becomes `cut`, at most the max offset), and head files wholly below it are
+    /// deleted (never the last). The CommitLog keeps the records. Returns how many offsets
+    /// the min offset moved and how many files were deleted.
+    pub fn expire_below(&self, cut: i64) -> Result<(i64, usize)> {
+        let _w = self.writer.lock();
+        let min = self.min_offset();
+        let cut = cut.min(self.max_offset());
+        if cut <= min {
+            return Ok((0, 0));
+        }
+        self.min_logic.fetch_max(cut, Ordering::AcqRel);
+        let end = cut as u64 * CQ_UNIT_SIZE;
+        let files = self
+            .files
+            .delete_head_files(usize::MAX, |f| f.from_offset() + f.size() as u64 <= end)?;
+        Ok((cut - min, files))
+    }
+
+    /// The CommitLog offset of the message at logical `index` (`None` below the min offset,
+    /// at or past the max offset, or for a placeholder).
+    pub fn physic_offset_at(&self, index: i64) -> Option<i64> {
+        self.unit(index).filter(is_real).map(|u| u.0)
     }
 
     /// Flush dirty pages when at least `least_pages` accumulated (0 = all).
@@ -976,6 +999,45 @@ mod tests {
         assert_eq!(cq.min_offset(), 20);
         cq.correct_min_offset(3250);
         assert_eq!(cq.min_offset(), 23);
+    }
+
+    #[test]
+    fn expire_below_raises_the_min_offset_and_deletes_whole_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let cq = ConsumeQueue::new(dir.path(), "Short", 0, FS);
+        put_n(&cq, 0, 25);
+        // Below the min offset: nothing to do.
+        assert_eq!(cq.expire_below(0).unwrap(), (0, 0));
+        // Within file 0: the min moves, no file goes.
+        assert_eq!(cq.expire_below(4).unwrap(), (4, 0));
+        assert_eq!(cq.min_offset(), 4);
+        assert_eq!(cq.unit(3), None);
+        assert_eq!(cq.physic_offset_at(4), Some(1400));
+        assert!(qdir_of(dir.path(), "Short")
+            .join("00000000000000000000")
+            .exists());
+        // Past file 0's end: file 0 is deleted, the min is 12.
+        assert_eq!(cq.expire_below(12).unwrap(), (8, 1));
+        assert!(!qdir_of(dir.path(), "Short")
+            .join("00000000000000000000")
+            .exists());
+        assert_eq!(cq.min_offset(), 12);
+        // CommitLog retention below the logical cut does not lower it.
+        assert_eq!(cq.delete_expired(1500).unwrap(), 0);
+        cq.correct_min_offset(0);
+        assert_eq!(cq.min_offset(), 12);
+        // Beyond the max: everything expired, the last file stays, min = max; the next
+        // message is served.
+        assert_eq!(cq.expire_below(99).unwrap(), (13, 1));
+        assert_eq!((cq.min_offset(), cq.max_offset()), (25, 25));
+        assert_eq!(cq.physic_offset_at(24), None);
+        put_n(&cq, 25, 1);
+        assert_eq!((cq.min_offset(), cq.max_offset()), (25, 26));
+        assert_eq!(cq.physic_offset_at(25), Some(3500));
+    }
+
+    fn qdir_of(root: &Path, topic: &str) -> PathBuf {
+        root.join(topic).join("0")
     }
 
     #[test]

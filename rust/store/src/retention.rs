@@ -10,7 +10,18 @@
 //!   `diskSpaceCleanForciblyRatio` or `diskSpaceWarningLevelRatio` (see [`cleaning`]); then
 //!   ConsumeQueue and index files wholly below the CommitLog's new minimum offset. Files not
 //!   yet dispatched are never deleted.
+//!
+//! Per-topic retention (the topic attribute `retention.hours`, a [`TopicRetention`] table the
+//! broker fills from its topic configs), every `cleanResourceInterval` ms whatever the hour:
+//!
+//! * a topic's messages older than its own time stop being served: its ConsumeQueues' min
+//!   offsets move past them, and their files wholly below that are deleted
+//!   ([`expire_topics`]); the CommitLog keeps the records;
+//! * CommitLog files are still deleted whole: a file older than `fileReservedTime` is kept
+//!   while a topic with a longer time still has a message in it that its time covers
+//!   ([`needed_from`]), except in a forced round (a nearly full disk).
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -32,16 +43,126 @@ fn is_delete_hour(spec: &str) -> bool {
         .any(|h| h == hour)
 }
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
 }
 
+/// Per-topic retention: topic → how long its messages are served, in ms (topics without an
+/// entry: as long as the CommitLog holds them).
+pub type TopicRetention = parking_lot::RwLock<HashMap<String, u64>>;
+
+/// What [`expire_topics`] did to one topic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TopicExpiry {
+    pub topic: String,
+    pub reserved_ms: u64,
+    /// Queues whose min offset moved.
+    pub queues: usize,
+    /// Queue offsets no longer served (messages, and any placeholders among them).
+    pub offsets: i64,
+    /// ConsumeQueue files deleted.
+    pub files: usize,
+}
+
+/// Move the min offset of every queue of every topic in `table` past its messages stored
+/// before `now - reserved` (ms), deleting ConsumeQueue files wholly below it. Topics with
+/// nothing to expire are left out of the answer.
+pub fn expire_topics(
+    commitlog: &CommitLog,
+    queues: &QueueTable,
+    table: &HashMap<String, u64>,
+    now: u64,
+) -> Result<Vec<TopicExpiry>> {
+    let mut topics: Vec<(&String, &u64)> = table.iter().collect();
+    topics.sort();
+    let mut out = Vec::new();
+    for (topic, &reserved_ms) in topics {
+        let before = now.saturating_sub(reserved_ms) as i64;
+        let mut e = TopicExpiry {
+            topic: topic.clone(),
+            reserved_ms,
+            queues: 0,
+            offsets: 0,
+            files: 0,
+        };
+        for q in queues.topic_queues(topic) {
+            let cut =
+                q.offset_by_time(before, &|off, size| commitlog.store_timestamp_at(off, size));
+            let (moved, files) = q.expire_below(cut)?;
+            if moved > 0 {
+                e.queues += 1;
+                e.offsets += moved;
+                e.files += files;
+            }
+        }
+        if e.queues > 0 {
+            out.push(e);
+        }
+    }
+    Ok(out)
+}
+
+/// [`expire_topics`] now with the current table, each topic's expiry journaled.
+pub fn expire_now(
+    commitlog: &CommitLog,
+    queues: &QueueTable,
+    retention: &TopicRetention,
+    journal: &crate::journal::Journal,
+) -> Result<Vec<TopicExpiry>> {
+    let table = retention.read().clone();
+    if table.is_empty() {
+        return Ok(Vec::new());
+    }
+    let done = expire_topics(commitlog, queues, &table, now_ms())?;
+    for e in &done {
+        journal.info("topic-retention", describe_expiry(e));
+    }
+    Ok(done)
+}
+
+/// The lowest CommitLog offset that a topic whose time in `table` is longer than
+/// `reserved_ms` still needs at `now` (its oldest message stored since `now - its time`),
+/// with that topic and its time; `None` when no such topic needs anything.
+pub fn needed_from(
+    queues: &QueueTable,
+    commitlog: &CommitLog,
+    table: &HashMap<String, u64>,
+    reserved_ms: u64,
+    now: u64,
+) -> Option<(i64, String, u64)> {
+    let mut need: Option<(i64, String, u64)> = None;
+    for (topic, &ms) in table.iter().filter(|(_, &ms)| ms > reserved_ms) {
+        let before = now.saturating_sub(ms) as i64;
+        for q in queues.topic_queues(topic) {
+            let cut =
+                q.offset_by_time(before, &|off, size| commitlog.store_timestamp_at(off, size));
+            let Some(off) = q.physic_offset_at(cut) else {
+                continue;
+            };
+            if need.as_ref().is_none_or(|(n, _, _)| off < *n) {
+                need = Some((off, topic.clone(), ms));
+            }
+        }
+    }
+    need
+}
+
+/// What [`delete_expired`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Swept {
+    /// CommitLog files deleted.
+    pub deleted: usize,
+    /// CommitLog files older than the reserved time kept for a topic with a longer one.
+    pub kept: usize,
+}
+
 /// Delete expired CommitLog files (older than `reserved_ms`, or any but the newest when
-/// `force`), then ConsumeQueue and index files below the new minimum. Returns the number
-/// of CommitLog files deleted.
+/// `force`), then ConsumeQueue and index files below the new minimum. Unless `force`, a
+/// file ending past `keep_from` (see [`needed_from`]) is kept, and the files after it.
+#[allow(clippy::too_many_arguments)]
 pub fn delete_expired(
     config: &StoreConfig,
     commitlog: &CommitLog,
@@ -50,18 +171,25 @@ pub fn delete_expired(
     progress: &DispatchProgress,
     reserved_ms: u64,
     force: bool,
-) -> Result<usize> {
+    keep_from: i64,
+) -> Result<Swept> {
     let now = now_ms();
     let dispatched = progress.dispatched();
-    let mut deleted = 0usize;
+    let mut swept = Swept::default();
     let batch = 10usize;
+    let expired = |f: &crate::mapped_file::MappedFile| {
+        let end = f.from_offset() as i64 + f.size() as i64;
+        let old = f.last_modified_ms().saturating_add(reserved_ms) <= now;
+        end <= dispatched && (force || old)
+    };
+    let kept = |f: &crate::mapped_file::MappedFile| {
+        !force && f.from_offset() as i64 + f.size() as i64 > keep_from
+    };
     loop {
-        let n = commitlog.queue().delete_head_files(batch, |f| {
-            let end = f.from_offset() as i64 + f.size() as i64;
-            let old = f.last_modified_ms().saturating_add(reserved_ms) <= now;
-            end <= dispatched && (force || old)
-        })?;
-        deleted += n;
+        let n = commitlog
+            .queue()
+            .delete_head_files(batch, |f| expired(f) && !kept(f))?;
+        swept.deleted += n;
         if n < batch {
             break;
         }
@@ -71,6 +199,13 @@ pub fn delete_expired(
             ));
         }
     }
+    // The files retention would have deleted but for a longer topic time (never the last).
+    let files = commitlog.queue().files();
+    swept.kept = files
+        .iter()
+        .take(files.len().saturating_sub(1))
+        .take_while(|f| expired(f))
+        .count();
     let min = commitlog.min_offset();
     for q in queues.all() {
         q.delete_expired(min)?;
@@ -78,7 +213,7 @@ pub fn delete_expired(
     if let Some(i) = index {
         i.delete_expired(min)?;
     }
-    Ok(deleted)
+    Ok(swept)
 }
 
 /// Everything the background service works on.
@@ -94,6 +229,11 @@ pub struct Background {
     pub signal: Arc<Signal>,
     /// Rounds left that delete expired files whatever the hour (a manual request).
     pub manual_deletes: Arc<AtomicU32>,
+    /// Per-topic retention times.
+    pub retention: Arc<TopicRetention>,
+    /// The last "kept for a longer topic time" line (topic, files), so that it is logged
+    /// when it changes rather than every round.
+    pub last_kept: parking_lot::Mutex<Option<(String, usize)>>,
 }
 
 impl Background {
@@ -145,6 +285,18 @@ impl Background {
     }
 
     fn clean(&self) {
+        // Per-topic retention, every round.
+        if let Err(e) = expire_now(
+            &self.commitlog,
+            &self.queues,
+            &self.retention,
+            &self.journal,
+        ) {
+            self.journal.warn(
+                "topic-retention",
+                format!("expiring messages by topic retention failed: {e}"),
+            );
+        }
         let dir = self.config.commit_log_dir();
         self.disk.refresh();
         let used = crate::disk::disk_used_percent(&dir).unwrap_or(0.0);
@@ -162,7 +314,10 @@ impl Background {
         let force = why == Cleaning::Forced;
         let reserved = self.config.file_reserved_time.saturating_mul(3_600_000);
         let before = self.commitlog.min_offset();
-        let deleted = delete_expired(
+        let table = self.retention.read().clone();
+        let need = needed_from(&self.queues, &self.commitlog, &table, reserved, now_ms());
+        let keep_from = need.as_ref().map_or(i64::MAX, |(off, _, _)| *off);
+        let swept = delete_expired(
             &self.config,
             &self.commitlog,
             &self.queues,
@@ -170,9 +325,14 @@ impl Background {
             &self.progress,
             reserved,
             force,
+            keep_from,
         );
         let after = self.commitlog.min_offset();
         let hours = self.config.file_reserved_time;
+        if let (Ok(s), Some((off, topic, ms))) = (&swept, &need) {
+            self.log_kept(s.kept, topic, *ms, *off, hours, force && after > *off);
+        }
+        let deleted = swept.map(|s| s.deleted);
         let which = if force {
             format!("whether older than {hours} hours or not")
         } else {
@@ -210,6 +370,58 @@ impl Background {
             _ => {}
         }
     }
+}
+
+impl Background {
+    /// Log files kept for a longer topic time when what is kept changes; `forced`: a forced
+    /// round deleted files that topic still needed.
+    fn log_kept(&self, kept: usize, topic: &str, ms: u64, off: i64, hours: u64, forced: bool) {
+        let mut last = self.last_kept.lock();
+        let now = (topic.to_string(), kept);
+        if forced {
+            self.journal.warn(
+                "topic-retention",
+                format!(
+                    "a forced round (the disk is nearly full) deleted CommitLog files up to \
+                     offset {} that topic {topic} (retention.hours={}) still needed from offset \
+                     {off}",
+                    self.commitlog.min_offset(),
+                    hours_text(ms)
+                ),
+            );
+        } else if kept > 0 && last.as_ref() != Some(&now) {
+            self.journal.info(
+                "topic-retention",
+                format!(
+                    "kept {kept} CommitLog files older than fileReservedTime {hours} hours \
+                     (from offset {}): topic {topic} (retention.hours={}) needs its messages \
+                     from offset {off}",
+                    self.commitlog.min_offset(),
+                    hours_text(ms)
+                ),
+            );
+        }
+        *last = if kept > 0 && !forced { Some(now) } else { None };
+    }
+}
+
+/// Hours as written in the attribute (`0.5`, `168`).
+pub fn hours_text(ms: u64) -> String {
+    let h = ms as f64 / 3_600_000.0;
+    format!("{}", (h * 1e6).round() / 1e6)
+}
+
+/// The log line of one topic's expiry.
+pub fn describe_expiry(e: &TopicExpiry) -> String {
+    format!(
+        "topic {} (retention.hours={}): {} messages of {} queues stored more than that ago \
+         no longer served; {} ConsumeQueue files deleted",
+        e.topic,
+        hours_text(e.reserved_ms),
+        e.offsets,
+        e.queues,
+        e.files
+    )
 }
 
 /// Retention rounds that delete expired files at any hour after a manual request

@@ -85,6 +85,8 @@ pub struct MessageStore {
     reput: Mutex<Option<Service>>,
     /// Retention rounds left that delete expired files at any hour (a manual request).
     manual_deletes: Arc<std::sync::atomic::AtomicU32>,
+    /// Per-topic retention times (the topic attribute `retention.hours`).
+    retention: Arc<retention::TopicRetention>,
     /// Faults in CommitLog pages ahead of the appender.
     populate: Mutex<Option<Service>>,
     background: Mutex<Option<Service>>,
@@ -393,6 +395,7 @@ impl MessageStore {
             .map_err(|e| StoreError::io("populate thread", e))?;
 
         let manual_deletes = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let topic_retention = Arc::new(retention::TopicRetention::default());
         let background = retention::start(retention::Background {
             config: config.clone(),
             commitlog: commitlog.clone(),
@@ -404,6 +407,8 @@ impl MessageStore {
             journal: journal.clone(),
             signal: Signal::new(),
             manual_deletes: manual_deletes.clone(),
+            retention: topic_retention.clone(),
+            last_kept: Mutex::new(None),
         })?;
 
         Ok(MessageStore {
@@ -418,6 +423,7 @@ impl MessageStore {
             progress,
             reput: Mutex::new(Some(reput)),
             manual_deletes,
+            retention: topic_retention,
             populate: Mutex::new(Some(populate)),
             background: Mutex::new(Some(background)),
             disk,
@@ -1095,8 +1101,14 @@ impl MessageStore {
     }
 
     /// Run retention now: delete CommitLog files older than `reserved_ms` (all but the
-    /// newest when `force`), then ConsumeQueue and index files below the new minimum.
+    /// newest when `force`), then ConsumeQueue and index files below the new minimum. Unless
+    /// `force`, files a topic with a longer retention time still needs are kept.
     pub fn delete_expired_files(&self, reserved_ms: u64, force: bool) -> Result<usize> {
+        let table = self.retention.read().clone();
+        let now = retention::now_ms();
+        let keep_from =
+            retention::needed_from(&self.queues, &self.commitlog, &table, reserved_ms, now)
+                .map_or(i64::MAX, |(off, _, _)| off);
         retention::delete_expired(
             &self.config,
             &self.commitlog,
@@ -1105,6 +1117,48 @@ impl MessageStore {
             &self.progress,
             reserved_ms,
             force,
+            keep_from,
+        )
+        .map(|s| s.deleted)
+    }
+
+    /// Per-topic retention: `topic`'s messages are served for `reserved_ms` after they were
+    /// stored (`None`: as long as the CommitLog keeps them). Applied by the next retention
+    /// round (every `cleanResourceInterval` ms) or [`MessageStore::expire_topics`].
+    pub fn set_topic_retention(&self, topic: &str, reserved_ms: Option<u64>) {
+        let mut t = self.retention.write();
+        match reserved_ms {
+            Some(ms) => t.insert(topic.to_string(), ms),
+            None => t.remove(topic),
+        };
+    }
+
+    /// Replace every topic's retention time.
+    pub fn replace_topic_retention(&self, table: std::collections::HashMap<String, u64>) {
+        *self.retention.write() = table;
+    }
+
+    /// The per-topic retention times (topic, ms), sorted.
+    pub fn topic_retention(&self) -> Vec<(String, u64)> {
+        let mut v: Vec<(String, u64)> = self
+            .retention
+            .read()
+            .iter()
+            .map(|(t, ms)| (t.clone(), *ms))
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// Apply per-topic retention now (what each retention round does first): the messages of
+    /// each topic with a retention time that were stored longer ago stop being served.
+    /// Journals and returns what moved.
+    pub fn expire_topics(&self) -> Result<Vec<retention::TopicExpiry>> {
+        retention::expire_now(
+            &self.commitlog,
+            &self.queues,
+            &self.retention,
+            &self.journal,
         )
     }
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use rmq_store::message::{self, MessageRef};
 use rmq_store::store::LastShutdown;
-use rmq_store::{GetMessageStatus, GetRequest, MessageStore, StoreConfig, StoreError};
+use rmq_store::{GetMessageStatus, GetRequest, GetResult, MessageStore, StoreConfig, StoreError};
 
 fn config(root: &Path) -> StoreConfig {
     let mut c = StoreConfig::with_root(root);
@@ -57,19 +57,24 @@ fn fill(store: &MessageStore, n: usize) -> Vec<rmq_store::commitlog::AppendResul
     out
 }
 
+/// Up to 32 messages of a queue from `offset`, unfiltered.
+fn get(store: &MessageStore, topic: &str, qid: i32, offset: i64) -> GetResult {
+    store.get_message(&GetRequest {
+        topic,
+        queue_id: qid,
+        offset,
+        max_msgs: 32,
+        max_bytes: 0,
+        filter: None,
+        sql: None,
+    })
+}
+
 fn read_all(store: &MessageStore, topic: &str, qid: i32) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
     let mut off = store.min_offset_in_queue(topic, qid);
     loop {
-        let r = store.get_message(&GetRequest {
-            topic,
-            queue_id: qid,
-            offset: off,
-            max_msgs: 32,
-            max_bytes: 0,
-            filter: None,
-            sql: None,
-        });
+        let r = get(store, topic, qid, off);
         if r.status != GetMessageStatus::Found {
             break;
         }
@@ -434,15 +439,7 @@ fn retention_deletes_old_files_and_queue_heads() {
     assert!(min > 0);
     let qmin = store.min_offset_in_queue("Topic", 0);
     assert!(qmin > 0);
-    let r = store.get_message(&GetRequest {
-        topic: "Topic",
-        queue_id: 0,
-        offset: 0,
-        max_msgs: 32,
-        max_bytes: 0,
-        filter: None,
-        sql: None,
-    });
+    let r = get(&store, "Topic", 0, 0);
     assert_eq!(r.status, GetMessageStatus::OffsetTooSmall);
     assert_eq!(r.next_begin_offset, qmin);
     assert!(!read_all(&store, "Topic", 0).is_empty());
@@ -866,4 +863,97 @@ fn a_topic_deleted_while_it_is_sent_to_keeps_its_queues_and_the_log_in_step() {
         assert_eq!(at.status, GetMessageStatus::Found);
         assert_eq!(message::decode(&at.buffer, true).unwrap().body, b"after");
     }
+}
+
+/// Two topics with their own retention times on one store: the shorter one's old messages stop
+/// being served while the CommitLog keeps them for the longer one, which keeps its files
+/// until its own time has passed.
+#[test]
+fn per_topic_retention_hides_short_topics_and_keeps_files_for_long_ones() {
+    let d = tempfile::tempdir().unwrap();
+    let mut cfg = config(d.path());
+    cfg.clean_resource_interval = 3_600_000; // no background round meanwhile
+    let size = cfg.mapped_file_size_commit_log as i64;
+    let store = MessageStore::open(cfg).unwrap();
+    let body = vec![b'x'; 1024];
+    // Old messages: about 5 CommitLog files.
+    for _ in 0..100 {
+        for t in ["Short", "Long", "Plain"] {
+            store.put(&msg(t, 0, &body, b"")).unwrap();
+        }
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    // New ones, in a later file.
+    let mut long_new = i64::MAX;
+    for _ in 0..10 {
+        store.put(&msg("Short", 0, b"new", b"")).unwrap();
+        let r = store.put(&msg("Long", 0, b"new", b"")).unwrap();
+        long_new = long_new.min(r.physical_offset);
+    }
+    assert!(store.wait_dispatched(store.commitlog_max_offset(), Duration::from_secs(5)));
+    assert!(long_new >= 4 * size, "{long_new}");
+    store.set_topic_retention("Short", Some(1000));
+    store.set_topic_retention("Long", Some(3_600_000));
+    assert_eq!(
+        store.topic_retention(),
+        [("Long".to_string(), 3_600_000), ("Short".to_string(), 1000)]
+    );
+
+    // Short's 100 old messages are no longer served or counted; Long's and Plain's are.
+    let done = store.expire_topics().unwrap();
+    assert_eq!(done.len(), 1, "{done:?}");
+    assert_eq!(
+        (done[0].topic.as_str(), done[0].offsets, done[0].queues),
+        ("Short", 100, 1)
+    );
+    assert_eq!(store.min_offset_in_queue("Short", 0), 100);
+    assert_eq!(store.max_offset_in_queue("Short", 0), 110);
+    let r = get(&store, "Short", 0, 0);
+    assert_eq!(r.status, GetMessageStatus::OffsetTooSmall);
+    assert_eq!(r.next_begin_offset, 100);
+    assert_eq!(read_all(&store, "Short", 0), vec![b"new".to_vec(); 10]);
+    assert_eq!(store.min_offset_in_queue("Long", 0), 0);
+    assert_eq!(read_all(&store, "Long", 0).len(), 110);
+    assert_eq!(read_all(&store, "Plain", 0).len(), 100);
+    let said = journal_has(&store, "topic-retention");
+    assert!(
+        said[0].contains("topic Short") && said[0].contains("100 messages"),
+        "{said:?}"
+    );
+    // A second round has nothing more to do.
+    assert!(store.expire_topics().unwrap().is_empty());
+
+    // Every file is older than a reserved time of 0, but Long needs them all.
+    assert_eq!(store.delete_expired_files(0, false).unwrap(), 0);
+    assert_eq!(store.commitlog_min_offset(), 0);
+    assert_eq!(read_all(&store, "Plain", 0).len(), 100);
+
+    // Long's time shrinks to 1 s: its old messages expire, the files before its new ones go
+    // (whole), the file holding them stays.
+    store.set_topic_retention("Long", Some(1000));
+    let deleted = store.delete_expired_files(0, false).unwrap();
+    assert_eq!(deleted as i64, long_new / size);
+    assert_eq!(store.commitlog_min_offset(), long_new / size * size);
+    // The deleted files took most of Long's old messages; the rest expire logically.
+    let gone = store.min_offset_in_queue("Long", 0);
+    assert!(gone > 0 && gone < 100, "{gone}");
+    let done = store.expire_topics().unwrap();
+    assert_eq!(
+        (done[0].topic.as_str(), done[0].offsets),
+        ("Long", 100 - gone)
+    );
+    assert_eq!(store.min_offset_in_queue("Long", 0), 100);
+    assert_eq!(read_all(&store, "Long", 0), vec![b"new".to_vec(); 10]);
+    assert!(read_all(&store, "Plain", 0).len() < 100);
+    // A forced round ignores topic times.
+    store.set_topic_retention("Long", Some(3_600_000));
+    store.set_topic_retention("Short", None);
+    assert_eq!(store.topic_retention().len(), 1);
+    for _ in 0..70 {
+        store.put(&msg("Plain", 0, &body, b"")).unwrap();
+    }
+    assert!(store.wait_dispatched(store.commitlog_max_offset(), Duration::from_secs(5)));
+    assert_eq!(store.delete_expired_files(0, false).unwrap(), 0);
+    assert!(store.delete_expired_files(0, true).unwrap() > 0);
+    assert!(store.commitlog_min_offset() > long_new);
 }

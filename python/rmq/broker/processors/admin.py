@@ -23,6 +23,7 @@ from rmq.common.codes import RequestCode, ResponseCode
 from rmq.common.fastjson import ObjectKey
 from rmq.common.route import TopicConfig
 from rmq.common.topic import check_topic
+from rmq.common.topic_attributes import alter_attributes, retention_ms
 from rmq.remoting.command import RemotingCommand, create_response
 from rmq.remoting.context import Processor, RequestContext
 from rmq.remoting.headers import header_bool, header_int, header_str
@@ -108,6 +109,14 @@ class AdminProcessors:
         ftype = f.get("topicFilterType") or "SINGLE_TAG"
         if ftype not in ("SINGLE_TAG", "MULTI_TAG"):
             return create_response(request, ResponseCode.SYSTEM_ERROR, f"bad topicFilterType {ftype!r}")
+        old = self.s.topics.get(topic)
+        try:
+            attributes = alter_attributes(
+                old.attributes if old is not None else {}, f.get("attributes"), create=old is None
+            )
+        except ValueError as e:
+            log.warning("topic %s (from %s) refused: %s", topic, ctx.remote_addr, e)
+            return create_response(request, ResponseCode.SYSTEM_ERROR, str(e))
         tc = TopicConfig(
             topic,
             read,
@@ -116,6 +125,7 @@ class AdminProcessors:
             ftype,
             header_int(f, "topicSysFlag", 0),
             header_bool(f, "order", False),
+            attributes,
         )
         self.s.topics.update(tc)
         return self._after_registration(create_response(request), f"topic {topic} created")
@@ -261,9 +271,12 @@ class AdminProcessors:
             tc = s.topics.get(topic)
             if tc is None:
                 continue
+            own_retention = tc.attributes and retention_ms(tc.attributes) is not None
             for qid in range(tc.write_queue_nums):
                 broker_off = s.store.max_offset(topic, qid)
                 consumer_off = max(s.offsets.query(group, topic, qid), 0)
+                if own_retention:  # messages its retention.hours hides are not counted as lag
+                    consumer_off = max(consumer_off, s.store.min_offset(topic, qid))
                 last = s.store.store_time_at(topic, qid, consumer_off - 1) if consumer_off > 0 else None
                 entries.append(
                     (

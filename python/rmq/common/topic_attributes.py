@@ -1,0 +1,113 @@
+"""Topic attributes: RocketMQ 5.x's per-topic settings kept in the topic config (``attributes`` in
+``topics.json``), and the one rmq defines: ``retention.hours``.
+
+UPDATE_AND_CREATE_TOPIC carries them as its ``attributes`` header in 5.x's form, ``+key=value`` to set and
+``-key`` to remove, comma-separated (``+retention.hours=24``; mqadmin 5.x's ``updateTopic -a``). As in
+5.x, a topic being created takes only ``+key=value``, removing a key it does not have is refused, an update
+without the header keeps the topic's attributes, and a key the broker does not know is refused: rmq knows
+``retention.hours`` only (5.x's ``message.type``, ``queue.type`` and ``cleanup.policy`` select features rmq
+does not have).
+
+``retention.hours`` (a positive number of hours, fractions allowed): the topic's messages are served for
+that long after they were stored, shorter or longer than the broker's ``fileReservedTime``. CommitLog
+files are still deleted whole, so a file is kept while a topic with a longer time needs it, and a topic
+with a shorter time has its older messages hidden (no longer pulled or counted) while the file stays.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Final
+
+__all__ = [
+    "MAX_RETENTION_HOURS",
+    "RETENTION_HOURS",
+    "SUPPORTED",
+    "alter_attributes",
+    "attributes_text",
+    "retention_ms",
+]
+
+RETENTION_HOURS: Final = "retention.hours"
+"""How long a topic's messages are served after they were stored, in hours."""
+
+MAX_RETENTION_HOURS: Final = 87_600.0
+"""Ten years: a longer ``retention.hours`` is refused (most likely a unit mistake)."""
+
+SUPPORTED: Final = (RETENTION_HOURS,)
+
+
+def _check_retention(value: str) -> str:
+    """The value as stored, or ValueError saying what is wrong."""
+    try:
+        hours = float(value)
+    except ValueError:
+        raise ValueError(f"{RETENTION_HOURS} must be a number of hours, not {value!r}") from None
+    if not math.isfinite(hours) or hours <= 0 or hours > MAX_RETENTION_HOURS:
+        raise ValueError(
+            f"{RETENTION_HOURS} must be more than 0 and at most {MAX_RETENTION_HOURS:g} hours, not {value!r}"
+        )
+    return value.strip()
+
+
+_CHECKS = {RETENTION_HOURS: _check_retention}
+
+
+def alter_attributes(current: Mapping[str, str], text: str | None, *, create: bool) -> dict[str, str]:
+    """The attributes after applying ``text`` (``+k=v,-k``) to ``current``; ValueError with the remark to
+    answer when ``text`` is malformed, names an unsupported key, has a bad value, or removes what is not
+    there (or anything, when ``create``)."""
+    out = dict(current)
+    if not text:
+        return out
+    seen: set[str] = set()
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        op, body = item[:1], item[1:]
+        if op == "+":
+            key, eq, value = body.partition("=")
+            if not eq or not key or not value:
+                raise ValueError(f"bad attribute {item!r}: expected +key=value")
+        elif op == "-":
+            key, value = body, ""
+            if not key or "=" in key:
+                raise ValueError(f"bad attribute {item!r}: expected -key")
+            if create:
+                raise ValueError(f"only adding attributes is supported while creating a topic: {item!r}")
+        else:
+            raise ValueError(f"bad attribute {item!r}: it must start with + (set) or - (remove)")
+        key = key.strip()
+        if key in seen:
+            raise ValueError(f"attribute {key} given twice")
+        seen.add(key)
+        check = _CHECKS.get(key)
+        if check is None:
+            raise ValueError(f"unsupported attribute key: {key} (rmq supports {', '.join(SUPPORTED)})")
+        if op == "+":
+            out[key] = check(value)
+        elif key in out:
+            del out[key]
+        else:
+            raise ValueError(f"attempt to delete a nonexistent attribute: {key}")
+    return out
+
+
+def attributes_text(attributes: Mapping[str, str]) -> str:
+    """``+k=v,...``: the header that sets `attributes` (sorted)."""
+    return ",".join(f"+{k}={v}" for k, v in sorted(attributes.items()))
+
+
+def retention_ms(attributes: Mapping[str, str]) -> int | None:
+    """The topic's ``retention.hours`` in ms, or None when it has none (or a value that is not valid,
+    which the broker never stores)."""
+    value = attributes.get(RETENTION_HOURS)
+    if value is None:
+        return None
+    try:
+        hours = float(_check_retention(value))
+    except ValueError:
+        return None
+    return max(1, round(hours * 3_600_000))
