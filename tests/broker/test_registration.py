@@ -13,7 +13,7 @@ import pytest
 from rmq.broker.config import BrokerConfig
 from rmq.broker.registration import NameServerRegistration
 from rmq.broker.topic_config import TopicConfigManager
-from rmq.common.codes import RequestCode, ResponseCode
+from rmq.common.codes import NAMESPACE_ORDER_TOPIC_CONFIG, RequestCode, ResponseCode
 from rmq.common.route import RegisterBrokerBody, TopicConfig, TopicRouteData
 from rmq.remoting import create_request
 from rmq.remoting.client import RemotingClient
@@ -97,3 +97,41 @@ async def test_first_heartbeats_are_answered_once_the_retry_topics_are_routed(br
             assert resp.code == ResponseCode.SUCCESS, (g, resp.remark)
             route = TopicRouteData.from_json(bytes(resp.body or b""))
             assert [b.master_addr() for b in route.broker_datas] == [broker.broker_addr]
+
+
+async def test_topic_order_follows_the_name_servers_order_conf(broker: BrokerProcess) -> None:
+    """A registration's answer carries the name server's ORDER_TOPIC_CONFIG: a topic named there becomes
+    ``order`` at the broker, and stops being when the entry is deleted (RocketMQ's
+    updateOrderTopicConfig), each change logged."""
+    kv = {"namespace": NAMESPACE_ORDER_TOPIC_CONFIG, "key": "RegOrdered"}
+
+    async def order_of(client: RemotingClient, topic: str) -> bool:
+        resp = await client.invoke(broker.broker_addr, create_request(RequestCode.GET_ALL_TOPIC_CONFIG), 5000)
+        assert resp.code == ResponseCode.SUCCESS, resp.remark
+        return bool(json.loads(bytes(resp.body or b"{}"))["topicConfigTable"][topic]["order"])
+
+    async def create(client: RemotingClient, topic: str) -> None:
+        fields = {"topic": topic, "readQueueNums": "4", "writeQueueNums": "4", "perm": "6"}
+        req = create_request(RequestCode.UPDATE_AND_CREATE_TOPIC, fields)
+        assert (await client.invoke(broker.broker_addr, req, 5000)).code == ResponseCode.SUCCESS
+
+    async def wait_order(client: RemotingClient, topic: str, want: bool) -> None:
+        for _ in range(100):
+            if await order_of(client, topic) == want:
+                return
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"{topic}: order stayed {not want}")
+
+    async with RemotingClient() as client:
+        await create(client, "RegOrdered")
+        assert not await order_of(client, "RegOrdered")
+        put = create_request(RequestCode.PUT_KV_CONFIG, {**kv, "value": "broker-a:4"})
+        assert (await client.invoke(broker.namesrv_addr, put, 5000)).code == ResponseCode.SUCCESS
+        await create(client, "RegOrderTrigger1")  # a topic change registers at once; the answer has the conf
+        await wait_order(client, "RegOrdered", True)
+        assert not await order_of(client, "RegOrderTrigger1")
+        delete = create_request(RequestCode.DELETE_KV_CONFIG, kv)
+        assert (await client.invoke(broker.namesrv_addr, delete, 5000)).code == ResponseCode.SUCCESS
+        await create(client, "RegOrderTrigger2")
+        await wait_order(client, "RegOrdered", False)
+    assert any("topic RegOrdered: order=True" in line for line in broker.log), broker.log[-20:]

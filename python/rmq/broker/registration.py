@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from rmq.broker.config import BrokerConfig
 from rmq.broker.topic_config import TopicConfigManager
+from rmq.common import fastjson
 from rmq.common.codes import PermName, RequestCode, ResponseCode
 from rmq.common.route import RegisterBrokerBody, TopicConfigSerializeWrapper
 from rmq.remoting.client import RemotingClient
@@ -78,10 +79,23 @@ class NameServerRegistration:
                     log.info("registered with name server %s (%d topics)", addr, len(body_topics))
                 if self.on_answer is not None:
                     self.on_answer(dict(resp.ext_fields or {}))
+                if resp.body:
+                    self._order_conf(addr, resp.body)
             else:
                 self._registered_with.discard(addr)
                 log.warning("name server %s refused registration: %s %s", addr, resp.code, resp.remark)
         return ok
+
+    def _order_conf(self, addr: str, body: bytes) -> None:
+        """A registration's answer carries the name server's ORDER_TOPIC_CONFIG (a KVTable, present once
+        that namespace exists): the topics' ``order`` follows it, as RocketMQ's broker does."""
+        try:
+            table = fastjson.loads(body).get("table")
+        except (ValueError, AttributeError):
+            log.warning("name server %s answered a registration with a body that is not a KVTable", addr)
+            return
+        if isinstance(table, dict):
+            self.topics.apply_order_conf({str(t) for t in table})
 
     def _topic_table(self, only: set[str] | None = None) -> TopicConfigSerializeWrapper:
         """The topics as registered (those in `only` that still exist, or all): a broker that is not

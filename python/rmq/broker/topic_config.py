@@ -249,6 +249,19 @@ class TopicConfigManager:
         self.table[tc.topic_name] = tc
         self._changed(tc.topic_name)
 
+    def apply_order_conf(self, order_topics: set[str]) -> list[str]:
+        """The name servers' ORDER_TOPIC_CONFIG (its topics, from a registration's answer), as RocketMQ's
+        broker applies it: a topic named there is ``order``, any other is not. Returns what changed
+        (each change is logged)."""
+        changed = []
+        for name, tc in list(self.table.items()):
+            order = name in order_topics
+            if tc.order != order:
+                self.update(dataclasses.replace(tc, order=order))
+                changed.append(name)
+                log.info("topic %s: order=%s, as the name servers' ORDER_TOPIC_CONFIG has it", name, order)
+        return changed
+
     def delete(self, topic: str) -> bool:
         if self.table.pop(topic, None) is None:
             return False
