@@ -65,6 +65,11 @@ def start_broker(
     args += ["-p", "bindAddress=127.0.0.1", "-p", "haListenPort=0"]
     # The gRPC endpoint (5.x clients) on any free port too; its port is the RMQ-READY line's `grpc`.
     args += ["-p", "grpcServerPort=0"]
+    # Back-pressure (waitTimeMillsInSendQueue, 200 ms by default as in RocketMQ) refuses a send that waited
+    # that long: on a 2-core CI machine shared by a dozen JVMs and brokers the event loop can stall that long
+    # with nothing wrong, and a refused send fails a test about something else. The tests of back-pressure
+    # itself pass their own value (a later -p wins).
+    args += ["-p", "waitTimeMillsInSendQueue=5000"]
     args += ["-p", f"storePathRootDir={store_dir}"]
     args += ["-p", f"logDir={Path(store_dir).parent / (Path(store_dir).name + '-logs')}"]
     for p in props:

@@ -47,6 +47,9 @@ SHARED_PROPS = (
     # Small files: each broker reserves its mapped files' blocks up front.
     f"mappedFileSizeCommitLog={64 * 1024 * 1024}",
     f"mappedFileSizeConsumeQueue={20 * 30000}",
+    # Both brokers' back-pressure as tests/brokerproc.py sets rmq's: a loaded CI machine stalls either
+    # longer than the default 200 ms with nothing wrong.
+    "waitTimeMillsInSendQueue=5000",
 )
 
 
