@@ -66,15 +66,18 @@ def send(args: dict[str, Any]) -> dict[str, Any]:
 
 
 class Checker(TransactionChecker):  # type: ignore[misc]
-    def __init__(self, verdicts: dict[str, str]) -> None:
+    def __init__(self, verdicts: dict[str, str], awaited: str) -> None:
         self.verdicts = verdicts
+        self.awaited = awaited
         self.checked: list[str] = []
         self.done = threading.Event()
+        """Set once `awaited` was checked (a check of an ended one whose end was late does not count)."""
 
     def check(self, msg: Any) -> Any:
         body = msg.body.decode()
         self.checked.append(body)
-        self.done.set()
+        if body == self.awaited:
+            self.done.set()
         return (
             TransactionResolution.COMMIT
             if self.verdicts.get(body) == "commit"
@@ -86,7 +89,7 @@ def transaction(args: dict[str, Any]) -> dict[str, Any]:
     """Half messages ended by the producer (commit / rollback) and one left for the server's check."""
     topic = args["topic"]
     # A check may also come for an ended one whose end the broker had not read yet: answer it the same.
-    checker = Checker({args["unresolved"]: args["check_verdict"], **args["ended"]})
+    checker = Checker({args["unresolved"]: args["check_verdict"], **args["ended"]}, args["unresolved"])
     producer = Producer(config(args), (topic,), checker)
     producer.startup()
     try:
