@@ -4,6 +4,7 @@ topics created on every master, messages sent by the real producer and remembere
 from __future__ import annotations
 
 import hashlib
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -96,7 +97,26 @@ class Cluster:
                     )
                 )
         self.sent.extend(out)
+        self.wait_visible(out)
         return out
+
+    def wait_visible(self, sent: list[SentMsg], signer: RequestSigner | None = None) -> None:
+        """Wait until each queue's max offset covers what was sent to it: a send is answered once it is in
+        the CommitLog, its ConsumeQueue entry follows (the dispatch thread, RocketMQ's reput), and a batch
+        read plans up to the max offsets it is then told. On a loaded machine that can take a while."""
+        want: dict[tuple[str, str, int], int] = {}
+        for m in sent:
+            key = (m.topic, m.broker, m.queue_id)
+            want[key] = max(want.get(key, 0), m.queue_offset + 1)
+        deadline = time.monotonic() + 30
+        for (topic, broker, qid), end in sorted(want.items()):
+            fields = {"topic": topic, "queueId": str(qid)}
+            addr = self.brokers[broker].broker_addr
+            while int(call(addr, RequestCode.GET_MAX_OFFSET, fields, signer)["offset"]) < end:
+                assert time.monotonic() < deadline, (
+                    f"{topic} {broker} queue {qid}: offset {end - 1} not dispatched"
+                )
+                time.sleep(0.05)
 
     def stop(self) -> None:
         for b in self.brokers.values():

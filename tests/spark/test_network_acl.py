@@ -13,7 +13,7 @@ from rmq.client import ClientConfig, Message
 from rmq.client.sync import Producer
 
 from tests.acl.aclenv import ADMIN, APP, DENIED_TOPIC, GROUP, TOPIC, write_rules
-from tests.spark.netcluster import Cluster, create_topic, hashes, start_cluster
+from tests.spark.netcluster import Cluster, SentMsg, create_topic, hashes, start_cluster
 
 
 @pytest.fixture(scope="module")
@@ -27,10 +27,18 @@ def acl_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Clus
             create_topic(c.brokers["broker-acl"].broker_addr, topic, signer=admin)
         bodies = [f"acl-{i}".encode() for i in range(20)]
         config = ClientConfig(namesrv_addr=c.ns, access_key=ADMIN[0], secret_key=ADMIN[1])
+        sent = []
         with Producer("pg_acl", client_config=config) as p:
             for b in bodies:
-                assert p.send(Message(TOPIC, b)).ok
+                r = p.send(Message(TOPIC, b))
+                assert r.ok
+                sent.append(
+                    SentMsg(
+                        TOPIC, r.message_queue.broker_name, r.message_queue.queue_id, r.queue_offset, b, None
+                    )
+                )
             assert p.send(Message(DENIED_TOPIC, b"not for app")).ok
+        c.wait_visible(sent, signer=admin)
         yield c, bodies
     finally:
         c.stop()
