@@ -3,7 +3,7 @@
 
 For each setup a broker is started as its own process (``python -m rmq.broker``, embedded name server,
 ASYNC_FLUSH) and ``benches/loadgen_c.c`` (compiled with ``$CC`` into a temporary directory; epoll,
-pre-encoded frames) keeps ``conns`` x ``inflight`` SEND_MESSAGE_V2 requests of a 1 KiB body in flight on a
+pre-encoded frames) keeps ``conns`` x ``inflight`` SEND_MESSAGE_V2 requests of a 1 KiB body (``--body-size``) in flight on a
 topic of 8 queues for ``seconds`` after a 2 s warm-up; the sends answered SUCCESS inside the window per
 second are printed as a table, with the median of the rounds. Rounds alternate the setups, so a change in
 the machine's other load touches both.
@@ -48,7 +48,6 @@ from tests.brokerproc import BrokerProcess, start_broker
 HERE = Path(__file__).resolve().parent
 TOPIC = "AclBench"
 QUEUES = 8
-BODY = b"x" * 1024
 ADMIN = ("bench-admin", "bench-admin-secret")
 APP = ("bench-app", "bench-app-secret")
 RULES = f"""\
@@ -66,7 +65,7 @@ accounts:
 _PREFIX = struct.Struct(">ii")
 
 
-def templates(path: Path) -> None:
+def templates(path: Path, body: bytes) -> None:
     """``loadgen_c``'s template file (its header comment has the format): one signed frame per queue."""
     born = int(time.time() * 1000)
     out = [struct.pack("<i", QUEUES)]
@@ -74,7 +73,7 @@ def templates(path: Path) -> None:
         ext = {"a": "BenchPG", "b": TOPIC, "c": "TBW102", "d": "4", "e": str(q), "f": "0", "g": str(born)}
         ext.update({"h": "0", "i": "UNIQ_KEY\x01AC1100010000000000000000\x02WAIT\x01true\x02TAGS\x01bench"})
         ext.update({"j": "0", "k": "false", "m": "false"})
-        req = create_request(RequestCode.SEND_MESSAGE_V2, ext, BODY)
+        req = create_request(RequestCode.SEND_MESSAGE_V2, ext, body)
         RequestSigner(*APP)(req)
         header = {
             "code": 310,
@@ -87,7 +86,7 @@ def templates(path: Path) -> None:
             "version": 409,
         }
         hdr = orjson.dumps(header).replace(b'"opaque":1234567890', b'"opaque":OOOOOOOOOO')
-        frame = _PREFIX.pack(4 + len(hdr) + len(BODY), len(hdr)) + hdr + BODY
+        frame = _PREFIX.pack(4 + len(hdr) + len(body), len(hdr)) + hdr + body
         op_pos, uniq_pos = frame.index(b"OOOOOOOOOO"), frame.index(b"UUUUUUUUUUUU")
         frame = frame.replace(b"OOOOOOOOOO", b"         0").replace(b"UUUUUUUUUUUU", b"000000000000")
         out.append(struct.pack("<iii", len(frame), op_pos, uniq_pos) + frame)
@@ -149,6 +148,7 @@ def main() -> None:
     ap.add_argument("rounds", nargs="?", type=int, default=3)
     ap.add_argument("conns", nargs="?", type=int, default=4)
     ap.add_argument("inflight", nargs="?", type=int, default=16)
+    ap.add_argument("--body-size", type=int, default=1024, help="message body bytes (default 1024)")
     ap.add_argument("--broker-cpus", type=parse_cpus, default=None, help="CPU list for the broker, e.g. 0")
     ap.add_argument("--load-cpus", type=parse_cpus, default=None, help="CPU list for the load, e.g. 1")
     a = ap.parse_args()
@@ -162,7 +162,7 @@ def main() -> None:
         cc = os.environ.get("CC", "cc")
         subprocess.run([cc, "-O2", "-o", str(gen), str(HERE / "loadgen_c.c")], check=True)
         tmpl = root / "frames.bin"
-        templates(tmpl)
+        templates(tmpl, b"x" * a.body_size)
         acl_file = root / "plain_acl.yml"
         acl_file.write_text(RULES, encoding="utf-8")
         inner = json.dumps({"accessKey": ADMIN[0], "secretKey": ADMIN[1]})
@@ -195,7 +195,8 @@ def main() -> None:
     pins = f"broker on CPUs {sorted(a.broker_cpus or [])}, load on {sorted(a.load_cpus or [])}"
     print(f"pinning: {pins if a.broker_cpus or a.load_cpus else 'none'}")
     print(
-        f"| setup | sends/s, median of {rounds} ({conns} x {inflight} in flight, 1 KiB, {seconds:g} s each) "
+        f"| setup | sends/s, median of {rounds} ({conns} x {inflight} in flight, {a.body_size} B bodies,"
+        f" {seconds:g} s each) "
         "| runs | taken by the fast path / of them ACL-checked there (whole run) | broker / load CPU share "
         "| load average (1 min) |"
     )

@@ -145,7 +145,12 @@ impl AclRules {
         if topic.starts_with(RETRY_PREFIX) {
             return false;
         }
-        fields.sort_unstable_by(|a, b| java_order(&a.0, &b.0));
+        // Keys below U+E000 (every client's: ASCII) sort as Java sorts them by their bytes.
+        if fields.iter().all(|(k, _)| k.bytes().all(|c| c < 0xEE)) {
+            fields.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        } else {
+            fields.sort_unstable_by(|a, b| java_order(&a.0, &b.0));
+        }
         if fields.windows(2).any(|w| w[0].0 == w[1].0) {
             return false; // a key twice: the Python path keeps one of them
         }
