@@ -3,10 +3,10 @@
 
 For each setup a broker is started as its own process (``python -m rmq.broker``, embedded name server,
 ASYNC_FLUSH) and ``benches/loadgen_c.c`` (compiled with ``$CC`` into a temporary directory; epoll,
-pre-encoded frames) keeps ``conns`` x ``inflight`` SEND_MESSAGE_V2 requests of a 1 KiB body (``--body-size``) in flight on a
-topic of 8 queues for ``seconds`` after a 2 s warm-up; the sends answered SUCCESS inside the window per
-second are printed as a table, with the median of the rounds. Rounds alternate the setups, so a change in
-the machine's other load touches both.
+pre-encoded frames) keeps ``conns`` x ``inflight`` SEND_MESSAGE_V2 requests of a 1 KiB body (``--body-size``)
+in flight on a topic of 8 queues for ``seconds`` after a 2 s warm-up; the sends answered SUCCESS inside the
+window per second are printed as a table, with the median of the rounds. Rounds alternate the setups, so a
+change in the machine's other load touches both.
 
 The same frames go to both setups: each is signed once by rmq's signer (``RequestSigner``, the Java client's
 ``AclClientRPCHook`` algorithm) with the account ``bench-app`` (PUB on the topic), and only what a signature
