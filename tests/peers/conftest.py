@@ -204,7 +204,9 @@ class Peers5:
         return f"127.0.0.1:{self.rmq_proxy_port}"
 
 
-@pytest.fixture(scope="session")
+# Module scope: one module uses it (test_python5_client.py), and an idle Apache 5.x proxy with its broker
+# keeps most of a CPU busy (~20 CPU-minutes over a CI run when it lived to the session's end).
+@pytest.fixture(scope="module")
 def peers5(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peers5]:
     home = tmp_path_factory.mktemp("peers5")
     apache = start_apache5(home / "apache5", *SHARED_PROPS)
