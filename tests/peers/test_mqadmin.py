@@ -71,12 +71,12 @@ class Admin:
         return mqadmin_both(p.libs, p.home / "mqadmin", namesrvs, *args, classes=p.classes if plus else None)
 
     def run_each(self, args: dict[str, list[str]]) -> dict[str, Run]:
-        """A command whose arguments differ by broker (a message id each broker gave)."""
+        """A command whose arguments differ by broker (a message id each broker gave), run against the
+        brokers ``args`` names."""
         p = self.peers
-        with ThreadPoolExecutor(len(BROKERS)) as pool:
+        with ThreadPoolExecutor(max(1, len(args))) as pool:
             futures = {
-                b: pool.submit(mqadmin, p.libs, p.home / "mqadmin" / b, p.namesrv(b), *args[b])
-                for b in BROKERS
+                b: pool.submit(mqadmin, p.libs, p.home / "mqadmin" / b, p.namesrv(b), *args[b]) for b in args
             }
             return {b: f.result() for b, f in futures.items()}
 

@@ -547,21 +547,33 @@ def test_skip_accumulated_message(admin: Admin) -> None:
 
 def test_query_msg_trace_by_id(admin: Admin, send_topic: str) -> None:
     """sendMessage with message trace on, then queryMsgTraceById: both brokers keep the trace record
-    (RMQ_SYS_TRACE_TOPIC, indexed by the message id) and the same Pub row comes back."""
-    runs = admin.run("sendMessage", "-t", send_topic, "-p", "traced", "-m", "true")
-    ids = {}
-    for b in BROKERS:
-        found = re.search(r"SEND_OK\s+([0-9A-F]{32,})", runs[b].ok().out)
-        assert found is not None, runs[b].out
-        ids[b] = found.group(1)
-    deadline = time.monotonic() + 30
-    while True:
-        # The trace is sent after the message, asynchronously (and makes the trace topic on its first send).
-        traced = run_each_args(admin, lambda b: ["queryMsgTraceById", "-i", ids[b]])
-        out = {b: r.out for b, r in traced.items()}
-        if all("Pub" in o for o in out.values()) or time.monotonic() > deadline:
+    (RMQ_SYS_TRACE_TOPIC, indexed by the message id) and the same Pub row comes back.
+
+    The trace is sent after the message, asynchronously, by mqadmin's own trace producer, which gives it
+    at most 500 ms to leave when the command exits (Apache's AsyncTraceDispatcher.flush); on a loaded
+    machine the trace can die with the process on either broker. A broker that shows no trace for its
+    message is sent a fresh traced message (three rounds at most), so the check is of the broker keeping
+    and indexing what it was sent, not of the client's race."""
+    ids: dict[str, str] = {}
+    missing = list(BROKERS)
+    traced: dict[str, peer_mqadmin.Run] = {}
+    for _round in range(3):
+        runs = admin.run_each(
+            {b: ["sendMessage", "-t", send_topic, "-p", "traced", "-m", "true"] for b in missing}
+        )
+        for b in missing:
+            found = re.search(r"SEND_OK\s+([0-9A-F]{32,})", runs[b].ok().out)
+            assert found is not None, (b, runs[b].out)
+            ids[b] = found.group(1)
+        deadline = time.monotonic() + 20
+        while True:
+            traced.update(admin.run_each({b: ["queryMsgTraceById", "-i", ids[b]] for b in missing}))
+            missing = [b for b in missing if "Pub" not in traced[b].out]
+            if not missing or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        if not missing:
             break
-        time.sleep(1)
     out = {b: r.ok().out for b, r in traced.items()}
     pub = {b: next(line.split() for line in o.splitlines() if line.startswith("Pub")) for b, o in out.items()}
     for b in BROKERS:
