@@ -79,7 +79,8 @@ def test_two_topics_with_their_own_retention(broker: BrokerProcess) -> None:
     for bad, says in (
         ("+retention.hours=abc", "must be a number of hours"),
         ("+retention.hours=0", "must be more than 0"),
-        ("+message.type=FIFO", "unsupported attribute key: message.type"),
+        ("+queue.type=BatchCQ", "unsupported attribute key: queue.type"),
+        ("+message.type=Fifo", "message.type must be one of NORMAL, FIFO"),
         ("retention.hours=1", "must start with + (set) or - (remove)"),
     ):
         code, out = rmqadmin(ns, "updateTopic", "-b", addr, "-t", "Bad", "-a", bad)

@@ -1,6 +1,6 @@
 """Apache mqadmin 5.5.0's ``updateTopic -a`` (topic attributes, ``+key=value`` / ``-key``) against an rmq
-broker: ``retention.hours`` is set, kept by an update without attributes (mqadmin 4.9.8's), removed, and
-bad values and keys come back to mqadmin as the broker's remark."""
+broker: ``retention.hours`` (and 5.x's ``message.type``) is set, kept by an update without attributes
+(mqadmin 4.9.8's), removed, and bad values and keys come back to mqadmin as the broker's remark."""
 
 from __future__ import annotations
 
@@ -44,12 +44,22 @@ def test_update_topic_attributes(broker: BrokerProcess, tmp_path: Path) -> None:
     for bad, says in (
         ("+retention.hours=x", "CODE: 1  DESC: retention.hours must be a number of hours, not 'x'"),
         (
-            "+message.type=FIFO",
-            "DESC: unsupported attribute key: message.type (rmq supports retention.hours)",
+            "+queue.type=BatchCQ",
+            "DESC: unsupported attribute key: queue.type (rmq supports message.type, retention.hours)",
+        ),
+        (
+            "+message.type=fifo",
+            "DESC: message.type must be one of NORMAL, FIFO, DELAY, TRANSACTION, MIXED, UNSPECIFIED, not "
+            "'fifo'",
         ),
     ):
         r = run("-t", "T5", "-a", bad)
         assert says in r.out, r.out
+    assert attributes() == {"retention.hours": "2"}
+    # 5.x's way to make a FIFO topic: kept beside the other attributes.
+    run("-t", "T5", "-a", "+message.type=FIFO").ok()
+    assert attributes() == {"message.type": "FIFO", "retention.hours": "2"}
+    run("-t", "T5", "-a=-message.type").ok()
     assert attributes() == {"retention.hours": "2"}
     run("-t", "T5", "-a=-retention.hours").ok()  # commons-cli would take "-retention.hours" for an option
     assert attributes() is None

@@ -290,10 +290,19 @@ def test_topic_attributes() -> None:
     }
     assert alter_attributes({RETENTION_HOURS: "24"}, "-retention.hours", create=False) == {}
     assert alter_attributes({RETENTION_HOURS: "24"}, "", create=False) == {RETENTION_HOURS: "24"}
+    assert alter_attributes({}, "+message.type=FIFO,+retention.hours=1", create=True) == {
+        "message.type": "FIFO",
+        RETENTION_HOURS: "1",
+    }
     for text, create, says in (
         ("-retention.hours", True, "only adding attributes is supported while creating a topic"),
         ("-retention.hours", False, "attempt to delete a nonexistent attribute: retention.hours"),
-        ("+queue.type=BatchCQ", True, "unsupported attribute key: queue.type (rmq supports retention.hours)"),
+        (
+            "+queue.type=BatchCQ",
+            True,
+            "unsupported attribute key: queue.type (rmq supports message.type, retention.hours)",
+        ),
+        ("+message.type=fifo", True, "message.type must be one of NORMAL, FIFO, DELAY, TRANSACTION, MIXED"),
         ("+retention.hours", True, "expected +key=value"),
         ("retention.hours=1", True, "must start with + (set) or - (remove)"),
         ("+retention.hours=1,+retention.hours=2", True, "attribute retention.hours given twice"),

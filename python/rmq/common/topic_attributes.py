@@ -1,12 +1,16 @@
 """Topic attributes: RocketMQ 5.x's per-topic settings kept in the topic config (``attributes`` in
-``topics.json``), and the one rmq defines: ``retention.hours``.
+``topics.json``): 5.x's ``message.type`` and the one rmq defines, ``retention.hours``.
 
 UPDATE_AND_CREATE_TOPIC carries them as its ``attributes`` header in 5.x's form, ``+key=value`` to set and
 ``-key`` to remove, comma-separated (``+retention.hours=24``; mqadmin 5.x's ``updateTopic -a``). As in
 5.x, a topic being created takes only ``+key=value``, removing a key it does not have is refused, an update
 without the header keeps the topic's attributes, and a key the broker does not know is refused: rmq knows
-``retention.hours`` only (5.x's ``message.type``, ``queue.type`` and ``cleanup.policy`` select features rmq
+``message.type`` and ``retention.hours`` (5.x's ``queue.type`` and ``cleanup.policy`` select features rmq
 does not have).
+
+``message.type`` (``NORMAL``, ``FIFO``, ``DELAY``, ``TRANSACTION``, ``MIXED`` or ``UNSPECIFIED``, as 5.x
+spells them): what 5.x's ``updateTopic -a +message.type=FIFO`` sets. It is kept and shown with the topic's
+config, so a 5.x operator's scripts work unchanged; rmq's queues accept every type whatever it says.
 
 ``retention.hours`` (a positive number of hours, fractions allowed): the topic's messages are served for
 that long after they were stored, shorter or longer than the broker's ``fileReservedTime``. CommitLog
@@ -22,6 +26,8 @@ from typing import Final
 
 __all__ = [
     "MAX_RETENTION_HOURS",
+    "MESSAGE_TYPE",
+    "MESSAGE_TYPES",
     "RETENTION_HOURS",
     "SUPPORTED",
     "alter_attributes",
@@ -35,7 +41,19 @@ RETENTION_HOURS: Final = "retention.hours"
 MAX_RETENTION_HOURS: Final = 87_600.0
 """Ten years: a longer ``retention.hours`` is refused (most likely a unit mistake)."""
 
-SUPPORTED: Final = (RETENTION_HOURS,)
+MESSAGE_TYPE: Final = "message.type"
+"""5.x's topic message type."""
+
+MESSAGE_TYPES: Final = ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED", "UNSPECIFIED")
+"""The values 5.x's ``message.type`` takes (spelled as 5.x spells them, upper case)."""
+
+SUPPORTED: Final = (MESSAGE_TYPE, RETENTION_HOURS)
+
+
+def _check_message_type(value: str) -> str:
+    if value not in MESSAGE_TYPES:
+        raise ValueError(f"{MESSAGE_TYPE} must be one of {', '.join(MESSAGE_TYPES)}, not {value!r}")
+    return value
 
 
 def _check_retention(value: str) -> str:
@@ -51,7 +69,7 @@ def _check_retention(value: str) -> str:
     return value.strip()
 
 
-_CHECKS = {RETENTION_HOURS: _check_retention}
+_CHECKS = {MESSAGE_TYPE: _check_message_type, RETENTION_HOURS: _check_retention}
 
 
 def alter_attributes(current: Mapping[str, str], text: str | None, *, create: bool) -> dict[str, str]:
