@@ -13,11 +13,14 @@ import time
 import uuid
 from collections.abc import Iterator
 
+import grpc
 import pytest
 from rmq.client.heartbeat import ConsumeFromWhere
-from rmq.client.message import MessageExt
-from rmq.client.sync import LitePullConsumer
+from rmq.client.message import Message, MessageExt, MessageQueue
+from rmq.client.sync import LitePullConsumer, Producer
 from rmq.proxy.messages import SHARDING_KEY, TIMER_DELIVER_MS
+from rmq.proxy.pb import d, s
+from rmq.proxy.v2 import service_pb2_grpc
 
 from tests.brokerproc import BrokerProcess, start_broker
 from tests.proxy.client5run import run_client5
@@ -132,3 +135,26 @@ def test_unknown_topic_is_refused_with_its_name(broker: BrokerProcess) -> None:
         run_client5(
             "send", endpoints=endpoints(broker), topic="NoSuchTopic5", messages=[{"body": "x"}], timeout=60
         )
+
+
+def test_a_receive_reads_every_queue_of_the_broker_whatever_queue_it_names(broker: BrokerProcess) -> None:
+    """5.x SimpleConsumers name the route's queues in turn; the endpoint pops the named broker's every queue
+    (Apache's proxy pops its "acting" queue, id -1), so one ReceiveMessage naming queue 0 answers messages
+    sitting in queues 2 and 5 (popping only queue 0 answered MESSAGE_NOT_FOUND after its long poll)."""
+    topic, group = new_topic(broker), f"G5_{uuid.uuid4().hex[:8]}"
+    with Producer("P5raw", namesrv_addr=broker.namesrv_addr) as producer:
+        for q in (2, 5):
+            producer.send(Message(topic, f"in-{q}".encode()), mq=MessageQueue(topic, "broker-a", q))
+    request = s.ReceiveMessageRequest(
+        group=d.Resource(name=group),
+        message_queue=d.MessageQueue(topic=d.Resource(name=topic), id=0, broker=d.Broker(name="broker-a")),
+        filter_expression=d.FilterExpression(type=d.FilterType.TAG, expression="*"),
+        batch_size=16,
+    )
+    request.invisible_duration.seconds = 30
+    request.long_polling_timeout.seconds = 1
+    with grpc.insecure_channel(endpoints(broker)) as channel:
+        answers = list(service_pb2_grpc.MessagingServiceStub(channel).ReceiveMessage(request, timeout=30))
+    statuses = [a.status.code for a in answers if a.HasField("status")]
+    assert statuses == [d.Code.OK], answers
+    assert sorted(a.message.body.decode() for a in answers if a.HasField("message")) == ["in-2", "in-5"]

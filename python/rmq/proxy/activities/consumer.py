@@ -20,6 +20,9 @@ from rmq.proxy.messages import duration_ms, from_broker, timestamp
 from rmq.proxy.pb import d, s
 from rmq.proxy.status import ProxyError, ok, status
 
+BROKER_QUEUE_ID = -1
+"""The queue id a POP_MESSAGE names to read every queue of the topic on the broker."""
+
 DEADLINE_MARGIN_MS = 1000
 """Time kept back from a ReceiveMessage call's deadline for the answer to travel."""
 
@@ -62,7 +65,10 @@ class ConsumerActivity(Activity):
                 group=group,
                 topic=topic,
                 broker_name=request.message_queue.broker.name,
-                queue_id=request.message_queue.id,
+                # Every queue of the named broker, whatever queue the client names (Apache's proxy pops the
+                # broker's "acting" queue, id -1): the 5.x SimpleConsumers walk the route's queues in turn,
+                # and popping only the one named left a message waiting a long poll per other queue.
+                queue_id=BROKER_QUEUE_ID,
                 batch=batch,
                 invisible_ms=invisible,
                 poll_ms=poll,
