@@ -4,9 +4,11 @@ Apache RocketMQ 5.x, results compared.
 * Sends (normal with tag/keys/properties, FIFO message group, delay, transactions with check-back): through
   rmq's endpoint into rmq (the session's rmq broker serves gRPC itself) and through Apache's proxy into
   Apache's broker; each side's stored records are read back with rmq's 4.x consumer and compared.
-* SimpleConsumer receive / changeInvisibleDuration / ack: rmq's broker has no POP yet, so rmq's endpoint is
-  run in front of Apache's broker (``python -m rmq.proxy``, "cluster" mode: POP_MESSAGE, ACK_MESSAGE and
-  CHANGE_MESSAGE_INVISIBLETIME over Remoting) and compared with Apache's own proxy on the same broker.
+* Receiving (SimpleConsumer receive / changeInvisibleDuration / ack, PushConsumer retry and dead-letter
+  queue, a FIFO group in order) on three sides, compared: rmq's endpoint into rmq's broker (its own POP),
+  rmq's endpoint run standalone in front of Apache's broker (``python -m rmq.proxy``, "cluster" mode:
+  POP_MESSAGE, ACK_MESSAGE and CHANGE_MESSAGE_INVISIBLETIME over Remoting), and Apache's own proxy on
+  Apache's broker.
 
 Apache's proxy checks a message's 5.x type against the topic's ``message.type``; rmq's topics accept every
 type, so on Apache each kind of message goes to a topic of its type.
@@ -18,6 +20,7 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from rmq.client.heartbeat import ConsumeFromWhere
@@ -167,22 +170,57 @@ def test_transactions_with_check_back_same_on_rmq_and_apache(peers: Peers, peers
     assert rmq == apache == {"checked_unresolved": True, "stored": ["tx-checked", "tx-commit"]}
 
 
-def _consume_side(peers5: Peers5, endpoints: str) -> dict[str, Any]:
-    topic, group = _name("A5recv"), _name("G5")
-    create_topic(peers5.apache.broker_addr, topic, "NORMAL")
-    create_group(peers5.apache.broker_addr, group)
-    run_client5("send", endpoints=peers5.apache.endpoints, topic=topic, messages=PLAIN)
-    got = run_client5("consume", endpoints=endpoints, topic=topic, group=group, count=len(PLAIN), deadline=60)
+@dataclass(frozen=True)
+class Side:
+    """Where a receiving scenario runs: the endpoint the 5.x clients use, and the broker (with its name
+    server) behind it, where the scenario's topic and group are made."""
+
+    endpoints: str
+    broker_addr: str
+    namesrv_addr: str
+
+    def topic(self, prefix: str, message_type: str) -> str:
+        topic = _name(prefix)
+        create_topic(self.broker_addr, topic, message_type)
+        wait_for_route(self.namesrv_addr, topic)
+        return topic
+
+    def group(self, prefix: str, **kwargs: Any) -> str:
+        group = _name(prefix)
+        create_group(self.broker_addr, group, **kwargs)
+        return group
+
+
+def _sides(peers: Peers, peers5: Peers5) -> dict[str, Side]:
+    """rmq's endpoint into rmq's broker, rmq's standalone endpoint into Apache's broker, Apache's proxy."""
+    a = peers5.apache
+    return {
+        "rmq": Side(f"127.0.0.1:{peers.rmq.ready['grpc']}", peers.rmq.broker_addr, peers.rmq.namesrv_addr),
+        "rmq-proxy+apache": Side(peers5.rmq_proxy_endpoints, a.broker_addr, a.namesrv_addr),
+        "apache": Side(a.endpoints, a.broker_addr, a.namesrv_addr),
+    }
+
+
+def _each_side(peers: Peers, peers5: Peers5, scenario: Any) -> dict[str, Any]:
+    return {name: scenario(side) for name, side in _sides(peers, peers5).items()}
+
+
+def _consume_side(side: Side) -> dict[str, Any]:
+    topic, group = side.topic("A5recv", "NORMAL"), side.group("G5")
+    run_client5("send", endpoints=side.endpoints, topic=topic, messages=PLAIN)
+    got = run_client5(
+        "consume", endpoints=side.endpoints, topic=topic, group=group, count=len(PLAIN), deadline=60
+    )
     got["received"] = sorted(got["received"], key=lambda r: r["body"])
     del got["errors"]  # Apache's proxy may refuse the first receive, before the client's settings arrive
     return got
 
 
-def test_simple_consumer_through_rmq_endpoint_matches_apache_proxy(peers5: Peers5) -> None:
-    """Receive, change invisible duration, ack: rmq's endpoint translating to Apache's POP over Remoting."""
-    rmq = _consume_side(peers5, peers5.rmq_proxy_endpoints)
-    apache = _consume_side(peers5, peers5.apache.endpoints)
-    assert rmq == apache
+def test_simple_consumer_same_on_rmq_and_apache(peers: Peers, peers5: Peers5) -> None:
+    """Receive, change invisible duration, ack."""
+    got = _each_side(peers, peers5, _consume_side)
+    rmq = got["rmq"]
+    assert rmq == got["rmq-proxy+apache"] == got["apache"], got
     assert rmq["changed_invisible"] is True
     assert [r["body"] for r in rmq["received"]] == ["plain-1", "plain-2"]
     first = rmq["received"][0]
@@ -203,17 +241,14 @@ def _dlq_count(broker_addr: str, group: str) -> int:
     return int(response.ext_fields.get("offset", "0"))
 
 
-def _push_side(peers5: Peers5, endpoints: str) -> dict[str, Any]:
-    topic, group = _name("A5push"), _name("G5push")
-    create_topic(peers5.apache.broker_addr, topic, "NORMAL")
-    create_group(peers5.apache.broker_addr, group, retry_max_times=2)  # 3 attempts, then the DLQ
+def _push_side(side: Side) -> dict[str, Any]:
+    topic = side.topic("A5push", "NORMAL")
+    group = side.group("G5push", retry_max_times=2)  # 3 attempts, then the DLQ
     bodies = ["ok-1", "once", "never"]
-    run_client5(
-        "send", endpoints=peers5.apache.endpoints, topic=topic, messages=[{"body": b} for b in bodies]
-    )
+    run_client5("send", endpoints=side.endpoints, topic=topic, messages=[{"body": b} for b in bodies])
     got = run_client5(
         "push",
-        endpoints=endpoints,
+        endpoints=side.endpoints,
         topic=topic,
         group=group,
         bodies=bodies,
@@ -225,17 +260,15 @@ def _push_side(peers5: Peers5, endpoints: str) -> dict[str, Any]:
         timeout=240,
     )
     deliveries = [tuple(x) for x in got["deliveries"]]
-    return {"deliveries": sorted(set(deliveries)), "dlq": _dlq_count(peers5.apache.broker_addr, group)}
+    return {"deliveries": sorted(set(deliveries)), "dlq": _dlq_count(side.broker_addr, group)}
 
 
-def test_push_consumer_retry_and_dead_letter_through_rmq_endpoint_matches_apache_proxy(
-    peers5: Peers5,
-) -> None:
+def test_push_consumer_retry_and_dead_letter_same_on_rmq_and_apache(peers: Peers, peers5: Peers5) -> None:
     """Failed deliveries come back with a growing attempt number (nack = change invisible duration by the
     group's backoff); after the group's retryMaxTimes + 1 attempts the message goes to %DLQ%<group>."""
-    rmq = _push_side(peers5, peers5.rmq_proxy_endpoints)
-    apache = _push_side(peers5, peers5.apache.endpoints)
-    assert rmq == apache
+    got = _each_side(peers, peers5, _push_side)
+    rmq = got["rmq"]
+    assert rmq == got["rmq-proxy+apache"] == got["apache"], got
     assert rmq["deliveries"] == [
         ("never", 1),
         ("never", 2),
@@ -247,20 +280,17 @@ def test_push_consumer_retry_and_dead_letter_through_rmq_endpoint_matches_apache
     assert rmq["dlq"] == 1
 
 
-def _fifo_side(peers5: Peers5, endpoints: str) -> list[str]:
-    topic, group = _name("A5fifo"), _name("G5fifo")
-    create_topic(peers5.apache.broker_addr, topic, "FIFO")
-    create_group(peers5.apache.broker_addr, group, orderly=True)
+def _fifo_side(side: Side) -> list[str]:
+    topic, group = side.topic("A5fifo", "FIFO"), side.group("G5fifo", orderly=True)
     messages = [{"body": f"f{i}", "group": "order-1"} for i in range(5)]
-    run_client5("send", endpoints=peers5.apache.endpoints, topic=topic, messages=messages)
+    run_client5("send", endpoints=side.endpoints, topic=topic, messages=messages)
     got = run_client5(
-        "consume", endpoints=endpoints, topic=topic, group=group, count=len(messages), deadline=90
+        "consume", endpoints=side.endpoints, topic=topic, group=group, count=len(messages), deadline=90
     )
     return [r["body"] for r in got["received"]]
 
 
-def test_fifo_group_receives_in_order_through_rmq_endpoint_like_apache(peers5: Peers5) -> None:
+def test_fifo_group_receives_in_order_same_on_rmq_and_apache(peers: Peers, peers5: Peers5) -> None:
     """A group that consumes orderly is told FIFO and pops orderly: one message group comes in send order."""
-    rmq = _fifo_side(peers5, peers5.rmq_proxy_endpoints)
-    apache = _fifo_side(peers5, peers5.apache.endpoints)
-    assert rmq == apache == ["f0", "f1", "f2", "f3", "f4"]
+    got = _each_side(peers, peers5, _fifo_side)
+    assert got["rmq"] == got["rmq-proxy+apache"] == got["apache"] == ["f0", "f1", "f2", "f3", "f4"], got
