@@ -14,6 +14,7 @@ from typing import TypeVar
 import pytest
 from rmq.broker.config import BrokerConfig
 from rmq.broker.controller import BrokerController
+from rmq.broker.metrics_collector import BrokerCollector
 from rmq.broker.pop.wire import ORDER_REVIVE_QUEUE, POLLING_TIMEOUT, ExtraInfo
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting.command import create_request
@@ -375,3 +376,83 @@ async def test_several_held_pops_share_what_arrives(broker):
         await d.send("LS", 0, b"s%d" % i)
     answers = await asyncio.wait_for(asyncio.gather(*waiting), 25)
     assert sorted(m.body for a in answers for m in a.messages) == [b"s0", b"s1", b"s2"]
+
+
+def _pop_metrics(ctl: BrokerController) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """The broker's Prometheus samples (what a scrape would show), by (name, labels)."""
+    assert ctl.services is not None
+    collector = BrokerCollector(ctl.services, ctl.remoting.dispatcher, {})
+    return {
+        (
+            s.name,
+            tuple(
+                sorted((k, v) for k, v in s.labels.items() if k not in ("cluster", "node_type", "node_id"))
+            ),
+        ): s.value
+        for fam in collector.collect()
+        for s in fam.samples
+    }
+
+
+async def test_metrics_show_pop_groups_in_flight_and_the_revive_service(broker):
+    """5.x's names: a POP group's popped, un-acked messages are in flight (and in its lag); the revive
+    topic's records written and read, the re-puts to the retry topic, and how far the revive service is
+    behind (records, ms) per revive queue."""
+    ctl, d = broker
+    await d.create_topic("MT", 1)
+    await d.create_group("MG")
+    for body in (b"a", b"b", b"c"):
+        await d.send("MT", 0, body)
+    dispatched(ctl)
+    got = await pop_all(d, "MG", "MT", 3, invisible_ms=60_000)
+    assert (await d.ack(got[0])).code == ResponseCode.SUCCESS
+    labels = (("consumer_group", "MG"), ("is_retry", "false"), ("is_system", "false"), ("topic", "MT"))
+
+    async def settled() -> dict | None:
+        s = _pop_metrics(ctl)
+        return s if s.get(("rocketmq_consumer_inflight_messages", labels)) == 2 else None
+
+    samples = await until("2 of 3 in flight", settled)
+    assert samples[("rocketmq_consumer_lag_messages", labels)] == 2  # popped, not acked: not consumed
+    assert samples[("rocketmq_consumer_ready_messages", labels)] == 0
+    written = {k[1]: v for k, v in samples.items() if k[0] == "rocketmq_pop_revive_in_message_total"}
+    assert (
+        written[
+            (
+                ("consumer_group", "MG"),
+                ("put_status", "PUT_OK"),
+                ("revive_message_type", "CK"),
+                ("topic", "MT"),
+            )
+        ]
+        >= 1
+    )
+    assert (
+        written[
+            (
+                ("consumer_group", "MG"),
+                ("put_status", "PUT_OK"),
+                ("revive_message_type", "ACK"),
+                ("topic", "MT"),
+            )
+        ]
+        == 1
+    )
+    read = sum(v for k, v in samples.items() if k[0] == "rocketmq_pop_revive_out_message_total")
+    assert read >= 1
+    lag_queues = [k for k in samples if k[0] == "rocketmq_pop_revive_lag"]
+    assert len(lag_queues) == ctl.config.revive_queue_num
+    # One left un-acked with a short invisible time comes back through the retry topic: counted.
+    await d.send("MT", 0, b"late")
+    dispatched(ctl)
+    late = await pop_all(d, "MG", "MT", 1, invisible_ms=200)
+    assert [m.body for m in late] == [b"late"]
+    back = await pop_all(d, "MG", "MT", 1, invisible_ms=60_000)
+    assert [m.body for m in back] == [b"late"]
+    retried = _pop_metrics(ctl)[
+        (
+            "rocketmq_pop_revive_retry_messages_total",
+            (("consumer_group", "MG"), ("put_status", "PUT_OK"), ("topic", "MT")),
+        )
+    ]
+    assert retried == 1

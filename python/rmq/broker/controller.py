@@ -297,6 +297,7 @@ class BrokerController:
             # POP (5.x consumers): the revive topic is replayed before anything is served.
             self.pop = PopService(s, loop)
             self.pop.load()
+            s.pop_revive = self.pop.revive
             astore.dispatched.add_listener(self.pop.holds.on_dispatch)
             self.pop.holds.watch = astore.dispatched.watch
 

@@ -82,6 +82,7 @@ class BrokerCollector:
         yield from self._messages_out()
         yield self._rpc_latency(latency)
         yield from self._lag()
+        yield from self._pop()
         yield from self._connections()
         yield from self._storage()
         yield from self._broker()
@@ -202,6 +203,9 @@ class BrokerCollector:
         )
         now = int(time.time() * 1000)
         pulled = dict(list(s.metrics.pulled.items()))
+        # POP groups: the pop offset is the committed one, so what is popped and not yet acked is added
+        # as in flight (and to the lag: not consumed yet).
+        popped = s.pop_revive.inflight_by_group() if s.pop_revive is not None else {}
         for group, topic in sorted(self._lag_pairs()):
             tc = s.topics.table.get(topic)
             committed_by_queue = s.offsets.offsets_of(group, topic)
@@ -226,6 +230,9 @@ class BrokerCollector:
                     t = store.store_time_at(topic, q, got)
                     if t and (not earliest_unpulled or t < earliest_unpulled):
                         earliest_unpulled = t
+            pop_fly = popped.get((topic, group), 0)
+            lag += pop_fly
+            fly += pop_fly
             values = self._labels_tg(topic, group)
             lag_msgs.add_metric(values, lag)
             lag_ms.add_metric(values, now - earliest_unconsumed if earliest_unconsumed else 0)
@@ -233,6 +240,54 @@ class BrokerCollector:
             queueing.add_metric(values, now - earliest_unpulled if earliest_unpulled else 0)
             ready.add_metric(values, rdy)
         yield from (lag_msgs, lag_ms, inflight, queueing, ready)
+
+    # --- POP -----------------------------------------------------------------------------------------------
+    def _pop(self) -> Iterator[Metric]:
+        """5.x's POP revive metrics (PopMetricsManager); none before POP is served."""
+        revive = self.s.pop_revive
+        if revive is None:
+            return
+        put = self._family(
+            CounterMetricFamily,
+            "rocketmq_pop_revive_in_message_total",
+            "Total number of put message to revive topic",
+            [m.CONSUMER_GROUP, m.TOPIC, "revive_message_type", "put_status"],
+        )
+        for (group, topic, kind), n in sorted(list(revive.put_counts.items())):
+            put.add_metric(self._values(group, topic, kind, "PUT_OK"), n)
+        got = self._family(
+            CounterMetricFamily,
+            "rocketmq_pop_revive_out_message_total",
+            "Total number of get message from revive topic",
+            [m.CONSUMER_GROUP, m.TOPIC, "queue_id", "revive_message_type"],
+        )
+        for (group, topic, q, kind), n in sorted(list(revive.read_counts.items())):
+            got.add_metric(self._values(group, topic, str(q), kind), n)
+        retry = self._family(
+            CounterMetricFamily,
+            "rocketmq_pop_revive_retry_messages_total",
+            "Total number of put message to pop retry topic",
+            [m.CONSUMER_GROUP, m.TOPIC, "put_status"],
+        )
+        for (group, topic), n in sorted(list(revive.retry_counts.items())):
+            retry.add_metric(self._values(group, topic, "PUT_OK"), n)
+        # 5.x's names: "lag" is the revive records behind, "latency" the milliseconds behind.
+        lag = self._family(
+            GaugeMetricFamily,
+            "rocketmq_pop_revive_lag",
+            "The processing lag of revive topic (records written, not yet done with)",
+            ["queue_id"],
+        )
+        latency = self._family(
+            GaugeMetricFamily,
+            "rocketmq_pop_revive_latency",
+            "The processing latency of revive topic (ms since its oldest pending checkpoint was due)",
+            ["queue_id"],
+        )
+        for q, records, ms in revive.behind():
+            lag.add_metric(self._values(str(q)), records)
+            latency.add_metric(self._values(str(q)), ms)
+        yield from (put, got, retry, lag, latency)
 
     # --- connections ----------------------------------------------------------------------------------------
     def _connections(self) -> Iterator[Metric]:

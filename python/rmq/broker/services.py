@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rmq.broker.clients import ConsumerManager, ProducerManager
 from rmq.broker.config import BrokerConfig
@@ -23,6 +23,9 @@ from rmq.broker.topic_config import TopicConfigManager
 from rmq.remoting.command import RemotingCommand
 from rmq.remoting.context import RequestContext
 from rmq.store import AsyncStore, MessageStore
+
+if TYPE_CHECKING:
+    from rmq.broker.pop.revive import ReviveService
 
 __all__ = ["BrokerServices", "Counters", "TopicCheck", "socket_addr"]
 
@@ -105,6 +108,9 @@ class BrokerServices:
     """ACL (None: off): why the request's account may not have a permission (SUB unless given) on a topic
     known only once the record the request names by offset is read, or None when it may."""
     transaction_stats: Callable[[], dict[str, str]] = dict
+    pop_revive: ReviveService | None = None
+    """POP's revive service (None until POP is served: a master): its in-flight messages and revive
+    counters for the metrics."""
     """The transaction service's figures for GET_BROKER_RUNTIME_INFO (``transactionHalfOffset``, ...)."""
     fast_send: Any = None
     """The network thread's SEND fast path (``rmq._store.NetServer``), or None: ``allow_topic`` lets a

@@ -26,6 +26,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from rmq.broker.persist import load_json, persist_json
 from rmq.broker.pop.order import OrderInfoTable
@@ -85,6 +86,15 @@ class ReviveService:
         """Messages re-put to a DLQ since start."""
         self.on_revived: Callable[[str], None] = lambda _topic: None
         """Told of each retry topic messages were re-put to (POP long polling wakes its waiters)."""
+        self.put_counts: dict[tuple[str, str, str], int] = {}
+        """(group, topic, ``CK`` / ``ACK``) -> revive records written (5.x's
+        ``rocketmq_pop_revive_in_message_total``)."""
+        self.read_counts: dict[tuple[str, str, int, str], int] = {}
+        """(group, topic, revive queue, ``CK`` / ``ACK``) -> revive records read
+        (``rocketmq_pop_revive_out_message_total``)."""
+        self.retry_counts: dict[tuple[str, str], int] = {}
+        """(group, topic) -> messages re-put to the group's retry topic
+        (``rocketmq_pop_revive_retry_messages_total``)."""
 
     # --- state ---------------------------------------------------------------------------------------
     def load(self) -> None:
@@ -130,6 +140,30 @@ class ReviveService:
         """Popped messages neither acked nor revived yet."""
         return sum(len(p.ck.diffs) - len(p.acked) for pend in self.pending for p in pend.values())
 
+    def inflight_by_group(self) -> dict[tuple[str, str], int]:
+        """(topic, group) -> its popped messages neither acked nor revived yet (callable from another
+        thread: each table is copied before it is walked)."""
+        out: dict[tuple[str, str], int] = {}
+        for pend in list(self.pending):
+            for p in list(pend.values()):
+                key = (p.ck.topic, p.ck.cid)
+                out[key] = out.get(key, 0) + len(p.ck.diffs) - len(p.acked)
+        return out
+
+    def behind(self) -> list[tuple[int, int, int]]:
+        """Per revive queue: (queue id, records written but not yet done with, ms since its oldest pending
+        checkpoint became due (0 when none is overdue)). "Done with": before the oldest checkpoint still
+        pending, or read (5.x's ``getReviveBehindMessages`` / ``getReviveBehindMillis``)."""
+        now = now_ms()
+        progress = self.progress()
+        out = []
+        for q in range(self.queue_nums):
+            written = self.s.store.max_offset(self.topic, q) if self.topic in self.s.topics else 0
+            due = [p.ck.revive_time for p in list(self.pending[q].values())]
+            oldest = min(due, default=now)
+            out.append((q, max(0, written - progress[q]), max(0, now - oldest)))
+        return out
+
     # --- writing -------------------------------------------------------------------------------------
     def append(self, revive_qid: int, tag: str, body: bytes, unique_id: str) -> int:
         """Put one record to the revive queue (raises the store's errors); returns the CommitLog offset
@@ -147,10 +181,14 @@ class ReviveService:
         return phys + size
 
     def add_checkpoint(self, ck: CheckPoint, revive_qid: int) -> int:
-        return self.append(revive_qid, CK_TAG, ck.to_json(), ck.unique_id())
+        end = self.append(revive_qid, CK_TAG, ck.to_json(), ck.unique_id())
+        _count(self.put_counts, (ck.cid, ck.topic, "CK"))
+        return end
 
     def add_ack(self, ack: AckRecord, revive_qid: int) -> int:
-        return self.append(revive_qid, ack.tag, ack.to_json(), ack.unique_id())
+        end = self.append(revive_qid, ack.tag, ack.to_json(), ack.unique_id())
+        _count(self.put_counts, (ack.consumer_group, ack.topic, "ACK"))
+        return end
 
     # --- reading -------------------------------------------------------------------------------------
     def scan(self, replay: bool = False) -> tuple[int, int]:
@@ -188,6 +226,7 @@ class ReviveService:
         try:
             if tag == CK_TAG:
                 ck = CheckPoint.from_json(m.body)
+                _count(self.read_counts, (ck.cid, ck.topic, q, "CK"))
                 if ck.diffs:
                     self.pending[q][ck.key()] = _Pending(ck, m.queue_offset, set())
                     heapq.heappush(self._due[q], (ck.revive_time, m.queue_offset, ck.key()))
@@ -195,6 +234,7 @@ class ReviveService:
                     return self._move_pop_offset(ck)
             elif tag in (ACK_TAG, BATCH_ACK_TAG):
                 ack = AckRecord.from_json(m.body, tag == BATCH_ACK_TAG)
+                _count(self.read_counts, (ack.consumer_group, ack.topic, q, "ACK"))
                 p = self.pending[q].get(ack.key())
                 if p is not None:
                     offsets = set(p.ck.offsets())
@@ -315,6 +355,7 @@ class ReviveService:
             if target.startswith(codes.DLQ_GROUP_TOPIC_PREFIX):
                 s.metrics.dead(props[MessageConst.RETRY_TOPIC], ck.cid)
             else:
+                _count(self.retry_counts, (ck.cid, ck.topic))
                 self.on_revived(target)
         if todo:
             # Mark them done in the revive queue itself: a replay after a crash does not revive them again.
@@ -325,6 +366,10 @@ class ReviveService:
         self.revived += revived
         self.dead += dead
         return revived, dead
+
+
+def _count(table: dict[Any, int], key: Any) -> None:
+    table[key] = table.get(key, 0) + 1
 
 
 def _origin_topic(topic: str, group: str) -> str:
