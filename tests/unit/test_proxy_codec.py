@@ -10,12 +10,14 @@ import zlib
 import pytest
 from rmq.acl.rules import parse_rules
 from rmq.acl.validator import AccessValidator
+from rmq.client.heartbeat import ConsumeType
 from rmq.client.message import MessageExt
 from rmq.common.java import java_string_hash
 from rmq.common.route import BrokerData, QueueData, TopicRouteData
 from rmq.proxy import pop
 from rmq.proxy.auth import Authenticator
-from rmq.proxy.brokers import TxRef, commit_log_offset
+from rmq.proxy.brokers import Brokers, TxRef, commit_log_offset
+from rmq.proxy.clients import ClientRegistry
 from rmq.proxy.messages import SHARDING_KEY, TIMER_DELIVER_MS, from_broker, timestamp, to_broker
 from rmq.proxy.pb import d
 from rmq.proxy.route import assignments, consistent_hash, message_queues, view_of
@@ -219,3 +221,28 @@ def test_hmac_authorization_header() -> None:
         auth.authenticate({**meta, "x-mq-date-time": "20261128T091501Z"}, "10.0.0.1:5000")
     with pytest.raises(ProxyError, match="carries no authorization header"):
         auth.authenticate({}, "10.0.0.1:5000")
+
+
+async def test_heartbeat_tells_brokers_how_each_5x_group_consumes() -> None:
+    """As Apache's proxy: a SimpleConsumer's group consumes actively (CONSUME_ACTIVELY), a PushConsumer's
+    passively; producers are listed by their topics."""
+    registry = ClientRegistry()
+    for cid, kind, group in (
+        ("c1", d.ClientType.SIMPLE_CONSUMER, "GS"),
+        ("c2", d.ClientType.PUSH_CONSUMER, "GP"),
+    ):
+        sess = registry.session(cid)
+        sess.client_type, sess.group = kind, group
+        sess.subscriptions = {"T": d.FilterExpression(type=d.FilterType.TAG, expression="*")}
+    producer = registry.session("c3")
+    producer.client_type, producer.topics = d.ClientType.PRODUCER, {"T"}
+    brokers = Brokers(["127.0.0.1:1"], registry)
+    try:
+        data = brokers.heartbeat_data()
+    finally:
+        await brokers.close()
+    assert {c.group_name: c.consume_type for c in data.consumers} == {
+        "GS": ConsumeType.CONSUME_ACTIVELY,
+        "GP": ConsumeType.CONSUME_PASSIVELY,
+    }
+    assert data.producer_groups == ["T"]

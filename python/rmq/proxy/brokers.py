@@ -383,6 +383,7 @@ class Brokers:
 
     def heartbeat_data(self) -> HeartbeatData:
         consumers = []
+        simple = self.registry.simple_consumer_groups()
         for group, subs in self.registry.consumer_groups().items():
             subscriptions = []
             for topic, f in subs.items():
@@ -391,7 +392,7 @@ class Brokers:
             consumers.append(
                 ConsumerData(
                     group,
-                    ConsumeType.CONSUME_PASSIVELY,
+                    ConsumeType.CONSUME_ACTIVELY if group in simple else ConsumeType.CONSUME_PASSIVELY,
                     MessageModel.CLUSTERING,
                     ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
                     subscriptions,

@@ -102,6 +102,15 @@ class ClientRegistry:
                 out.setdefault(sess.group, {}).update(sess.subscriptions)
         return out
 
+    def simple_consumer_groups(self) -> set[str]:
+        """Groups with a SimpleConsumer among their clients (they consume "actively", as Apache's proxy
+        tells the brokers; PushConsumers' groups "passively")."""
+        return {
+            sess.group
+            for sess in self.sessions()
+            if sess.group and sess.client_type == d.ClientType.SIMPLE_CONSUMER
+        }
+
     def producer_for(self, topic: str) -> Session | None:
         """A producer of ``topic`` with an open Telemetry stream (the most recently heard)."""
         best: Session | None = None
