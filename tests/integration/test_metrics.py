@@ -22,6 +22,8 @@ from rmq.client.sync import Producer, PushConsumer
 
 from tests.brokerproc import BrokerProcess, start_broker
 from tests.fastsend import fast_send_stats
+from tests.peers.apache5 import wait_for_route
+from tests.proxy.client5run import run_client5
 
 Samples = list[tuple[str, dict[str, str], float]]
 
@@ -257,3 +259,58 @@ def test_bad_metrics_config_is_refused(tmp_path: Path) -> None:
         timeout=60,
     )
     assert r.returncode != 0 and "embedded name server" in r.stderr, r.stderr[-2000:]
+
+
+def test_grpc_clients_and_calls_are_in_the_broker_metrics(broker: BrokerProcess) -> None:
+    """The 5.x clients of the broker's gRPC endpoint: their calls in ``rocketmq_rpc_latency`` and a live
+    consumer in ``rocketmq_consumer_connections``, both with ``protocol_type="grpc"``."""
+    port, endpoints = int(broker.ready["metrics"]), f"127.0.0.1:{broker.ready['grpc']}"
+    topic, group = name("T5m"), name("G5m")
+    with Producer(name("pg"), namesrv_addr=broker.namesrv_addr) as producer:
+        assert producer.send(Message(topic, b"made")).ok  # a 4.x send makes the topic
+    wait_for_route(broker.namesrv_addr, topic)
+    run_client5("send", endpoints=endpoints, topic=topic, messages=[{"body": "five"}])
+    result: dict[str, Any] = {}
+    consumer = threading.Thread(
+        target=lambda: result.update(
+            run_client5("consume", endpoints=endpoints, topic=topic, group=group, count=3, deadline=20)
+        )
+    )
+    consumer.start()
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            samples = scrape(port)
+            live = value(
+                samples,
+                "rocketmq_consumer_connections",
+                protocol_type="grpc",
+                consumer_group=group,
+                consume_mode="pop",
+            )
+            received = value(
+                samples,
+                "rocketmq_rpc_latency_count",
+                protocol_type="grpc",
+                request_code="receivemessage",
+                response_code="ok",
+                is_long_polling="true",
+            )
+            if (live == 1 and received >= 1) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert live == 1 and received >= 1, [s for s in samples if s[1].get("protocol_type") == "grpc"]
+        sends = value(
+            samples,
+            "rocketmq_rpc_latency_count",
+            protocol_type="grpc",
+            request_code="sendmessage",
+            response_code="ok",
+        )
+        assert sends >= 1
+        assert (
+            value(samples, "rocketmq_rpc_latency_count", protocol_type="grpc", request_code="queryroute") >= 1
+        )
+    finally:
+        consumer.join(60)
+    assert sorted(r["body"] for r in result["received"]) == ["five", "made"]

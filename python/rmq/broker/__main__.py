@@ -156,6 +156,8 @@ def start_grpc(cfg: BrokerConfig, broker: BrokerController) -> Any:
         )
     proxy = ProxyThread(config)
     proxy.start()
+    if broker.services is not None:
+        broker.services.grpc_endpoint = proxy.server
     return proxy
 
 

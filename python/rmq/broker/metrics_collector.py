@@ -163,7 +163,8 @@ class BrokerCollector:
             (c, r, lp, [int(n) for n in row[:-1]], row[-1]) for (c, r, lp), row in self.s.metrics.rpc.rows()
         ]
         rows += [(code, resp, False, buckets, sum_us / 1000) for code, resp, buckets, sum_us in fast_latency]
-        return m.rpc_latency_family(self.const, rows)
+        endpoint = self.s.grpc_endpoint
+        return m.rpc_latency_family(self.const, rows, endpoint.latency.rows() if endpoint is not None else ())
 
     # --- consumer lag ---------------------------------------------------------------------------------------
     def _lag_pairs(self) -> set[tuple[str, str]]:
@@ -305,6 +306,9 @@ class BrokerCollector:
         )
         for (lang, version), n in sorted(producers.items()):
             fam.add_metric(self._values(lang, version, m.PROTOCOL_REMOTING), n)
+        grpc_producers, grpc_consumers = self._grpc_clients()
+        for (lang, version), n in sorted(grpc_producers.items()):
+            fam.add_metric(self._values(lang, version, m.PROTOCOL_GRPC), n)
         yield fam
         consumers: dict[tuple[str, str, str, str], int] = {}
         for group, info in list(s.consumers.groups.items()):
@@ -323,7 +327,31 @@ class BrokerCollector:
                 group, lang, version, mode, m.PROTOCOL_REMOTING, _bool(_is_system_group(group))
             )
             fam.add_metric(values, n)
+        for (group, lang, version), n in sorted(grpc_consumers.items()):
+            # 5.x clients receive by POP, whatever their kind (the endpoint turns receives into pops).
+            values = self._values(
+                group, lang, version, "pop", m.PROTOCOL_GRPC, _bool(_is_system_group(group))
+            )
+            fam.add_metric(values, n)
         yield fam
+
+    def _grpc_clients(self) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str, str], int]]:
+        """The 5.x clients of the gRPC endpoint this process serves: producers by (language, version),
+        consumers by (group, language, version). Their requests reach the broker through the endpoint's one
+        Remoting client, which the remoting rows count (as a Java client)."""
+        producers: dict[tuple[str, str], int] = {}
+        consumers: dict[tuple[str, str, str], int] = {}
+        endpoint = self.s.grpc_endpoint
+        if endpoint is None:
+            return producers, consumers
+        for sess in endpoint.registry.sessions():
+            lang, version = (sess.language or "unknown").lower(), sess.version or "unknown"
+            if sess.is_producer:
+                producers[(lang, version)] = producers.get((lang, version), 0) + 1
+            elif sess.group:
+                key = (sess.group, lang, version)
+                consumers[key] = consumers.get(key, 0) + 1
+        return producers, consumers
 
     # --- storage --------------------------------------------------------------------------------------------
     def _storage(self) -> Iterator[Metric]:

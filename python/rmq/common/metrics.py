@@ -46,6 +46,7 @@ REQUEST_CODE: Final = "request_code"
 RESPONSE_CODE: Final = "response_code"
 IS_LONG_POLLING: Final = "is_long_polling"
 PROTOCOL_REMOTING: Final = "remoting"
+PROTOCOL_GRPC: Final = "grpc"
 
 
 _REQUEST_NAMES = {int(c): c.name.lower() for c in RequestCode}
@@ -79,9 +80,12 @@ def histogram(
 def rpc_latency_family(
     const: dict[str, str],
     rows: Iterable[tuple[int, int, bool, list[int], float]],
+    grpc_rows: Iterable[tuple[tuple[str, str, bool], list[float]]] = (),
 ) -> HistogramMetricFamily:
     """``rocketmq_rpc_latency`` from ``(code, response, long polling, bucket counts, sum ms)`` rows, those
-    with the same labels added up (the Python path's and the network thread's)."""
+    with the same labels added up (the Python path's and the network thread's), and the gRPC endpoint's
+    ``((rpc, answer's code, long polling), [bucket counts..., sum ms])`` rows (``protocol_type="grpc"``,
+    ``request_code`` the RPC's name in lower case)."""
     merged: dict[tuple[int, int, bool], list[float]] = {}
     for code, response, lp, counts, total in rows:
         row = merged.setdefault((code, response, lp), [0] * (len(LATENCY_BOUNDS_MS) + 2))
@@ -98,6 +102,9 @@ def rpc_latency_family(
             response_code_name(response),
             "true" if lp else "false",
         ]
+        histogram(fam, values, LATENCY_BOUNDS_MS, [int(n) for n in row[:-1]], row[-1])
+    for (rpc, answer, lp), row in sorted(grpc_rows):
+        values = [*const.values(), PROTOCOL_GRPC, rpc.lower(), answer, "true" if lp else "false"]
         histogram(fam, values, LATENCY_BOUNDS_MS, [int(n) for n in row[:-1]], row[-1])
     return fam
 

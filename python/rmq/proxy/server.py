@@ -20,6 +20,7 @@ from rmq.acl.validator import AccessValidator
 from rmq.proxy.auth import Authenticator
 from rmq.proxy.brokers import Brokers
 from rmq.proxy.clients import ClientRegistry
+from rmq.proxy.metrics import GrpcLatency, LatencyInterceptor
 from rmq.proxy.pb import g
 from rmq.proxy.service import MessagingService
 from rmq.remoting.tls import TlsClientSettings
@@ -56,11 +57,13 @@ class ProxyServer:
         )
         auth = Authenticator(config.acl) if config.acl is not None else None
         self.service = MessagingService(self.brokers, self.registry, auth)
+        self.latency = GrpcLatency()
+        """How long each call took (the hosting broker exports it as ``rocketmq_rpc_latency``)."""
         self._server: grpc.aio.Server | None = None
         self.port = 0
 
     async def start(self) -> int:
-        server = grpc.aio.server()
+        server = grpc.aio.server(interceptors=[LatencyInterceptor(self.latency)])
         g.add_MessagingServiceServicer_to_server(self.service, server)
         address = f"{self.config.host}:{self.config.port}"
         if self.config.tls_cert_path:
@@ -136,6 +139,11 @@ class ProxyThread:
             return
         self._started.set()
         self._loop.run_forever()
+
+    @property
+    def server(self) -> ProxyServer | None:
+        """The running endpoint (its client registry and call latency), None before it started."""
+        return self._server
 
     def start(self, timeout: float = 30.0) -> int:
         self._thread.start()
