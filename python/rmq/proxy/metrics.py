@@ -19,7 +19,7 @@ from typing import Any
 import grpc
 
 from rmq.proxy.pb import d
-from rmq.remoting.latency import LATENCY_BOUNDS_MS, bucket_index
+from rmq.remoting.latency import LatencyTable
 
 __all__ = ["GrpcLatency", "LatencyInterceptor", "status_name"]
 
@@ -36,24 +36,12 @@ def status_name(response: Any) -> str:
     return _CODE_NAMES.get(status.code, str(status.code))
 
 
-class GrpcLatency:
-    """Per (RPC name, answer's code, long polling): counts per latency bucket and the sum in ms. Written on
-    the endpoint's event loop, read from the metrics exporter's thread (:meth:`rows` copies)."""
-
-    def __init__(self) -> None:
-        self.table: dict[tuple[str, str, bool], list[float]] = {}
+class GrpcLatency(LatencyTable[tuple[str, str, bool]]):
+    """Per (RPC name, answer's code, long polling). Written on the endpoint's event loop, read from the
+    metrics exporter's thread."""
 
     def record(self, rpc: str, code: str, seconds: float) -> None:
-        ms = seconds * 1000.0
-        key = (rpc, code, rpc in _LONG_POLLING)
-        row = self.table.get(key)
-        if row is None:
-            row = self.table[key] = [0] * (len(LATENCY_BOUNDS_MS) + 2)
-        row[bucket_index(LATENCY_BOUNDS_MS, ms)] += 1
-        row[-1] += ms
-
-    def rows(self) -> list[tuple[tuple[str, str, bool], list[float]]]:
-        return [(k, list(v)) for k, v in list(self.table.items())]
+        self.add((rpc, code, rpc in _LONG_POLLING), seconds)
 
 
 class LatencyInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]

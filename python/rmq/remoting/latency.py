@@ -4,9 +4,11 @@ Prometheus import here: clients use the dispatcher too); :mod:`rmq.common.metric
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Generic, TypeVar
 
-__all__ = ["LATENCY_BOUNDS_MS", "RpcLatency", "bucket_index"]
+__all__ = ["LATENCY_BOUNDS_MS", "LatencyTable", "RpcLatency", "bucket_index"]
+
+K = TypeVar("K")
 
 LATENCY_BOUNDS_MS: Final = (1, 3, 5, 10, 100, 1000, 3000)
 """Bucket bounds in milliseconds (5.x's: 1, 3, 5, 10, 100 ms, 1, 3 s), then one for the slower answers."""
@@ -20,22 +22,28 @@ def bucket_index(bounds: tuple[int, ...], value: float) -> int:
     return len(bounds)
 
 
-class RpcLatency:
-    """``rocketmq_rpc_latency``: how long requests took to be answered, per request code, response code and
-    whether the request was a long-polling one that waited (answered by a hold service)."""
+class LatencyTable(Generic[K]):
+    """Per label key: counts per latency bucket (:data:`LATENCY_BOUNDS_MS`, then overflow) and the sum in
+    ms. Written on one thread; :meth:`rows` copies, so another thread may read it."""
 
     def __init__(self) -> None:
-        # (request code, response code, long polling) -> [bucket counts..., sum in ms]
-        self.table: dict[tuple[int, int, bool], list[float]] = {}
+        self.table: dict[K, list[float]] = {}
 
-    def record(self, code: int, response_code: int, seconds: float, long_polling: bool = False) -> None:
+    def add(self, key: K, seconds: float) -> None:
         ms = seconds * 1000.0
-        key = (code, response_code, long_polling)
         row = self.table.get(key)
         if row is None:
             row = self.table[key] = [0] * (len(LATENCY_BOUNDS_MS) + 2)
         row[bucket_index(LATENCY_BOUNDS_MS, ms)] += 1
         row[-1] += ms
 
-    def rows(self) -> list[tuple[tuple[int, int, bool], list[float]]]:
+    def rows(self) -> list[tuple[K, list[float]]]:
         return [(k, list(v)) for k, v in list(self.table.items())]
+
+
+class RpcLatency(LatencyTable[tuple[int, int, bool]]):
+    """``rocketmq_rpc_latency``: how long requests took to be answered, per request code, response code and
+    whether the request was a long-polling one that waited (answered by a hold service)."""
+
+    def record(self, code: int, response_code: int, seconds: float, long_polling: bool = False) -> None:
+        self.add((code, response_code, long_polling), seconds)
