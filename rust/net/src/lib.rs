@@ -19,8 +19,10 @@
 
 pub mod acl;
 pub mod batch;
+pub mod codes;
 pub mod frame;
 pub mod header;
+pub mod held;
 pub mod metrics;
 pub mod replica;
 pub mod send;

@@ -23,7 +23,7 @@ const CODES: [i32; 3] = [
     crate::header::SEND_BATCH_MESSAGE,
 ];
 /// Response codes it answers with: SUCCESS, FLUSH_DISK_TIMEOUT.
-const RESPONSES: [i32; 2] = [0, crate::send::FLUSH_DISK_TIMEOUT];
+const RESPONSES: [i32; 2] = [crate::codes::SUCCESS, crate::codes::FLUSH_DISK_TIMEOUT];
 
 fn bucket(bounds: &[u64], v: u64) -> usize {
     bounds.iter().position(|b| v <= *b).unwrap_or(bounds.len())

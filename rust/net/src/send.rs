@@ -36,10 +36,8 @@ use crate::metrics::{self, Latency, MetricsSnapshot, TopicIn};
 use crate::replica::{Release, Replication};
 use crate::stats::{Counters, Decline, Stats};
 
+pub use crate::codes::{FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE};
 pub use crate::header::{SEND_BATCH_MESSAGE, SEND_MESSAGE, SEND_MESSAGE_V2};
-pub const FLUSH_DISK_TIMEOUT: i32 = 10;
-pub const SLAVE_NOT_AVAILABLE: i32 = 11;
-pub const FLUSH_SLAVE_TIMEOUT: i32 = 12;
 /// The compression type bits of a sysflag (`MessageSysFlag.COMPRESSION_TYPE_MASK`).
 const COMPRESSION_TYPE_MASK: i32 = 0x700;
 const MAX_PROPERTIES: usize = 32767;
@@ -77,7 +75,7 @@ pub enum Sent {
     /// The answer frame was appended to the output.
     Replied,
     /// SYNC_MASTER / SYNC_FLUSH: answer once a slave acknowledged the CommitLog up to `end`
-    /// and (SYNC_FLUSH) it is durable up to `end` ([`crate::replica::Waiters`]). Its flush is
+    /// and (SYNC_FLUSH) it is durable up to `end` ([`crate::held::Waiters`]). Its flush is
     /// not requested yet: the caller makes `end` durable with [`FastSend::flush_held`] (after
     /// the other requests at hand, so that one flush covers them all).
     Hold(Held),

@@ -31,7 +31,7 @@ use rmq_store::service::Notifier;
 
 use crate::batch::{send_some, SendBatch};
 use crate::frame;
-use crate::replica::{Replies, Waiters};
+use crate::held::{Replies, Waiters};
 use crate::send::{FastSend, Sent};
 use crate::stats::Decline;
 use crate::tls::{self, TlsMode, TlsServer, HANDSHAKE_RECORD};
