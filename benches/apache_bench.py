@@ -55,6 +55,7 @@ import contextlib
 import datetime as _dt
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -73,6 +74,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO))
 
 import broker_bench as bb  # noqa: E402
+from pinning import parse_cpus, pinned  # noqa: E402
 
 BEGIN = "<!-- apache-bench:begin -->"
 END = "<!-- apache-bench:end -->"
@@ -113,6 +115,18 @@ _STOP: list[Callable[[], None]] = []
 QUIET = [0.0, 10.0]  # --wait-quiet S, --quiet-below PCT
 
 
+@dataclass
+class Pin:
+    """``--broker-cpus`` / ``--load-cpus``: the CPU sets the brokers and the load JVM are started on (None:
+    wherever the scheduler puts them)."""
+
+    broker: set[int] | None = None
+    load: set[int] | None = None
+
+
+PIN = Pin()
+
+
 def log(msg: str) -> None:
     print(f"[apache-bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
@@ -129,6 +143,7 @@ class Run:
     server_cpu_us: float | None = None  # broker CPU per message (all the row's broker processes)
     gen_cpu_us: float | None = None  # load generator JVM CPU per message
     gen_pct: float | None = None  # load generator JVM: its CPU over the window, % of one core
+    server_pct: float | None = None  # the row's broker processes: their CPU over the window, % of one core
     gen_thread: str = ""  # the generator's busiest thread over the window
     gen_thread_pct: float | None = None  # ...its CPU, % of one core
     background: float | None = None  # other CPU use just before the run, % of the machine
@@ -242,7 +257,8 @@ def measured(
     MEASURE-BEGIN and MEASURE-END lines. ``during`` starts a sampler at MEASURE-BEGIN (given a stop
     event) and returns what fills its figures into the run."""
     run = Run(loadavg=os.getloadavg()[0], background=other_load(servers, *QUIET))
-    child = java.start(mode, **kv)
+    with pinned(PIN.load):
+        child = java.start(mode, **kv)
     try:
         child.expect("MEASURE-BEGIN", timeout)
         srv0, gen0, t0 = cpu_of(servers), bb.proc_cpu(child.proc.pid), time.monotonic()
@@ -265,13 +281,17 @@ def measured(
         run.server_cpu_us = 1e6 * (srv1 - srv0) / run.msgs
         run.gen_cpu_us = 1e6 * (gen1 - gen0) / run.msgs
     run.gen_pct = 100.0 * (gen1 - gen0) / max(1e-9, t1 - t0)
+    run.server_pct = 100.0 * (srv1 - srv0) / max(1e-9, t1 - t0)
     run.gen_thread, used = busiest(threads0, threads1)
     run.gen_thread_pct = 100.0 * used / max(1e-9, t1 - t0)
     run.steal = 100.0 * (steal1[0] - steal0[0]) / max(1.0, steal1[1] - steal0[1])
     if mode == "produce":
         run.failed = int(out.get("failed", 0))
         problems = {k: v for k, v in out.get("statuses", {}).items() if k != "SEND_OK"}
-        problems.update(out.get("errors", {}))
+        for text, n in out.get("errors", {}).items():
+            # One row per kind of error: a busy refusal's remark carries the time it waited.
+            key = re.sub(r"period in queue: \d+", "period in queue: N ms", text)
+            problems[key] = problems.get(key, 0) + n
         run.problems = problems
     elif not out.get("finished"):
         run.note = f"drained only {out.get('msgs')} of {kv['count']}"
@@ -368,7 +388,8 @@ def brokers(
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     start = start_rmq if kind == "rmq" else start_apache
-    b = start(root, flush, role, slave)
+    with pinned(PIN.broker):  # the brokers (and every thread they start) on --broker-cpus
+        b = start(root, flush, role, slave)
     try:
         for topic in (TOPIC, BACKLOG_TOPIC):
             bb.create_topic(b.master, b.namesrv, topic, QUEUES)
@@ -644,7 +665,8 @@ def fmt_us(v: float | None) -> str:
 def describe(r: Run) -> str:
     cpu = f"{r.server_cpu_us:.1f}" if r.server_cpu_us is not None else "n/a"
     gen = f"{r.gen_cpu_us:.1f}" if r.gen_cpu_us is not None else "n/a"
-    s = f"{fmt_rate(r.rate)} msgs/s, broker {cpu} µs/msg, generator {gen} µs/msg ({r.gen_pct or 0:.0f}%"
+    s = f"{fmt_rate(r.rate)} msgs/s, broker {cpu} µs/msg ({r.server_pct or 0:.0f}%), generator {gen} µs/msg"
+    s += f" ({r.gen_pct or 0:.0f}%"
     s += f", thread {r.gen_thread!r} {r.gen_thread_pct or 0:.0f}%)"
     if r.lag_max is not None:
         s += f", slave lag {fmt_lag(r)}"
@@ -680,6 +702,8 @@ def table(rows: list[Row]) -> list[str]:
     for row in rows:
         for kind, r in (("rmq", row.rmq), ("Apache 4.9.7", row.apache)):
             cpu = f"{r.server_cpu_us:.1f} µs" if r.server_cpu_us is not None else "n/a"
+            if r.server_pct is not None:
+                cpu += f", {r.server_pct:.0f}%"
             gen = "n/a"
             if r.gen_cpu_us is not None:
                 gen = f"{r.gen_cpu_us:.1f} µs, {r.gen_pct or 0:.0f}%"
@@ -737,8 +761,10 @@ def section(rows: list[Row], a: argparse.Namespace, elapsed: float, problems: li
         "Both brokers: 1 GiB CommitLog files, 6 MB ConsumeQueue files, a topic of 8 queues, the row's "
         "flush type; Apache's JVM: G1 with `runbroker.sh`'s flags and a 2 GiB heap.",
         "",
+        f"{pin_text()}"
         "- *Broker CPU/msg*: user + system CPU over the window divided by the messages (rmq: its one "
-        "process, name server included; Apache: broker plus name server; SYNC_MASTER: master plus slave). "
+        "process, name server included; Apache: broker plus name server; SYNC_MASTER: master plus slave), "
+        "and their CPU over the window as a share of one core. "
         "*Msgs/s ratio if CPU-bound*: Apache's broker + client CPU per message over rmq's — the ratio of "
         "rates to expect when this machine's CPU, which broker and client share, is what limits both. "
         "*Generator*: the load JVM's CPU per message and its share of one core over the window — it runs on "
@@ -762,6 +788,19 @@ def section(rows: list[Row], a: argparse.Namespace, elapsed: float, problems: li
     if problems:
         lines += ["", "Notes and problems of this run:", "", *[f"- {p}" for p in problems]]
     return "\n".join(lines)
+
+
+def pin_text() -> str:
+    """The section's sentence on CPU pinning (``--broker-cpus`` / ``--load-cpus``)."""
+    if PIN.broker is None and PIN.load is None:
+        return "- Not pinned: brokers and load share the machine's cores as the scheduler places them.\n"
+    fmt = ",".join
+    broker = fmt(map(str, sorted(PIN.broker))) if PIN.broker else "any"
+    load = fmt(map(str, sorted(PIN.load))) if PIN.load else "any"
+    return (
+        f"- Pinned (`benches/pinning.py`): every broker process on CPU {broker}, the load JVM on CPU {load}; "
+        "a broker share near 100% of its CPUs marks the broker as the row's bottleneck.\n"
+    )
 
 
 def run_problems(rows: list[Row]) -> list[str]:
@@ -832,6 +871,10 @@ def main() -> int:
     ap.add_argument("--store-root", default=None, help="parent directory of the temporary stores")
     ap.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
     ap.add_argument("--no-write", action="store_true", help="print only, leave RESULTS.md alone")
+    ap.add_argument(
+        "--broker-cpus", default=None, help="CPU list for every broker process (e.g. 0); default: unpinned"
+    )
+    ap.add_argument("--load-cpus", default=None, help="CPU list for the load JVM (e.g. 1); default: unpinned")
     ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="S")
     ap.add_argument("--quiet-below", type=float, default=10.0, metavar="PCT")
     a = ap.parse_args()
@@ -842,6 +885,13 @@ def main() -> int:
         a.broker_warmup = 15.0 if a.quick else 20.0
     a.backlog = a.backlog or (60_000 if a.quick else 500_000)
     QUIET[:] = [a.wait_quiet, a.quiet_below]
+    try:
+        PIN.broker = parse_cpus(a.broker_cpus) if a.broker_cpus else None
+        PIN.load = parse_cpus(a.load_cpus) if a.load_cpus else None
+    except ValueError as e:
+        ap.error(str(e))
+    if PIN.broker and PIN.load and PIN.broker & PIN.load:
+        ap.error(f"--broker-cpus and --load-cpus overlap on {sorted(PIN.broker & PIN.load)}")
     unknown = set(a.consumer.split(",")) - set(CONSUMERS)
     if unknown:
         ap.error(f"--consumer: unknown {sorted(unknown)}; choose from {sorted(CONSUMERS)}")
