@@ -1,7 +1,12 @@
 """Consumer and producer group commands: updateSubGroup, deleteSubGroup, consumerProgress,
-consumerConnection, producerConnection, resetOffsetByTime."""
+consumerConnection, producerConnection, resetOffsetByTime, skipAccumulatedMessage, cloneGroupOffset,
+getConsumerConfig, consumerStatus."""
 
 from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
 
 import click
 
@@ -272,6 +277,213 @@ async def reset_offset_by_time(
             "consumersNotified": online,
             "offsets": [
                 {"brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": off} for mq, off in rows
+            ],
+        }
+    )
+
+
+def _offset_rows(table: dict[MessageQueue, int]) -> list[tuple[str, int, int]]:
+    return [(mq.broker_name[:32], mq.queue_id, off) for mq, off in sorted(table.items())]
+
+
+@click.option("-g", "--group", required=True, help="Consumer group name.")
+@click.option("-t", "--topic", required=True, help="Topic name.")
+@click.option(
+    "-f", "--force", type=click.BOOL, default=True, show_default=True, help="false: only move offsets back."
+)
+@admin_command("skipAccumulatedMessage", "Move a group's offsets of a topic to the end of each queue.")
+async def skip_accumulated_message(admin: Admin, out: Out, group: str, topic: str, force: bool) -> None:
+    table, online = await admin.reset_offset_by_time(topic.strip(), group.strip(), -1, force=force)
+    if not online:
+        out.line("no consumer of the group is online: the offsets were set in the brokers")
+    rows = _offset_rows(table)
+    out.table("%-40s  %-40s  %-40s", ("#brokerName", "#queueId", "#offset"), rows)
+    out.data(
+        {
+            "group": group.strip(),
+            "topic": topic.strip(),
+            "consumersNotified": online,
+            "offsets": [{"brokerName": b, "queueId": q, "offset": o} for b, q, o in rows],
+        }
+    )
+
+
+@click.option("-s", "--srcGroup", "src", required=True, help="Copy the offsets of this group...")
+@click.option("-d", "--destGroup", "dest", required=True, help="...to this group.")
+@click.option("-t", "--topic", required=True, help="Of this topic.")
+@click.option("-o", "--offline", help="Accepted as mqadmin accepts it (unused).")
+@admin_command("cloneGroupOffset", "Copy one group's consumer offsets of a topic to another group.")
+async def clone_group_offset(
+    admin: Admin, out: Out, src: str, dest: str, topic: str, offline: str | None
+) -> None:
+    src, dest, topic = src.strip(), dest.strip(), topic.strip()
+    stats = await admin.consume_stats(src, topic)  # as mqadmin: the source's consumer offset of each queue
+    addrs = {mq: addr for mq, addr in await admin.queues(topic)}
+    api = admin.instance.api
+    copied = []
+    for row in stats.rows():
+        addr = addrs.get(row.mq)
+        if addr is None or row.consumer_offset < 0:
+            continue
+        await api.update_consumer_offset(addr, dest, row.mq, row.consumer_offset, timeout_ms=admin.timeout_ms)
+        copied.append(
+            {"brokerName": row.mq.broker_name, "queueId": row.mq.queue_id, "offset": row.consumer_offset}
+        )
+    if not copied:
+        raise AdminNotFoundError(f"group {src} has no committed offset of topic {topic}: nothing to clone")
+    out.line(f"clone group offset success. srcGroup[{src}], destGroup=[{dest}], topic[{topic}]")
+    out.data({"srcGroup": src, "destGroup": dest, "topic": topic, "offsets": copied})
+
+
+# SubscriptionGroupConfig's fields in the order of Java's class (getConsumerConfig prints them so).
+_GROUP_FIELDS = (
+    "groupName",
+    "consumeEnable",
+    "consumeFromMinEnable",
+    "consumeBroadcastEnable",
+    "retryQueueNums",
+    "retryMaxTimes",
+    "brokerId",
+    "whichBrokerWhenConsumeSlowly",
+    "notifyConsumerIdsChangedEnable",
+)
+
+
+def _java_text(value: Any) -> str:
+    if value is None:
+        return ""
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+@click.option("-g", "--groupName", "group", required=True, help="Subscription group name.")
+@admin_command("getConsumerConfig", "A subscription group's config on every broker that has it.")
+async def get_consumer_config(admin: Admin, out: Out, group: str) -> None:
+    group = group.strip()
+    info = await admin.cluster_info()
+    found = []
+    for broker_name, bd in sorted(info.broker_addr_table.items()):
+        addr = bd.master_addr() or next(iter(bd.broker_addrs.values()), None)
+        if addr is None:
+            continue
+        config = (await admin.subscription_group_configs(addr)).get(group)
+        if config is None:
+            continue
+        cluster = next((c for c, names in info.cluster_addr_table.items() if broker_name in names), None)
+        found.append({"cluster": cluster, "brokerName": broker_name, "brokerAddr": addr, "config": config})
+    if not found:
+        raise AdminNotFoundError(f"no broker has subscription group {group}")
+    for f in found:
+        out.line(
+            f"============================={f['cluster']}:{f['brokerName']}============================="
+        )
+        config = f["config"]
+        keys = [k for k in _GROUP_FIELDS if k in config] + [k for k in config if k not in _GROUP_FIELDS]
+        for k in keys:
+            out.line(f"{k:<40}=  {_java_text(config[k])}")
+    out.data(found)
+
+
+def running_info_text(info: dict[str, Any]) -> str:
+    """Java's ``ConsumerRunningInfo.formatString``: a client's properties, subscriptions, offsets, process
+    queues and rates."""
+    lines = ["#Consumer Properties#"]
+    lines += [f"{k:<40}: {v}" for k, v in sorted((info.get("properties") or {}).items())]
+    lines += ["", "", "#Consumer Subscription#"]
+    for i, sub in enumerate(info.get("subscriptionSet") or (), 1):
+        lines.append(
+            f"{i:03d} Topic: {sub.get('topic', ''):<40} "
+            f"ClassFilter: {_java_text(bool(sub.get('classFilterMode'))):<8} "
+            f"SubExpression: {sub.get('subString', '')}"
+        )
+    mq_table: dict[MessageQueue, Any] = info.get("mqTable") or {}
+    queue_columns = f"{'#Topic':<64}  {'#Broker Name':<32}  {'#QID':<4}  "
+    lines += ["", "", "#Consumer Offset#", queue_columns + "#Consumer Offset"]
+    for mq, pq in sorted(mq_table.items()):
+        lines.append(f"{mq.topic:<32}  {mq.broker_name:<32}  {mq.queue_id:<4}  {pq.get('commitOffset', 0)}")
+    lines += ["", "", "#Consumer MQ Detail#", queue_columns + "#ProcessQueueInfo"]
+    for mq, pq in sorted(mq_table.items()):
+        detail = ", ".join(f"{k}={_java_text(v)}" for k, v in pq.items())
+        lines.append(f"{mq.topic:<64}  {mq.broker_name:<32}  {mq.queue_id:<4}  ProcessQueueInfo [{detail}]")
+    lines += [
+        "",
+        "",
+        "#Consumer RT&TPS#",
+        f"{'#Topic':<64}  {'#Pull RT':>14} {'#Pull TPS':>14} {'#Consume RT':>14} {'#ConsumeOK TPS':>14}"
+        f" {'#ConsumeFailed TPS':>18} {'#ConsumeFailedMsgsInHour':>25}",
+    ]
+    for topic, st in sorted((info.get("statusTable") or {}).items()):
+        lines.append(
+            f"{topic:<32}  {float(st.get('pullRT', 0)):14.2f} {float(st.get('pullTPS', 0)):14.2f}"
+            f" {float(st.get('consumeRT', 0)):14.2f} {float(st.get('consumeOKTPS', 0)):14.2f}"
+            f" {float(st.get('consumeFailedTPS', 0)):18.2f} {int(st.get('consumeFailedMsgs', 0)):25d}"
+        )
+    if info.get("jstack"):
+        lines += ["", "", "#Consumer jstack#", str(info["jstack"])]
+    return "\n".join(lines) + "\n"
+
+
+def _subscriptions(info: dict[str, Any]) -> set[tuple[str, str]]:
+    return {(str(s.get("topic")), str(s.get("subString"))) for s in info.get("subscriptionSet") or ()}
+
+
+def _info_json(info: dict[str, Any]) -> dict[str, Any]:
+    mq_table: dict[MessageQueue, Any] = info.get("mqTable") or {}
+    return {
+        **{k: v for k, v in info.items() if k != "mqTable"},
+        "mqTable": [{**mq.to_dict(), **pq} for mq, pq in sorted(mq_table.items())],
+    }
+
+
+@click.option("-g", "--consumerGroup", "group", required=True, help="Consumer group name.")
+@click.option("-i", "--clientId", "client_id", help="Only this client: its running info.")
+@click.option("-b", "--brokerAddr", "broker_addr", help="Ask this broker for the group's clients.")
+@click.option("-s", "--jstack", is_flag=True, help="Also the client's thread dump (Java clients).")
+@admin_command(
+    "consumerStatus",
+    "The running info of a group's clients (each written to <now>/<clientId>, as mqadmin) and whether their"
+    " subscriptions agree; with -i one client's, printed.",
+)
+async def consumer_status(
+    admin: Admin, out: Out, group: str, client_id: str | None, broker_addr: str | None, jstack: bool
+) -> None:
+    group = group.strip()
+    cc = await admin.consumer_connection(group, broker_addr.strip() if broker_addr else None)
+    if client_id:
+        info = await admin.consumer_running_info(group, client_id.strip(), jstack=jstack)
+        out.line(running_info_text(info).rstrip("\n"))
+        out.data(_info_json(info))
+        return
+    now = int(time.time() * 1000)
+    infos: dict[str, dict[str, Any]] = {}
+    rows = []
+    for conn in sorted(cc.connections, key=lambda c: c.client_id):
+        try:
+            info = await admin.consumer_running_info(group, conn.client_id, jstack=jstack)
+        except (MQClientError, RemotingError, OSError) as exc:
+            click.echo(f"rmqadmin consumerStatus: no running info of {conn.client_id}: {exc}", err=True)
+            continue
+        path = Path(str(now)) / conn.client_id
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(running_info_text(info), encoding="utf-8")
+        infos[conn.client_id] = info
+        rows.append((len(rows) + 1, conn.client_id, conn.version_desc, str(path)))
+    out.table("%-10s %-40s %-20s %s", ("#Index", "#ClientId", "#Version", "#ConsumerRunningInfoFile"), rows)
+    same = len({frozenset(_subscriptions(i)) for i in infos.values()}) <= 1
+    if infos:
+        out.line()
+        if same:
+            out.line("Same subscription in the same group of consumer")
+            out.line()
+            out.line("Rebalance OK")
+        else:
+            out.line("WARN: Different subscription in the same group of consumer!!!")
+    out.data(
+        {
+            "group": group,
+            "sameSubscription": same,
+            "clients": [
+                {"clientId": cid, "version": v, "file": f, "runningInfo": _info_json(infos[cid])}
+                for _, cid, v, f in rows
             ],
         }
     )

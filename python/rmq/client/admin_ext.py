@@ -325,14 +325,15 @@ class Admin(AdminInspectMixin, MessageReadMixin, MessageQueryMixin, AclAdminMixi
             raise AdminNotFoundError(f"no consume stats of group {group}{what}: it has consumed nothing")
         return stats
 
-    async def consumer_connection(self, group: str) -> ConsumerConnection:
-        """GET_CONSUMER_CONNECTION_LIST (203): the first broker of the group that knows its clients;
-        :class:`ConsumerNotOnlineError` (206) when none does."""
+    async def consumer_connection(self, group: str, addr: str | None = None) -> ConsumerConnection:
+        """GET_CONSUMER_CONNECTION_LIST (203): the first broker of the group (or ``addr``) that knows its
+        clients; :class:`ConsumerNotOnlineError` (206) when none does."""
         last: MQClientError | None = None
-        for _, addr in await self._group_brokers(group):
+        targets = [addr] if addr else [a for _, a in await self._group_brokers(group)]
+        for target in targets:
             try:
                 response = await self._call(
-                    addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group}
+                    target, RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group}
                 )
             except ConsumerNotOnlineError as exc:
                 last = exc

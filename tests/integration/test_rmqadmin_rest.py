@@ -1,0 +1,197 @@
+"""``rmqadmin``'s remaining mqadmin commands (topicClusterList, updateTopicPerm, wipeWritePerm, addWritePerm,
+updateKvConfig, deleteKvConfig, updateOrderConf, getConsumerConfig, cloneGroupOffset, skipAccumulatedMessage,
+allocateMQ, printMsgByQueue, consumerStatus, queryMsgTraceById, sendMsgStatus, checkMsgSendRT, clusterRT,
+startMonitoring) against a real broker (``python -m rmq.broker`` with its name server): each command's effect
+read back through another command or the admin API, and its refusals' exit codes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from rmq.admin import Exit
+from rmq.client import Admin as AsyncAdmin
+from rmq.client import MessageQueue
+from rmq.client.errors import OffsetNotFoundError
+from rmq.client.sync import Admin
+from rmq.common.codes import NAMESPACE_ORDER_TOPIC_CONFIG
+
+from tests.integration import test_rmqadmin as base
+from tests.integration.test_rmqadmin import QUEUES, Cluster, eventually, name, send_keyed
+
+broker = base.broker  # a broker of this module's own
+admin = base.admin
+
+
+def route_perms(admin: Cluster, topic: str) -> list[int]:
+    return [q["perm"] for q in admin.ok("topicRoute", "-t", topic, as_json=True)["queueDatas"]]
+
+
+def offsets(admin: Cluster, group: str, topic: str) -> dict[int, tuple[int, int]]:
+    """queue id -> (broker offset, consumer offset) of ``group`` on ``topic``."""
+    rows = admin.ok("consumerProgress", "-g", group, as_json=True)["offsets"]
+    return {r["queueId"]: (r["brokerOffset"], r["consumerOffset"]) for r in rows if r["topic"] == topic}
+
+
+async def commit(admin: Cluster, group: str, topic: str, offset: int) -> None:
+    async with AsyncAdmin(namesrv_addr=admin.namesrv) as a:
+        for q in range(QUEUES):
+            mq = MessageQueue(topic, admin.broker_name, q)
+            await a.instance.api.update_consumer_offset(admin.addr, group, mq, offset)
+
+
+# --- topics ---------------------------------------------------------------------------------------------
+
+
+def test_topic_cluster_list(admin: Cluster) -> None:
+    topic = admin.topic()
+    assert admin.ok("topicClusterList", "-t", topic) == f"{admin.cluster}\n"
+    assert admin.ok("topicClusterList", "-t", topic, as_json=True) == [admin.cluster]
+    assert admin.run("topicClusterList", "-t", name("none")).code == Exit.NOT_FOUND
+    assert admin.run("topicClusterList").code == Exit.USAGE
+
+
+def test_update_topic_perm(admin: Cluster) -> None:
+    topic = admin.topic()
+    out = admin.ok("updateTopicPerm", "-b", admin.addr, "-t", topic, "-p", "4")
+    assert out.splitlines() == [
+        f"update topic perm from 6 to 4 in {admin.addr} success.",
+        f"TopicConfig [topicName={topic}, readQueueNums={QUEUES}, writeQueueNums={QUEUES}, perm=R--, "
+        "topicFilterType=SINGLE_TAG, topicSysFlag=0, order=false].",
+    ]
+    eventually(lambda: route_perms(admin, topic) == [4], "the route's perm 4")
+    assert admin.ok("updateTopicPerm", "-b", admin.addr, "-t", topic, "-p", "4") == (
+        "new perm equals to the old one!\n"
+    )
+    out = admin.ok("updateTopicPerm", "-c", admin.cluster, "-t", topic, "-p", "6", as_json=True)
+    assert out["changes"] == [{"brokerAddr": admin.addr, "oldPerm": 4, "perm": 6}]
+    eventually(lambda: route_perms(admin, topic) == [6], "the route's perm 6")
+    with Admin(namesrv_addr=admin.namesrv) as a:  # the queue counts are kept
+        assert {(t.mq.queue_id) for t in a.topic_stats(topic)} == set(range(QUEUES))
+    assert admin.run("updateTopicPerm", "-b", "127.0.0.1:1", "-t", topic, "-p", "6").code == Exit.NOT_FOUND
+    assert admin.run("updateTopicPerm", "-c", admin.cluster, "-t", topic).code == Exit.USAGE  # no -p
+    assert admin.run("updateTopicPerm", "-t", topic, "-p", "6").code == Exit.USAGE  # neither -b nor -c
+    assert admin.run("updateTopicPerm", "-c", admin.cluster, "-t", name("none"), "-p", "6").code == (
+        Exit.NOT_FOUND
+    )
+
+
+def test_update_order_conf(admin: Cluster) -> None:
+    topic = name("T")
+    conf = f"{admin.broker_name}:4"
+    out = admin.ok("updateOrderConf", "-t", topic, "-m", "put", "-v", conf)
+    assert out == f"update orderConf success. topic=[{topic}], orderConf=[{conf}]\n"
+    with Admin(namesrv_addr=admin.namesrv) as a:  # the name server's own record
+        assert a.get_kv_config(NAMESPACE_ORDER_TOPIC_CONFIG, topic) == conf
+    out = admin.ok("updateOrderConf", "-t", topic, "-m", "get")
+    assert out == f"get orderConf success. topic=[{topic}], orderConf=[{conf}]\n"
+    assert admin.ok("updateOrderConf", "-t", topic, "-m", "get", as_json=True) == {
+        "topic": topic,
+        "orderConf": conf,
+    }
+    assert (
+        admin.ok("updateOrderConf", "-t", topic, "-m", "delete")
+        == f"delete orderConf success. topic=[{topic}]\n"
+    )
+    missing = admin.run("updateOrderConf", "-t", topic, "-m", "get")
+    assert missing.code == Exit.NOT_FOUND and "CODE: 22" in missing.err
+    assert admin.run("updateOrderConf", "-t", topic, "-m", "put").code == Exit.USAGE  # no -v
+    assert admin.run("updateOrderConf", "-t", topic, "-m", "post").code == Exit.USAGE
+
+
+def test_allocate_mq(admin: Cluster) -> None:
+    topic = admin.topic()
+    out = admin.ok("allocateMQ", "-t", topic, "-i", "10.0.0.1,10.0.0.2")
+    result = json.loads(out)["result"]
+    assert {ip: [q["queueId"] for q in qs] for ip, qs in result.items()} == {
+        "10.0.0.1": [0, 1],
+        "10.0.0.2": [2, 3],
+    }
+    assert result["10.0.0.1"][0] == {"brokerName": admin.broker_name, "queueId": 0, "topic": topic}
+    three = admin.ok("allocateMQ", "-t", topic, "-i", "a,b,c", as_json=True)["result"]
+    assert [len(three[c]) for c in "abc"] == [2, 1, 1]
+    assert admin.run("allocateMQ", "-t", name("none"), "-i", "a").code == Exit.NOT_FOUND
+
+
+# --- name servers ---------------------------------------------------------------------------------------
+
+
+def test_wipe_and_add_write_perm(admin: Cluster) -> None:
+    topic = admin.topic()
+    try:
+        out = admin.ok("wipeWritePerm", "-b", admin.broker_name)
+        prefix = f"wipe write perm of broker[{admin.broker_name}] in name server[{admin.namesrv}] OK, "
+        assert out.startswith(prefix) and int(out[len(prefix) :]) >= 1, out
+        assert route_perms(admin, topic) == [4]
+    finally:
+        data = admin.ok("addWritePerm", "-b", admin.broker_name, as_json=True)
+    (row,) = data["namesrvs"]
+    assert row["namesrvAddr"] == admin.namesrv and row["topicCount"] >= 1
+    assert route_perms(admin, topic) == [6]
+    assert admin.run("wipeWritePerm").code == Exit.USAGE
+
+
+def test_update_and_delete_kv_config(admin: Cluster) -> None:
+    ns, key = name("ns"), name("k")
+    out = admin.ok("updateKvConfig", "-s", ns, "-k", key, "-v", "v1")
+    assert out == "create or update kv config to namespace success.\n"
+    with Admin(namesrv_addr=admin.namesrv) as a:
+        assert a.get_kv_config(ns, key) == "v1"
+        admin.ok("updateKvConfig", "-s", ns, "-k", key, "-v", "v2")
+        assert a.get_kv_config(ns, key) == "v2"
+        assert admin.ok("deleteKvConfig", "-s", ns, "-k", key) == "delete kv config from namespace success.\n"
+        with pytest.raises(OffsetNotFoundError):
+            a.get_kv_config(ns, key)
+    assert admin.run("updateKvConfig", "-s", ns, "-k", key).code == Exit.USAGE  # no -v
+
+
+# --- groups and offsets ---------------------------------------------------------------------------------
+
+
+def test_get_consumer_config(admin: Cluster) -> None:
+    group = name("cg")
+    admin.ok("updateSubGroup", "-c", admin.cluster, "-g", group, "-r", "5", "-q", "2")
+    out = admin.ok("getConsumerConfig", "-g", group).splitlines()
+    assert (
+        out[0]
+        == f"============================={admin.cluster}:{admin.broker_name}============================="
+    )
+    assert f"{'groupName':<40}=  {group}" in out
+    assert f"{'retryMaxTimes':<40}=  5" in out and f"{'retryQueueNums':<40}=  2" in out
+    assert f"{'consumeEnable':<40}=  true" in out
+    (found,) = admin.ok("getConsumerConfig", "-g", group, as_json=True)
+    assert (found["cluster"], found["brokerName"], found["config"]["retryMaxTimes"]) == (
+        admin.cluster,
+        admin.broker_name,
+        5,
+    )
+    assert admin.run("getConsumerConfig", "-g", name("none")).code == Exit.NOT_FOUND
+
+
+def test_skip_accumulated_message_and_clone_group_offset(admin: Cluster) -> None:
+    topic, src, dest = admin.topic(), name("src"), name("dest")
+    send_keyed(admin.namesrv, topic, admin.broker_name, 2 * QUEUES)
+    # The brokers reset only a group that has committed offsets (else code 1 "The consumer group <g> not
+    # exist", as Apache's): the source group commits offset 0 of each queue, as a consumer starting would.
+    asyncio.run(commit(admin, src, topic, 0))
+    assert offsets(admin, src, topic) == {q: (2, 0) for q in range(QUEUES)}
+    table = admin.ok("skipAccumulatedMessage", "-g", src, "-t", topic).splitlines()
+    assert table[1].split() == ["#brokerName", "#queueId", "#offset"]
+    assert sorted(line.split() for line in table[2:]) == [
+        [admin.broker_name, str(q), "2"] for q in range(QUEUES)
+    ]
+    eventually(lambda: offsets(admin, src, topic) == {q: (2, 2) for q in range(QUEUES)}, "src at the end")
+
+    send_keyed(admin.namesrv, topic, admin.broker_name, QUEUES)  # one more each: a backlog of 1 per queue
+    assert offsets(admin, src, topic) == {q: (3, 2) for q in range(QUEUES)}
+    out = admin.ok("cloneGroupOffset", "-s", src, "-d", dest, "-t", topic)
+    assert out == f"clone group offset success. srcGroup[{src}], destGroup=[{dest}], topic[{topic}]\n"
+    assert offsets(admin, dest, topic) == {q: (3, 2) for q in range(QUEUES)}
+
+    data = admin.ok("skipAccumulatedMessage", "-g", dest, "-t", topic, as_json=True)
+    assert {o["queueId"]: o["offset"] for o in data["offsets"]} == {q: 3 for q in range(QUEUES)}
+    assert offsets(admin, dest, topic) == {q: (3, 3) for q in range(QUEUES)}
+    assert offsets(admin, src, topic) == {q: (3, 2) for q in range(QUEUES)}  # the source is untouched
+    assert admin.run("cloneGroupOffset", "-s", src, "-d", dest, "-t", name("none")).code == Exit.NOT_FOUND
+    assert admin.run("skipAccumulatedMessage", "-g", src).code == Exit.USAGE  # no -t
