@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
+from typing import Any
 
 import pytest
 from rmq.admin import Exit
 from rmq.client import Admin as AsyncAdmin
-from rmq.client import MessageQueue
+from rmq.client import Message, MessageQueue
 from rmq.client.errors import OffsetNotFoundError
-from rmq.client.sync import Admin
+from rmq.client.sync import Admin, Producer
 from rmq.common.codes import NAMESPACE_ORDER_TOPIC_CONFIG
 
 from tests.integration import test_rmqadmin as base
@@ -22,6 +24,12 @@ from tests.integration.test_rmqadmin import QUEUES, Cluster, eventually, name, s
 
 broker = base.broker  # a broker of this module's own
 admin = base.admin
+
+
+def ok_json(admin: Cluster, *argv: str) -> Any:
+    """The command's JSON if it succeeded, else None (for eventually)."""
+    r = admin.run(*argv, as_json=True)
+    return r.code == 0 and r.json
 
 
 def route_perms(admin: Cluster, topic: str) -> list[int]:
@@ -195,3 +203,142 @@ def test_skip_accumulated_message_and_clone_group_offset(admin: Cluster) -> None
     assert offsets(admin, src, topic) == {q: (3, 2) for q in range(QUEUES)}  # the source is untouched
     assert admin.run("cloneGroupOffset", "-s", src, "-d", dest, "-t", name("none")).code == Exit.NOT_FOUND
     assert admin.run("skipAccumulatedMessage", "-g", src).code == Exit.USAGE  # no -t
+
+
+def test_consumer_status(admin: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    topic, group = admin.topic(), name("cg")
+    send_keyed(admin.namesrv, topic, admin.broker_name, QUEUES)
+    collector = base.Collector(QUEUES)
+    consumer = base.push_consumer(admin.namesrv, group, topic, collector)
+    monkeypatch.chdir(tmp_path)  # mqadmin writes each client's running info to <now>/<clientId> here
+    try:
+        assert collector.done.wait(60)
+        conn = eventually(
+            lambda: ok_json(admin, "consumerConnection", "-g", group), "the consumer's heartbeat"
+        )
+        (client_id,) = [c["clientId"] for c in conn["connections"]]
+        out = admin.ok("consumerStatus", "-g", group).splitlines()
+        assert out[0].split() == ["#Index", "#ClientId", "#Version", "#ConsumerRunningInfoFile"]
+        index, cid, _version, path = out[1].split()
+        assert (index, cid) == ("1", client_id)
+        assert "Same subscription in the same group of consumer" in out and "Rebalance OK" in out
+        text = (tmp_path / path).read_text()
+        assert text.startswith("#Consumer Properties#\n") and "#Consumer RT&TPS#" in text
+        assert f"Topic: {topic:<40} ClassFilter: false    SubExpression: *" in text
+        held = [line.split() for line in text.split("#Consumer Offset#")[1].split("\n\n")[0].splitlines()[1:]]
+        assert sorted((r[0], r[1], r[2]) for r in held if r[0] == topic) == [
+            (topic, admin.broker_name, str(q)) for q in range(QUEUES)
+        ]
+        one = admin.ok("consumerStatus", "-g", group, "-i", client_id)
+        assert one.startswith("#Consumer Properties#") and "#Consumer MQ Detail#" in one
+        data = admin.ok("consumerStatus", "-g", group, "-b", admin.addr, as_json=True)
+        assert data["sameSubscription"] and [c["clientId"] for c in data["clients"]] == [client_id]
+        assert {
+            q["queueId"] for q in data["clients"][0]["runningInfo"]["mqTable"] if q["topic"] == topic
+        } == set(range(QUEUES))
+    finally:
+        consumer.shutdown()
+    assert admin.run("consumerStatus", "-g", name("none")).code == Exit.NOT_FOUND  # no client online
+
+
+# --- messages -------------------------------------------------------------------------------------------
+
+
+def test_print_msg_by_queue(admin: Cluster) -> None:
+    topic = admin.topic()
+    send_keyed(admin.namesrv, topic, admin.broker_name, 4 * QUEUES)  # queue 1: messages 1, 5, 9, 13
+    base_args = ("-t", topic, "-a", admin.broker_name, "-i", "1")
+    assert admin.ok("printMsgByQueue", *base_args) == ""  # mqadmin prints nothing without -p or -f
+    lines = admin.ok("printMsgByQueue", *base_args, "-p", "true", "-d", "true").splitlines()
+    assert [line.rsplit(" BODY: ", 1)[1] for line in lines] == [f"{topic}#{i}" for i in (1, 5, 9, 13)]
+    assert all(line.startswith("MSGID: ") and "queueId=1," in line for line in lines)
+    hidden = admin.ok("printMsgByQueue", *base_args, "-p", "true")
+    assert hidden.count("BODY: NOT PRINT BODY") == 4
+    assert admin.ok("printMsgByQueue", *base_args, "-f", "true").splitlines() == [
+        f"Tag: {'tag1':<30} Count: 4"
+    ]
+    zero = admin.ok(
+        "printMsgByQueue", "-t", topic, "-a", admin.broker_name, "-i", "0", "-f", "true", "-s", "tag0"
+    )
+    assert zero.splitlines() == [f"Tag: {'tag0':<30} Count: 4"]
+    data = admin.ok("printMsgByQueue", *base_args, "-p", "true", "-b", "now", as_json=True)
+    assert data["messages"] == []  # nothing stored after now
+    assert admin.run("printMsgByQueue", "-t", topic, "-a", admin.broker_name).code == Exit.USAGE  # no -i
+
+
+def test_query_msg_trace_by_id(admin: Cluster) -> None:
+    """A trace record in Java's format (what a Java client with message trace on writes to
+    RMQ_SYS_TRACE_TOPIC, keyed by the traced message's ids): one Pub and one SubAfter of the message. Users
+    cannot make the system topic itself (the broker refuses it as Apache's does): a trace topic of its own,
+    as a client's customized trace topic, found with -t."""
+    trace_topic = admin.topic(1)
+    msg_id, offset_id, sent_at = (
+        "7F00000100002A9F0000000000000001",
+        "7F000001000022A90000000000000001",
+        1_700_000_000_000,
+    )
+    pub = "\x01".join(
+        [
+            "Pub",
+            str(sent_at),
+            "DefaultRegion",
+            "PG_T",
+            "TopicT",
+            msg_id,
+            "tagA",
+            "k1",
+            "127.0.0.1:10911",
+            "5",
+            "3",
+            "0",
+            offset_id,
+            "true",
+            "10.1.1.1",
+        ]
+    )
+    sub = "\x01".join(["SubAfter", "req1", msg_id, "12", "false", "k1", "0", str(sent_at + 1000), "CG_T"])
+    other = "\x01".join(["SubAfter", "req2", "another", "1", "true", "k1", "0", str(sent_at), "CG_T"])
+    body = "\x02".join([pub, sub, other]) + "\x02"
+    with Producer(name("trace"), namesrv_addr=admin.namesrv) as producer:
+        producer.send(Message(trace_topic, body.encode(), keys=[msg_id, offset_id]))
+    data = eventually(
+        lambda: ok_json(admin, "queryMsgTraceById", "-i", msg_id, "-t", trace_topic),
+        "the trace message's index",
+    )
+    assert [(t["type"], t["group"], t["costTime"], t["status"]) for t in data["traces"]] == [
+        ("Pub", "PG_T", 3, "success"),
+        ("SubAfter", "CG_T", 12, "failed"),
+    ]
+    lines = admin.ok("queryMsgTraceById", "-i", msg_id, "-t", trace_topic).splitlines()
+    assert lines[0].split() == [
+        "#Type",
+        "#ProducerGroup",
+        "#ClientHost",
+        "#SendTime",
+        "#CostTimes",
+        "#Status",
+    ]
+    assert lines[1].split()[:2] == ["Pub", "PG_T"] and lines[1].split()[-2:] == ["3ms", "success"]
+    assert lines[3].split()[:2] == ["#Type", "#ConsumerGroup"]
+    assert lines[4].split()[:2] == ["Sub", "CG_T"] and lines[4].split()[-2:] == ["12ms", "failed"]
+    assert admin.run(
+        "queryMsgTraceById", "-i", "0A0000000000000000000000000000FF", "-t", trace_topic
+    ).code == (Exit.NOT_FOUND)
+    # the default trace topic: RMQ_SYS_TRACE_TOPIC (none here: not found)
+    assert admin.run("queryMsgTraceById", "-i", msg_id).code == Exit.NOT_FOUND
+
+
+def test_check_msg_send_rt(admin: Cluster) -> None:
+    topic = admin.topic()
+    lines = admin.ok("checkMsgSendRT", "-t", topic, "-a", "6", "-s", "16").splitlines()
+    assert lines[0].split() == ["#Broker", "Name", "#QID", "#Send", "Result", "#RT"]
+    rows = [line.split() for line in lines[1:-1]]
+    assert [(r[0], r[1], r[2]) for r in rows] == [
+        (admin.broker_name, str(i % QUEUES), "true") for i in range(6)
+    ]
+    assert lines[-1].startswith("Avg RT: ") and float(lines[-1].split()[-1]) >= 0
+    with Admin(namesrv_addr=admin.namesrv) as a:
+        assert sorted(t.max_offset for t in a.topic_stats(topic)) == [1, 1, 2, 2]
+    data = admin.ok("checkMsgSendRT", "-t", topic, "-a", "1", as_json=True)
+    assert data["avgRtMs"] == "NaN" and [s["success"] for s in data["sends"]] == [True]
+    assert admin.run("checkMsgSendRT", "-t", name("none"), "-a", "1").code == Exit.NOT_FOUND
