@@ -8,13 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from rmq.admin import Exit
 from rmq.client import Admin as AsyncAdmin
-from rmq.client import Message, MessageQueue
+from rmq.client import ConsumeConcurrentlyStatus, Message, MessageQueue
 from rmq.client.errors import OffsetNotFoundError
 from rmq.client.sync import Admin, Producer
 from rmq.common.codes import NAMESPACE_ORDER_TOPIC_CONFIG
@@ -342,3 +347,114 @@ def test_check_msg_send_rt(admin: Cluster) -> None:
     data = admin.ok("checkMsgSendRT", "-t", topic, "-a", "1", as_json=True)
     assert data["avgRtMs"] == "NaN" and [s["success"] for s in data["sends"]] == [True]
     assert admin.run("checkMsgSendRT", "-t", name("none"), "-a", "1").code == Exit.NOT_FOUND
+
+
+# --- send probes --------------------------------------------------------------------------------------
+
+
+def broker_topic_count(admin: Cluster) -> int:
+    """Messages stored in the broker's own topic (named after the broker), which the send probes write to."""
+    with Admin(namesrv_addr=admin.namesrv) as a:
+        return sum(t.max_offset for t in a.topic_stats(admin.broker_name))
+
+
+def test_send_msg_status(admin: Cluster) -> None:
+    before = broker_topic_count(admin)
+    lines = admin.ok("sendMsgStatus", "-b", admin.broker_name, "-c", "3", "-s", "20").splitlines()
+    assert len(lines) == 3
+    for line in lines:
+        assert re.fullmatch(
+            rf"rt=\d+ms, SendResult=SendResult \[sendStatus=SEND_OK, msgId=[0-9A-F]+, offsetMsgId=[0-9A-F]+, "
+            rf"messageQueue=MessageQueue \[topic={admin.broker_name}, brokerName={admin.broker_name}, "
+            rf"queueId=\d+\], queueOffset=\d+\]",
+            line,
+        ), line
+    assert broker_topic_count(admin) == before + 4  # mqadmin's first, unprinted send, then -c 3
+    data = admin.ok("sendMsgStatus", "-b", admin.broker_name, "-c", "1", as_json=True)
+    assert [s["sendStatus"] for s in data["sends"]] == ["SEND_OK"]
+    assert admin.run("sendMsgStatus", "-c", "1").code == Exit.USAGE  # no -b
+
+
+def test_cluster_rt(admin: Cluster) -> None:
+    before = broker_topic_count(admin)
+    lines = admin.ok("clusterRT", "-a", "3", "--rounds", "1").splitlines()
+    assert lines[0].split() == ["#Cluster", "Name", "#Broker", "Name", "#RT", "#successCount", "#failCount"]
+    (row,) = [line.split() for line in lines[1:]]
+    assert (row[0], row[1], row[3], row[4]) == (admin.cluster, admin.broker_name, "3", "0")
+    float(row[2])
+    assert broker_topic_count(admin) == before + 3
+    logged = admin.ok(
+        "clusterRT", "-a", "2", "-p", "true", "-m", "roomA", "-c", admin.cluster, "--rounds", "2", "-i", "0"
+    )
+    assert [line.split("|")[1:4] for line in logged.splitlines()] == [
+        ["roomA", admin.cluster, admin.broker_name]
+    ] * 2
+    assert admin.run("clusterRT", "-c", name("none"), "--rounds", "1").code == Exit.NOT_FOUND
+
+
+def read_until(proc: subprocess.Popen[str], done: Callable[[list[str]], bool], what: str) -> list[str]:
+    """The lines of a command that does not end by itself, until ``done(lines)``; then it is stopped."""
+    lines: list[str] = []
+    try:
+        assert proc.stdout is not None
+        while not done(lines):
+            line = proc.stdout.readline()
+            assert line, f"{what} ended: {proc.stderr.read() if proc.stderr else ''}"
+            lines.append(line.rstrip("\n"))
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    return lines
+
+
+def test_cluster_rt_runs_until_stopped(admin: Cluster) -> None:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rmq.admin", "clusterRT", "-n", admin.namesrv, "-a", "2", "-i", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines = read_until(
+        proc, lambda lines: len(lines) == 3, "clusterRT"
+    )  # the header and two rounds: it goes on
+    assert [line.split()[:2] for line in lines[1:]] == [[admin.cluster, admin.broker_name]] * 2
+
+
+def test_start_monitoring(admin: Cluster) -> None:
+    """An online group whose listener holds its messages: 4 undone, 1 per queue."""
+    topic, group = admin.topic(), name("cg")
+    release = threading.Event()
+    held: list[int] = []
+
+    def hold(msgs: list[Any], _: Any) -> ConsumeConcurrentlyStatus:
+        held.extend(m.queue_id for m in msgs)
+        release.wait(60)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = base.push_consumer(admin.namesrv, group, topic, hold)  # type: ignore[arg-type]
+    try:
+        send_keyed(admin.namesrv, topic, admin.broker_name, QUEUES)
+        expected = (
+            f"reportUndoneMsgs: UndoneMsgs [consumerGroup={group}, topic={topic}, undoneMsgsTotal={QUEUES}, "
+            "undoneMsgsSingleMQ=1, undoneMsgsDelayTimeMills="
+        )
+        out = eventually(
+            lambda: (lambda o: expected in o and o)(admin.ok("startMonitoring", "--rounds", "1")),
+            "the group in a monitoring round",
+        )
+        lines = out.splitlines()
+        assert lines[0].endswith("beginRound") and lines[-1].endswith("endRound")
+        assert f"ConsumerGroup: {group}, Subscription different" not in out
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rmq.admin", "startMonitoring", "-n", admin.namesrv, "--interval", "1"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        lines = read_until(proc, lambda lines: sum("endRound" in x for x in lines) == 2, "startMonitoring")
+        rounds = [line.split("=")[-1] for line in lines if "Round" in line]
+        assert rounds == ["beginRound", "endRound", "beginRound", "endRound"]
+        assert sum(line.startswith(expected) for line in lines) == 2
+    finally:
+        release.set()
+        consumer.shutdown()

@@ -1,9 +1,10 @@
 """Consumer and producer group commands: updateSubGroup, deleteSubGroup, consumerProgress,
 consumerConnection, producerConnection, resetOffsetByTime, skipAccumulatedMessage, cloneGroupOffset,
-getConsumerConfig, consumerStatus."""
+getConsumerConfig, consumerStatus, startMonitoring."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 from typing import Any
@@ -487,3 +488,83 @@ async def consumer_status(
             ],
         }
     )
+
+
+async def _undone_msgs(admin: Admin, group: str) -> list[dict[str, Any]]:
+    """Java's MonitorService.reportUndoneMsgs for an online group: per topic the messages not yet consumed,
+    the most in one queue, and how far (ms of store time) the group is behind the newest message."""
+    stats = await admin.consume_stats(group)
+    await admin.consumer_connection(group)  # offline groups are not reported (ConsumerNotOnlineError)
+    by_topic: dict[str, list[Any]] = {}
+    for row in stats.rows():
+        by_topic.setdefault(row.mq.topic, []).append(row)
+    report = []
+    for topic, rows in sorted(by_topic.items()):
+        total = single = delay = 0
+        for r in rows:
+            diff = r.broker_offset - r.consumer_offset
+            single = max(single, diff)
+            total += max(diff, 0)
+            if diff > 0 and r.last_timestamp > 0:
+                newest, _ = await admin.pull(topic, r.mq.broker_name, r.mq.queue_id, r.broker_offset - 1, 1)
+                if newest:
+                    delay = max(delay, newest[0].store_timestamp - r.last_timestamp)
+        report.append(
+            {
+                "consumerGroup": group,
+                "topic": topic,
+                "undoneMsgsTotal": total,
+                "undoneMsgsSingleMQ": single,
+                "undoneMsgsDelayTimeMills": delay,
+            }
+        )
+    return report
+
+
+async def _same_subscriptions(admin: Admin, group: str) -> bool:
+    infos = []
+    for conn in (await admin.consumer_connection(group)).connections:
+        infos.append(await admin.consumer_running_info(group, conn.client_id))
+    return len({frozenset(_subscriptions(i)) for i in infos}) <= 1
+
+
+@click.option(
+    "--interval", type=click.IntRange(0), default=60, show_default=True, help="Seconds between rounds (rmq)."
+)
+@click.option(
+    "--rounds", type=click.IntRange(0), default=0, show_default=True, help="Stop after N rounds (0: never)."
+)
+@admin_command(
+    "startMonitoring",
+    "Every round (mqadmin: each minute, until stopped), each online consumer group's undone messages per"
+    " topic and whether its clients' subscriptions agree.",
+)
+async def start_monitoring(admin: Admin, out: Out, interval: int, rounds: int) -> None:
+    done = 0
+    report: list[dict[str, Any]] = []
+    while True:
+        out.line("=========================================beginRound")
+        for topic in await admin.topic_list():
+            if not topic.startswith(RETRY_GROUP_TOPIC_PREFIX):
+                continue
+            group = topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
+            try:
+                undone = await _undone_msgs(admin, group)
+                same = await _same_subscriptions(admin, group)
+            except (MQClientError, RemotingError, OSError):
+                continue  # not online, or no consume stats: skipped as mqadmin skips it
+            for u in undone:
+                out.line(
+                    f"reportUndoneMsgs: UndoneMsgs [consumerGroup={group}, topic={u['topic']}, "
+                    f"undoneMsgsTotal={u['undoneMsgsTotal']}, undoneMsgsSingleMQ={u['undoneMsgsSingleMQ']}, "
+                    f"undoneMsgsDelayTimeMills={u['undoneMsgsDelayTimeMills']}]"
+                )
+            if not same:
+                out.line(f"reportConsumerRunningInfo: ConsumerGroup: {group}, Subscription different")
+            report.append({"round": done + 1, "group": group, "undoneMsgs": undone, "sameSubscription": same})
+        out.line("=========================================endRound")
+        done += 1
+        if rounds and done >= rounds:
+            break
+        await asyncio.sleep(interval)
+    out.data(report)
