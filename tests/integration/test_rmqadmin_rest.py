@@ -16,8 +16,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
-from rmq.admin import Exit
+from click.testing import CliRunner
+from rmq.admin import Exit, cli
 from rmq.client import Admin as AsyncAdmin
 from rmq.client import ConsumeConcurrentlyStatus, Message, MessageQueue
 from rmq.client.errors import OffsetNotFoundError
@@ -26,6 +28,7 @@ from rmq.common.codes import NAMESPACE_ORDER_TOPIC_CONFIG
 
 from tests.integration import test_rmqadmin as base
 from tests.integration.test_rmqadmin import QUEUES, Cluster, eventually, name, send_keyed
+from tests.peers.test_mqadmin_more import ACL_COMMANDS, IN_TEST_MQADMIN, IN_THIS_MODULE
 
 broker = base.broker  # a broker of this module's own
 admin = base.admin
@@ -458,3 +461,18 @@ def test_start_monitoring(admin: Cluster) -> None:
     finally:
         release.set()
         consumer.shutdown()
+
+
+# --- the command set ------------------------------------------------------------------------------------
+
+
+def test_every_mqadmin_command_is_a_command() -> None:
+    """Apache mqadmin 4.9.8's 56 commands (the list its peer test reads from mqadmin itself) are all
+    rmqadmin commands, found whatever their case, each with ``help``."""
+    listed = set(cli.list_commands(click.Context(cli)))
+    mqadmin = IN_TEST_MQADMIN | IN_THIS_MODULE | ACL_COMMANDS
+    assert len(mqadmin) == 56 and mqadmin <= listed, sorted(mqadmin - listed)
+    helped = CliRunner().invoke(cli, ["help", "SKIPACCUMULATEDMESSAGE"])
+    assert helped.exit_code == 0 and "skipAccumulatedMessage [OPTIONS]" in helped.stdout
+    assert "--force" in helped.stdout and "-g, --group" in helped.stdout
+    assert "updateTopicPerm" in CliRunner().invoke(cli, ["--help"]).stdout
