@@ -269,8 +269,10 @@ def test_print_msg_by_queue(admin: Cluster) -> None:
         "printMsgByQueue", "-t", topic, "-a", admin.broker_name, "-i", "0", "-f", "true", "-s", "tag0"
     )
     assert zero.splitlines() == [f"Tag: {'tag0':<30} Count: 4"]
-    data = admin.ok("printMsgByQueue", *base_args, "-p", "true", "-b", "now", as_json=True)
-    assert data["messages"] == []  # nothing stored after now
+    data = admin.ok("printMsgByQueue", *base_args, "-p", "true", "-e", "1", as_json=True)
+    assert data["messages"] == []  # -e: up to the offset of that time (1970: the first)
+    data = admin.ok("printMsgByQueue", *base_args, "-p", "true", "-b", "1", as_json=True)
+    assert [m["queueOffset"] for m in data["messages"]] == [0, 1, 2, 3]
     assert admin.run("printMsgByQueue", "-t", topic, "-a", admin.broker_name).code == Exit.USAGE  # no -i
 
 
