@@ -192,10 +192,11 @@ def test_skip_accumulated_message_and_clone_group_offset(admin: Cluster) -> None
     # exist", as Apache's): the source group commits offset 0 of each queue, as a consumer starting would.
     asyncio.run(commit(admin, src, topic, 0))
     assert offsets(admin, src, topic) == {q: (2, 0) for q in range(QUEUES)}
+    # no consumer online: mqadmin's rollback table (queue end, offset before, offset of the time, offset set)
     table = admin.ok("skipAccumulatedMessage", "-g", src, "-t", topic).splitlines()
-    assert table[1].split() == ["#brokerName", "#queueId", "#offset"]
-    assert sorted(line.split() for line in table[2:]) == [
-        [admin.broker_name, str(q), "2"] for q in range(QUEUES)
+    assert table[0].split()[2:] == ["#brokerOffset", "#consumerOffset", "#timestampOffset", "#rollbackOffset"]
+    assert sorted(line.split() for line in table[1:]) == [
+        [admin.broker_name, str(q), "2", "0", "2", "2"] for q in range(QUEUES)
     ]
     eventually(lambda: offsets(admin, src, topic) == {q: (2, 2) for q in range(QUEUES)}, "src at the end")
 

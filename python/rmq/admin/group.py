@@ -5,6 +5,7 @@ getConsumerConfig, consumerStatus, startMonitoring."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ import click
 
 from rmq.admin.base import Out, admin_command, human_ms, parse_time
 from rmq.client.admin_ext import RETRY_GROUP_TOPIC_PREFIX, Admin, AdminNotFoundError
-from rmq.client.admin_types import ConsumerConnection, ConsumeStats, SubscriptionGroupConfig
+from rmq.client.admin_types import ConsumerConnection, ConsumeStats, RollbackStats, SubscriptionGroupConfig
 from rmq.client.errors import MQClientError
 from rmq.client.message import MessageQueue
 from rmq.remoting import RemotingError
@@ -257,34 +258,55 @@ async def reset_offset_by_time(
     admin: Admin, out: Out, group: str, topic: str, when: str, force: bool, cplus: bool
 ) -> None:
     ts = parse_time(when)
-    table, online = await admin.reset_offset_by_time(topic, group, ts, force=force, cplus=cplus)
+    rollback: list[RollbackStats] = []
+    table, online = await admin.reset_offset_by_time(
+        topic, group, ts, force=force, cplus=cplus, rollback=rollback
+    )
+    who = "group" if online else "consumerGroup"  # mqadmin's two wordings: told the consumers / set offsets
     out.line(
-        f"rollback consumer offset by specified group[{group}], topic[{topic}], force[{str(force).lower()}], "
+        f"rollback consumer offset by specified {who}[{group}], topic[{topic}], force[{str(force).lower()}], "
         f"timestamp(string)[{when}], timestamp(long)[{ts}]"
     )
-    if not online:
-        out.line("no consumer of the group is online: the offsets were set in the brokers")
-    rows = sorted(table.items())
+    _print_reset(out, table, online, rollback)
+    out.data(_reset_data(group, topic, table, online, rollback) | {"timestamp": ts})
+
+
+def _print_reset(
+    out: Out, table: dict[MessageQueue, int], online: bool, rollback: list[RollbackStats]
+) -> None:
+    """The offsets a reset set, as mqadmin prints them: told to online consumers, three columns;
+    set in the brokers (no consumer online), each queue's rollback stats."""
+    if online:
+        rows = [(mq.broker_name[:32], mq.queue_id, off) for mq, off in sorted(table.items())]
+        out.table("%-40s  %-40s  %-40s", ("#brokerName", "#queueId", "#offset"), rows)
+        return
     out.table(
-        "%-40s  %-40s  %-40s",
-        ("#brokerName", "#queueId", "#offset"),
-        ((mq.broker_name, mq.queue_id, off) for mq, off in rows),
-    )
-    out.data(
-        {
-            "group": group,
-            "topic": topic,
-            "timestamp": ts,
-            "consumersNotified": online,
-            "offsets": [
-                {"brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": off} for mq, off in rows
-            ],
-        }
+        "%-20s  %-20s  %-20s  %-20s  %-20s  %-20s",
+        (
+            "#brokerName",
+            "#queueId",
+            "#brokerOffset",
+            "#consumerOffset",
+            "#timestampOffset",
+            "#rollbackOffset",
+        ),
+        ((r.broker_name[:32], *dataclasses.astuple(r)[1:]) for r in rollback),
     )
 
 
-def _offset_rows(table: dict[MessageQueue, int]) -> list[tuple[str, int, int]]:
-    return [(mq.broker_name[:32], mq.queue_id, off) for mq, off in sorted(table.items())]
+def _reset_data(
+    group: str, topic: str, table: dict[MessageQueue, int], online: bool, rollback: list[RollbackStats]
+) -> dict[str, Any]:
+    return {
+        "group": group,
+        "topic": topic,
+        "consumersNotified": online,
+        "offsets": [
+            {"brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": off}
+            for mq, off in sorted(table.items())
+        ],
+        **({} if online else {"rollbackStats": [r.to_dict() for r in rollback]}),
+    }
 
 
 @click.option("-g", "--group", required=True, help="Consumer group name.")
@@ -294,19 +316,11 @@ def _offset_rows(table: dict[MessageQueue, int]) -> list[tuple[str, int, int]]:
 )
 @admin_command("skipAccumulatedMessage", "Move a group's offsets of a topic to the end of each queue.")
 async def skip_accumulated_message(admin: Admin, out: Out, group: str, topic: str, force: bool) -> None:
-    table, online = await admin.reset_offset_by_time(topic.strip(), group.strip(), -1, force=force)
-    if not online:
-        out.line("no consumer of the group is online: the offsets were set in the brokers")
-    rows = _offset_rows(table)
-    out.table("%-40s  %-40s  %-40s", ("#brokerName", "#queueId", "#offset"), rows)
-    out.data(
-        {
-            "group": group.strip(),
-            "topic": topic.strip(),
-            "consumersNotified": online,
-            "offsets": [{"brokerName": b, "queueId": q, "offset": o} for b, q, o in rows],
-        }
-    )
+    group, topic = group.strip(), topic.strip()
+    rollback: list[RollbackStats] = []
+    table, online = await admin.reset_offset_by_time(topic, group, -1, force=force, rollback=rollback)
+    _print_reset(out, table, online, rollback)
+    out.data(_reset_data(group, topic, table, online, rollback))
 
 
 @click.option("-s", "--srcGroup", "src", required=True, help="Copy the offsets of this group...")
