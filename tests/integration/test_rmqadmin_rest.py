@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import click
 import pytest
 from click.testing import CliRunner
 from rmq.admin import Exit, cli
+from rmq.admin.group import process_queue_report
 from rmq.client import Admin as AsyncAdmin
 from rmq.client import ConsumeConcurrentlyStatus, Message, MessageQueue
 from rmq.client.errors import OffsetNotFoundError
@@ -450,6 +452,17 @@ def test_start_monitoring(admin: Cluster) -> None:
         )
         lines = out.splitlines()
         assert lines[0].endswith("beginRound") and lines[-1].endswith("endRound")
+        # The held queues, as a round a minute later would see them (the client's real running info)
+        with Admin(namesrv_addr=admin.namesrv) as a:
+            (conn,) = a.consumer_connection(group).connections
+            info = a.consumer_running_info(group, conn.client_id)
+        later = int(time.time() * 1000) + 61_000
+        blocked = process_queue_report(conn.client_id, info, later)
+        assert sorted(line.split("queueId=")[1].split("]")[0] for line in blocked if topic in line) == [
+            str(q) for q in range(QUEUES)
+        ]
+        assert all("can't consume for a while, maybe blocked" in line for line in blocked)
+        assert process_queue_report(conn.client_id, info, later - 61_000) == []  # nothing a minute idle now
         assert f"ConsumerGroup: {group}, Subscription different" not in out
         proc = subprocess.Popen(
             [sys.executable, "-m", "rmq.admin", "startMonitoring", "-n", admin.namesrv, "--interval", "1"],

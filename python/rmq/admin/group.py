@@ -437,6 +437,28 @@ def running_info_text(info: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def process_queue_report(client_id: str, info: dict[str, Any], now_ms: int) -> list[str]:
+    """Java's ``ConsumerRunningInfo.analyzeProcessQueue`` for a push consumer's queues: an orderly one that
+    cannot lock (or unlock) its queue, a concurrent one with cached messages and no consume for a minute."""
+    props = info.get("properties") or {}
+    if props.get("PROP_CONSUME_TYPE") != "CONSUME_PASSIVELY":
+        return []
+    orderly = str(props.get("PROP_CONSUMEORDERLY", "")).lower() == "true"
+    lines = []
+    mq_table: dict[MessageQueue, Any] = info.get("mqTable") or {}
+    for mq, pq in sorted(mq_table.items()):
+        if orderly and not pq.get("locked"):
+            ms = now_ms - int(pq.get("lastLockTimestamp") or 0)
+            lines.append(f"{client_id} {mq} can't lock for a while, {ms}ms")
+        elif orderly and pq.get("droped") and int(pq.get("tryUnlockTimes") or 0) > 0:
+            lines.append(f"{client_id} {mq} unlock {pq['tryUnlockTimes']} times, still failed")
+        elif not orderly:
+            idle = now_ms - int(pq.get("lastConsumeTimestamp") or 0)
+            if idle > 60_000 and int(pq.get("cachedMsgCount") or 0) > 0:
+                lines.append(f"{client_id} {mq} can't consume for a while, maybe blocked, {idle}ms")
+    return lines
+
+
 def _subscriptions(info: dict[str, Any]) -> set[tuple[str, str]]:
     return {(str(s.get("topic")), str(s.get("subString"))) for s in info.get("subscriptionSet") or ()}
 
@@ -490,6 +512,9 @@ async def consumer_status(
             out.line("Same subscription in the same group of consumer")
             out.line()
             out.line("Rebalance OK")
+            for cid, info in sorted(infos.items()):
+                for line in process_queue_report(cid, info, now):
+                    out.line(line)
         else:
             out.line("WARN: Different subscription in the same group of consumer!!!")
     out.data(
@@ -535,11 +560,14 @@ async def _undone_msgs(admin: Admin, group: str) -> list[dict[str, Any]]:
     return report
 
 
-async def _same_subscriptions(admin: Admin, group: str) -> bool:
-    infos = []
+async def _running_report(admin: Admin, group: str) -> tuple[bool, list[str]]:
+    """Whether the group's clients subscribe alike, and their process-queue warnings (one line each)."""
+    infos = {}
     for conn in (await admin.consumer_connection(group)).connections:
-        infos.append(await admin.consumer_running_info(group, conn.client_id))
-    return len({frozenset(_subscriptions(i)) for i in infos}) <= 1
+        infos[conn.client_id] = await admin.consumer_running_info(group, conn.client_id)
+    now = int(time.time() * 1000)
+    warnings = [line for cid, info in sorted(infos.items()) for line in process_queue_report(cid, info, now)]
+    return len({frozenset(_subscriptions(i)) for i in infos.values()}) <= 1, warnings
 
 
 @click.option(
@@ -564,7 +592,7 @@ async def start_monitoring(admin: Admin, out: Out, interval: int, rounds: int) -
             group = topic[len(RETRY_GROUP_TOPIC_PREFIX) :]
             try:
                 undone = await _undone_msgs(admin, group)
-                same = await _same_subscriptions(admin, group)
+                same, warnings = await _running_report(admin, group)
             except (MQClientError, RemotingError, OSError):
                 continue  # not online, or no consume stats: skipped as mqadmin skips it
             for u in undone:
@@ -575,7 +603,18 @@ async def start_monitoring(admin: Admin, out: Out, interval: int, rounds: int) -
                 )
             if not same:
                 out.line(f"reportConsumerRunningInfo: ConsumerGroup: {group}, Subscription different")
-            report.append({"round": done + 1, "group": group, "undoneMsgs": undone, "sameSubscription": same})
+            for line in warnings:
+                client_id = line.split(" ", 1)[0]
+                out.line(f"reportConsumerRunningInfo: ConsumerGroup: {group}, ClientId: {client_id}, {line}")
+            report.append(
+                {
+                    "round": done + 1,
+                    "group": group,
+                    "undoneMsgs": undone,
+                    "sameSubscription": same,
+                    "processQueueWarnings": warnings,
+                }
+            )
         out.line("=========================================endRound")
         done += 1
         if rounds and done >= rounds:
