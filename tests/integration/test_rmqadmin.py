@@ -472,14 +472,16 @@ def test_consumer_progress_connection_and_reset(admin: Cluster, broker: Any) -> 
     after = admin.ok("consumerProgress", "-g", group, as_json=True)
     assert [(o["consumerOffset"], o["diff"]) for o in after["offsets"] if o["topic"] == topic] == [(0, 3)] * 4
     text = admin.ok("resetOffsetByTime", "-g", group, "-t", topic, "-s", "now")
-    assert text.splitlines()[0].startswith(
-        f"rollback consumer offset by specified group[{group}], topic[{topic}]"
+    assert text.splitlines()[0].startswith(  # mqadmin's wording when it sets the offsets itself
+        f"rollback consumer offset by specified consumerGroup[{group}], topic[{topic}]"
     )
+    header = "#brokerName #queueId #brokerOffset #consumerOffset #timestampOffset #rollbackOffset"
+    assert text.splitlines()[1].split() == header.split()
     # The offset of a time after the last message: rmq answers the queue's end (3), Apache's broker the last
     # message's offset (2); mqadmin reads SEARCH_OFFSET_BY_TIMESTAMP the same way, so it shows the same.
     now_offset = "2" if is_apache(broker) else "3"
-    assert [line.split() for line in text.splitlines()[-4:]] == [
-        [admin.broker_name, str(i), now_offset] for i in range(4)
+    assert [line.split() for line in text.splitlines()[2:]] == [
+        [admin.broker_name, str(i), "3", "0", now_offset, now_offset] for i in range(4)
     ]
     end = admin.ok("resetOffsetByTime", "-g", group, "-t", topic, "-s", "-1", as_json=True)  # -1: the end
     assert [o["offset"] for o in end["offsets"]] == [3] * 4

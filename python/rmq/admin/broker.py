@@ -1,8 +1,11 @@
 """Cluster and broker commands: clusterList, brokerStatus, getBrokerConfig, updateBrokerConfig, statsAll,
-and the store housekeeping requests cleanExpiredCQ, cleanUnusedTopic and deleteExpiredCommitLog."""
+the store housekeeping requests cleanExpiredCQ, cleanUnusedTopic and deleteExpiredCommitLog, and the send
+probes sendMsgStatus and clusterRT (messages to the topic every broker has under its own name)."""
 
 from __future__ import annotations
 
+import asyncio
+import datetime as dt
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -10,8 +13,12 @@ from typing import Any
 import click
 
 from rmq.admin.base import Out, admin_command
-from rmq.client.admin_ext import Admin
+from rmq.admin.message import avg_rt
+from rmq.client.admin_ext import Admin, AdminNotFoundError
 from rmq.client.errors import MQClientError
+from rmq.client.message import Message
+from rmq.client.producer.producer import Producer
+from rmq.client.results import SendResult
 from rmq.remoting import RemotingError
 
 __all__: list[str] = []
@@ -252,3 +259,136 @@ async def delete_expired_commit_log(
     admin: Admin, out: Out, broker_addr: str | None, cluster: str | None
 ) -> None:
     await _housekeeping(admin, out, broker_addr, cluster, admin.delete_expired_commit_log)
+
+
+def send_result_text(r: SendResult) -> str:
+    """Java's ``SendResult.toString()``."""
+    return (
+        f"SendResult [sendStatus={r.send_status.name}, msgId={r.msg_id}, offsetMsgId={r.offset_msg_id}, "
+        f"messageQueue={r.message_queue}, queueOffset={r.queue_offset}]"
+    )
+
+
+@click.option("-b", "--brokerName", "broker_name", required=True, help="Broker name (its own topic).")
+@click.option("-s", "--messageSize", "size", type=click.IntRange(0), default=128, show_default=True)
+@click.option("-c", "--count", type=click.IntRange(0), default=50, show_default=True, help="Messages.")
+@admin_command("sendMsgStatus", "Send messages to a broker's own topic; each send's time and result.")
+async def send_msg_status(admin: Admin, out: Out, broker_name: str, size: int, count: int) -> None:
+    topic = broker_name.strip()
+
+    def body(n: int) -> bytes:  # mqadmin's body: "hello jodie" once per 11 bytes asked for
+        return b"hello jodie" * ((n + 10) // 11)
+
+    sends = []
+    async with admin.producer("PID_SMSC") as producer:
+        await producer.send(Message(topic, body(16)))
+        for _ in range(count):
+            began = time.monotonic()
+            result = await producer.send(Message(topic, body(size)))
+            ms = int((time.monotonic() - began) * 1000)
+            out.line(f"rt={ms}ms, SendResult={send_result_text(result)}")
+            mq = result.message_queue
+            sends.append(
+                {
+                    "rtMs": ms,
+                    "sendStatus": result.send_status.name,
+                    "msgId": result.msg_id,
+                    "offsetMsgId": result.offset_msg_id,
+                    "brokerName": mq.broker_name,
+                    "queueId": mq.queue_id,
+                    "queueOffset": result.queue_offset,
+                }
+            )
+    out.data({"brokerName": topic, "sends": sends})
+
+
+async def _send_round(producer: Producer, topic: str, size: int, amount: int) -> tuple[float, int, int]:
+    """``amount`` sends of ``size`` bytes to ``topic``: ms spent on all but the first, successes, failures."""
+    elapsed, ok, failed = 0.0, 0, 0
+    for i in range(amount):
+        began = time.monotonic()
+        try:
+            await producer.send(Message(topic, b"a" * size))
+            ok += 1
+        except (MQClientError, RemotingError, OSError, TimeoutError):
+            failed += 1
+        if i:
+            elapsed += int((time.monotonic() - began) * 1000)
+    return elapsed, ok, failed
+
+
+@click.option(
+    "-a", "--amount", type=click.IntRange(1), default=100, show_default=True, help="Messages a round."
+)
+@click.option("-s", "--size", type=click.IntRange(0), default=128, show_default=True, help="Body bytes.")
+@click.option("-c", "--cluster", help="Only this cluster (default: every cluster).")
+@click.option(
+    "-p", "--printLog", "print_log", type=click.BOOL, default=False, help="true: time|room|cluster|broker|rt"
+)
+@click.option("-m", "--machineRoom", "machine_room", default="noname", show_default=True)
+@click.option(
+    "-i", "--interval", type=click.IntRange(0), default=10, show_default=True, help="Seconds between rounds."
+)
+@click.option(
+    "--rounds",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    help="Stop after N rounds (0: never, as mqadmin).",
+)
+@admin_command(
+    "clusterRT", "Send to every broker's own topic, round after round; each broker's average send time."
+)
+async def cluster_rt(
+    admin: Admin,
+    out: Out,
+    amount: int,
+    size: int,
+    cluster: str | None,
+    print_log: bool,
+    machine_room: str,
+    interval: int,
+    rounds: int,
+) -> None:
+    info = await admin.cluster_info()
+    clusters = [cluster.strip()] if cluster else sorted(info.cluster_addr_table)
+    if cluster and cluster.strip() not in info.cluster_addr_table:
+        raise AdminNotFoundError(f"cluster [{cluster.strip()}] not exist")
+    if not print_log:
+        out.table(
+            "%-24s  %-24s  %-4s  %-8s  %-8s",
+            ("#Cluster Name", "#Broker Name", "#RT", "#successCount", "#failCount"),
+            [],
+        )
+    rows = []
+    done = 0
+    async with admin.producer(f"PID_CLUSTER_RT_{int(time.time() * 1000)}") as producer:
+        while True:
+            for c in clusters:
+                for broker_name in sorted(info.cluster_addr_table[c]):
+                    elapsed, ok, failed = await _send_round(producer, broker_name, size, amount)
+                    rt = avg_rt(elapsed, amount)
+                    if print_log:
+                        # mqadmin's log line: China time, the RT rounded to whole ms
+                        now = dt.datetime.now(dt.timezone(dt.timedelta(hours=8))).strftime(
+                            "%Y-%m-%d %H:%M:%S"
+                        )
+                        whole = round(elapsed / (amount - 1)) if amount > 1 else "NaN"
+                        out.line(f"{now}|{machine_room}|{c}|{broker_name}|{whole}")
+                    else:
+                        out.line(f"{c:<24}  {broker_name:<24}  {rt:<8}  {ok:<16}  {failed}")
+                    rows.append(
+                        {
+                            "round": done + 1,
+                            "cluster": c,
+                            "brokerName": broker_name,
+                            "rtMs": rt,
+                            "successCount": ok,
+                            "failCount": failed,
+                        }
+                    )
+            done += 1
+            if rounds and done >= rounds:
+                break
+            await asyncio.sleep(interval)
+    out.data(rows)

@@ -1,8 +1,10 @@
 """Message commands: queryMsgById, queryMsgByKey, queryMsgByUniqueKey, queryMsgByOffset, printMsg,
-sendMessage, consumeMessage."""
+printMsgByQueue, sendMessage, consumeMessage, queryMsgTraceById, checkMsgSendRT."""
 
 from __future__ import annotations
 
+import time
+from collections import Counter
 from typing import Any
 
 import click
@@ -10,7 +12,10 @@ import click
 from rmq.admin.base import Out, admin_command, human_ms, parse_time
 from rmq.client.admin import LONG_MAX
 from rmq.client.admin_ext import Admin, AdminNotFoundError
+from rmq.client.errors import MQClientError
 from rmq.client.message import Message, MessageExt, MessageQueue
+from rmq.common.codes import TRACE_TOPIC, PermName
+from rmq.remoting import RemotingError
 
 __all__ = ["message_dict"]
 
@@ -294,3 +299,166 @@ async def consume_message(
             out.line(_one_line(msg))
         consumed += msgs
     out.data([message_dict(m) for m in consumed])
+
+
+@click.option("-t", "--topic", required=True, help="Topic name.")
+@click.option("-a", "--brokerName", "broker_name", required=True, help="Broker name.")
+@click.option("-i", "--queueId", "queue_id", required=True, type=click.IntRange(0), help="Queue id.")
+@click.option("-c", "--charsetName", "charset", default="UTF-8", show_default=True, help="Body charset.")
+@click.option("-s", "--subExpression", "sub", default="*", show_default=True, help="Tag expression.")
+@click.option("-b", "--beginTimestamp", "begin", help="now | epoch ms | yyyy-MM-dd#HH:mm:ss:SSS")
+@click.option("-e", "--endTimestamp", "end", help="now | epoch ms | yyyy-MM-dd#HH:mm:ss:SSS")
+@click.option("-p", "--printMsg", "print_msgs", type=click.BOOL, default=False, show_default=True)
+@click.option("-d", "--printBody", "print_body", type=click.BOOL, default=False, show_default=True)
+@click.option("-f", "--calculate", type=click.BOOL, default=False, show_default=True, help="Count by tag.")
+@admin_command("printMsgByQueue", "Print (-p true) or count by tag (-f true) the messages of one queue.")
+async def print_msg_by_queue(
+    admin: Admin,
+    out: Out,
+    topic: str,
+    broker_name: str,
+    queue_id: int,
+    charset: str,
+    sub: str,
+    begin: str | None,
+    end: str | None,
+    print_msgs: bool,
+    print_body: bool,
+    calculate: bool,
+) -> None:
+    mq = MessageQueue(topic.strip(), broker_name.strip(), queue_id)
+    b = parse_time(begin) if begin else None
+    e = parse_time(end) if end else None
+    _, _, start, stop = await _queue_range(admin, mq, b, e, None)
+    msgs = await _pull_range(admin, mq, start, stop, LONG_MAX, sub)
+    if print_msgs:
+        for msg in msgs:
+            out.line(_one_line(msg, charset, print_body))
+    tags = Counter(m.tags for m in msgs if m.tags and m.tags.strip())
+    counts = sorted(tags.items(), key=lambda kv: -kv[1]) if calculate else []
+    for tag, n in counts:
+        out.line(f"Tag: {tag:<30} Count: {n}")
+    out.data(
+        {
+            "queue": mq.to_dict(),
+            "fromOffset": start,
+            "toOffset": stop,
+            "messages": [message_dict(m) for m in msgs] if print_msgs else len(msgs),
+            **({"tags": dict(counts)} if calculate else {}),
+        }
+    )
+
+
+# Java's trace data (TraceDataEncoder): records split by \x02, fields by \x01; the first field is the type.
+_FIELD_SPLIT, _CONTENT_SPLIT = "\x02", "\x01"
+
+
+def trace_views(msg_id: str, trace: MessageExt) -> list[dict[str, Any]]:
+    """The Pub and SubAfter records of ``msg_id`` in one message of the trace topic (Java's
+    ``TraceView.decodeFromTraceTransData``): type, group, client host, time, cost and status."""
+    views = []
+    client_host = trace.born_host.rpartition(":")[0] or trace.born_host
+    for record in trace.body.decode("utf-8", "replace").split(_FIELD_SPLIT):
+        f = record.split(_CONTENT_SPLIT)
+        try:
+            if f[0] == "Pub" and len(f) >= 13 and f[5] == msg_id:
+                success = f[12] if len(f) == 13 else f[13]
+                view = {"type": "Pub", "group": f[3], "timestamp": int(f[1]), "costTime": int(f[10])}
+            elif f[0] == "SubAfter" and len(f) >= 6 and f[2] == msg_id:
+                success = f[4]
+                view = {"type": "SubAfter", "group": f[8] if len(f) >= 9 else "", "costTime": int(f[3])}
+                view["timestamp"] = int(f[7]) if len(f) >= 9 else 0
+            else:
+                continue
+        except ValueError:
+            continue  # a record this reader cannot parse, as Java's would throw on it
+        view["status"] = "success" if success.strip().lower() == "true" else "failed"
+        view["clientHost"] = client_host
+        views.append(view)
+    return views
+
+
+def _trace_time(ms: int) -> str:
+    return human_ms(ms, millis=False) or "1970-01-01 00:00:00"
+
+
+def _trace_table(out: Out, kind: str, columns: tuple[str, str], views: list[dict[str, Any]]) -> None:
+    out.table(
+        "%-10s %-20s %-20s %-20s %-10s %-10s",
+        ("#Type", columns[0], "#ClientHost", columns[1], "#CostTimes", "#Status"),
+        (
+            (
+                kind,
+                v["group"],
+                v["clientHost"],
+                _trace_time(v["timestamp"]),
+                f"{v['costTime']}ms",
+                v["status"],
+            )
+            for v in views
+        ),
+    )
+    out.line()
+
+
+@click.option("-i", "--msgId", "msg_id", required=True, help="The (client) message id that was traced.")
+@click.option("-t", "--traceTopic", "trace_topic", default=TRACE_TOPIC, show_default=True)
+@admin_command("queryMsgTraceById", "The send (Pub) and consume (Sub) traces of a message.")
+async def query_msg_trace_by_id(admin: Admin, out: Out, msg_id: str, trace_topic: str) -> None:
+    msg_id = msg_id.strip()
+    result = await admin.query_message(trace_topic.strip(), msg_id, 64, 0, int(time.time() * 1000))
+    views = [v for m in result.messages for v in trace_views(msg_id, m)]
+    subs: dict[str, list[dict[str, Any]]] = {}
+    for v in views:
+        if v["type"] == "Pub":
+            _trace_table(out, "Pub", ("#ProducerGroup", "#SendTime"), [v])
+        else:
+            subs.setdefault(v["group"], []).append(v)
+    for group_views in subs.values():
+        _trace_table(out, "Sub", ("#ConsumerGroup", "#ConsumerTime"), group_views)
+    out.data({"msgId": msg_id, "traceTopic": trace_topic, "traces": views})
+
+
+def avg_rt(total_ms: float, amount: int) -> str:
+    """Java's average of every send but the first (``NaN`` when there is only one)."""
+    return f"{total_ms / (amount - 1):.2f}" if amount > 1 else "NaN"
+
+
+@click.option("-t", "--topic", required=True, help="Topic name.")
+@click.option("-a", "--amount", type=click.IntRange(1), default=100, show_default=True, help="Messages.")
+@click.option("-s", "--size", type=click.IntRange(0), default=128, show_default=True, help="Body bytes.")
+@admin_command(
+    "checkMsgSendRT", "Send messages to the topic's queues in turn; each send's time and the average."
+)
+async def check_msg_send_rt(admin: Admin, out: Out, topic: str, amount: int, size: int) -> None:
+    topic = topic.strip()
+    route = await admin.topic_route(topic)
+    queues = [
+        MessageQueue(topic, qd.broker_name, i)
+        for qd in sorted(route.queue_datas, key=lambda q: q.broker_name)
+        if qd.perm & PermName.WRITE
+        for i in range(qd.write_queue_nums)
+    ]
+    if not queues:
+        raise AdminNotFoundError(f"topic {topic} has no writable queue")
+    fmt = "%-32s  %-4s  %-20s    %s"
+    out.table(fmt, ("#Broker Name", "#QID", "#Send Result", "#RT"), [])
+    rows = []
+    elapsed = 0.0
+    async with admin.producer(f"PID_RT_{int(time.time() * 1000)}") as producer:
+        for i in range(amount):
+            mq = queues[i % len(queues)]
+            began = time.monotonic()
+            try:
+                await producer.send(Message(topic, b"a" * size), mq=mq)
+                ok = True
+            except (MQClientError, RemotingError, OSError, TimeoutError) as exc:
+                ok = False
+                click.echo(f"rmqadmin checkMsgSendRT: send to {mq} failed: {exc}", err=True)
+            ms = int((time.monotonic() - began) * 1000)
+            if i:
+                elapsed += ms
+            out.line((fmt % (mq.broker_name, mq.queue_id, str(ok).lower(), ms)).rstrip())
+            rows.append({"brokerName": mq.broker_name, "queueId": mq.queue_id, "success": ok, "rtMs": ms})
+    out.line(f"Avg RT: {avg_rt(elapsed, amount)}")
+    out.data({"topic": topic, "sends": rows, "avgRtMs": avg_rt(elapsed, amount)})

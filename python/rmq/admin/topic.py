@@ -1,4 +1,5 @@
-"""Topic commands: updateTopic, deleteTopic, topicList, topicRoute, topicStatus."""
+"""Topic commands: updateTopic, deleteTopic, topicList, topicRoute, topicStatus, topicClusterList,
+updateTopicPerm, updateOrderConf, allocateMQ."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import json
 import click
 
 from rmq.admin.base import Out, admin_command, human_ms
-from rmq.client.admin_ext import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, Admin
+from rmq.client.admin_ext import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, Admin, AdminNotFoundError
+from rmq.client.consumer.allocate.averagely import AllocateMessageQueueAveragely
 from rmq.client.errors import MQClientError
-from rmq.common.codes import PermName
+from rmq.common.codes import MASTER_ID, NAMESPACE_ORDER_TOPIC_CONFIG, PermName
 from rmq.common.route import TopicConfig
 from rmq.common.topic_attributes import alter_attributes
 from rmq.remoting import RemotingError
@@ -172,3 +174,93 @@ async def topic_status(admin: Admin, out: Out, topic: str) -> None:
         ),
     )
     out.data([r.to_dict() for r in rows])
+
+
+@click.option("-t", "--topic", required=True, help="Topic name.")
+@admin_command("topicClusterList", "The clusters that serve a topic.")
+async def topic_cluster_list(admin: Admin, out: Out, topic: str) -> None:
+    route = await admin.topic_route(topic.strip())
+    names = {bd.broker_name for bd in route.broker_datas}
+    info = await admin.cluster_info()
+    clusters = sorted(c for c, brokers in info.cluster_addr_table.items() if names & set(brokers))
+    for c in clusters:
+        out.line(c)
+    out.data(clusters)
+
+
+@click.option("-b", "--brokerAddr", "broker_addr", help="On this broker (a master of the topic).")
+@click.option("-c", "--clusterName", "cluster", help="On every master of this cluster.")
+@click.option("-t", "--topic", required=True, help="Topic name.")
+@click.option("-p", "--perm", required=True, type=click.IntRange(0, 7), help="2 W, 4 R, 6 RW.")
+@admin_command("updateTopicPerm", "Change a topic's permission (its queue counts are kept).")
+async def update_topic_perm(
+    admin: Admin, out: Out, broker_addr: str | None, cluster: str | None, topic: str, perm: int
+) -> None:
+    _target(broker_addr, cluster)
+    topic = topic.strip()
+    route = await admin.topic_route(topic)
+    if not route.queue_datas:
+        raise AdminNotFoundError(f"topic {topic} has no queues in its route")
+    queues = {q.broker_name: q for q in route.queue_datas}
+    if broker_addr:
+        names = [bd.broker_name for bd in route.broker_datas if bd.broker_addrs.get(MASTER_ID) == broker_addr]
+        if not names or names[0] not in queues:
+            raise AdminNotFoundError(f"{broker_addr} is no master of a broker that serves topic {topic}")
+        targets = [(broker_addr, queues[names[0]])]
+    else:
+        assert cluster is not None
+        first = route.queue_datas[0]
+        targets = [(b.addr, queues.get(b.broker_name, first)) for b in await admin.masters(cluster)]
+    changes = []
+    for addr, qd in targets:
+        if broker_addr and qd.perm == perm:
+            out.line("new perm equals to the old one!")
+            out.data({"topic": topic, "changes": [], "perm": perm})
+            return
+        tc = TopicConfig(
+            topic, qd.read_queue_nums, qd.write_queue_nums, perm, topic_sys_flag=qd.topic_sys_flag
+        )
+        await admin.create_topic(addr, tc)
+        out.line(f"update topic perm from {qd.perm} to {perm} in {addr} success.")
+        if broker_addr:
+            out.line(f"{topic_config_text(tc)}.")
+        changes.append({"brokerAddr": addr, "oldPerm": qd.perm, "perm": perm})
+    out.data({"topic": topic, "changes": changes, "perm": perm})
+
+
+@click.option("-t", "--topic", required=True, help="Topic name.")
+@click.option("-v", "--orderConf", "order_conf", help="put: brokerName1:queueNums;brokerName2:queueNums")
+@click.option(
+    "-m", "--method", required=True, type=click.Choice(["put", "get", "delete"]), help="What to do."
+)
+@admin_command("updateOrderConf", "Put, get or delete a topic's order conf on the name servers.")
+async def update_order_conf(admin: Admin, out: Out, topic: str, order_conf: str | None, method: str) -> None:
+    topic = topic.strip()
+    if method == "get":
+        conf = await admin.get_kv_config(NAMESPACE_ORDER_TOPIC_CONFIG, topic)
+        out.line(f"get orderConf success. topic=[{topic}], orderConf=[{conf}]")
+        out.data({"topic": topic, "orderConf": conf})
+    elif method == "put":
+        conf = (order_conf or "").strip()
+        if not conf:
+            raise click.UsageError("please set orderConf with option -v")
+        await admin.put_kv_config(NAMESPACE_ORDER_TOPIC_CONFIG, topic, conf)
+        out.line(f"update orderConf success. topic=[{topic}], orderConf=[{conf}]")
+        out.data({"topic": topic, "orderConf": conf})
+    else:
+        await admin.delete_kv_config(NAMESPACE_ORDER_TOPIC_CONFIG, topic)
+        out.line(f"delete orderConf success. topic=[{topic}]")
+        out.data({"topic": topic, "deleted": True})
+
+
+@click.option("-t", "--topic", required=True, help="Topic name.")
+@click.option("-i", "--ipList", "ip_list", required=True, help="Client IPs (ids), comma-separated.")
+@admin_command("allocateMQ", "Which queues of a topic each client gets when the queues are shared averagely.")
+async def allocate_mq(admin: Admin, out: Out, topic: str, ip_list: str) -> None:
+    ips = ip_list.strip().split(",")
+    mqs = sorted(mq for mq, _ in await admin.queues(topic.strip()))
+    strategy = AllocateMessageQueueAveragely()
+    result = {ip: [mq.to_dict() for mq in strategy.allocate("aa", ip, mqs, ips)] for ip in ips}
+    # mqadmin prints the RebalanceResult as one line of JSON (its keys sorted)
+    out.line(json.dumps({"result": result}, separators=(",", ":"), sort_keys=True))
+    out.data({"result": result})

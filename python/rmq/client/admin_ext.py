@@ -34,6 +34,7 @@ from rmq.client.admin_types import (
     Connection,
     ConsumerConnection,
     ConsumeStats,
+    RollbackStats,
     SubscriptionGroupConfig,
     TopicOffset,
     mq_keyed,
@@ -325,14 +326,15 @@ class Admin(AdminInspectMixin, MessageReadMixin, MessageQueryMixin, AclAdminMixi
             raise AdminNotFoundError(f"no consume stats of group {group}{what}: it has consumed nothing")
         return stats
 
-    async def consumer_connection(self, group: str) -> ConsumerConnection:
-        """GET_CONSUMER_CONNECTION_LIST (203): the first broker of the group that knows its clients;
-        :class:`ConsumerNotOnlineError` (206) when none does."""
+    async def consumer_connection(self, group: str, addr: str | None = None) -> ConsumerConnection:
+        """GET_CONSUMER_CONNECTION_LIST (203): the first broker of the group (or ``addr``) that knows its
+        clients; :class:`ConsumerNotOnlineError` (206) when none does."""
         last: MQClientError | None = None
-        for _, addr in await self._group_brokers(group):
+        targets = [addr] if addr else [a for _, a in await self._group_brokers(group)]
+        for target in targets:
             try:
                 response = await self._call(
-                    addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group}
+                    target, RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": group}
                 )
             except ConsumerNotOnlineError as exc:
                 last = exc
@@ -393,15 +395,22 @@ class Admin(AdminInspectMixin, MessageReadMixin, MessageQueryMixin, AclAdminMixi
     # --- offsets ----------------------------------------------------------------------------------------
 
     async def reset_offset_by_time(
-        self, topic: str, group: str, timestamp_ms: int, *, force: bool = True, cplus: bool = False
+        self,
+        topic: str,
+        group: str,
+        timestamp_ms: int,
+        *,
+        force: bool = True,
+        cplus: bool = False,
+        rollback: list[RollbackStats] | None = None,
     ) -> tuple[dict[MessageQueue, int], bool]:
         """Move ``group``'s offsets of ``topic`` to the first message stored at or after ``timestamp_ms``
         (``-1``: the end). ``force=False`` only moves offsets back.
 
         INVOKE_BROKER_TO_RESET_OFFSET (222) on every master: the brokers tell the online consumers. With no
         consumer online (206) the offsets are set in the brokers instead (offset by time, then
-        UPDATE_CONSUMER_OFFSET per queue), as ``mqadmin`` does. Returns the offsets and whether online
-        consumers were told."""
+        UPDATE_CONSUMER_OFFSET per queue), as ``mqadmin`` does; then each queue's :class:`RollbackStats` is
+        appended to ``rollback`` if given. Returns the offsets and whether online consumers were told."""
         fields = {"topic": topic, "group": group, "timestamp": str(timestamp_ms), "isForce": bool_text(force)}
         language = LanguageCode.CPP if cplus else None
         table: dict[MessageQueue, int] = {}
@@ -434,6 +443,10 @@ class Admin(AdminInspectMixin, MessageReadMixin, MessageQueryMixin, AclAdminMixi
                     table[mq] = target
                 else:
                     table[mq] = committed
+                if rollback is not None:
+                    rollback.append(
+                        RollbackStats(broker_name, mq.queue_id, row.max_offset, committed, target, table[mq])
+                    )
         return table, False
 
     async def topic_stats_of_broker(self, addr: str, topic: str) -> list[TopicOffset]:

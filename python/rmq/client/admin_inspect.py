@@ -170,3 +170,41 @@ class AdminInspectMixin:
                 refused = exc
         if refused is not None:
             raise refused
+
+    async def put_kv_config(self, namespace: str, key: str, value: str) -> list[str]:
+        """PUT_KV_CONFIG (100) on every name server; their addresses."""
+        addrs = self._namesrv_addrs()
+        for addr in addrs:
+            await self._call(
+                addr, RequestCode.PUT_KV_CONFIG, {"namespace": namespace, "key": key, "value": value}
+            )
+        return addrs
+
+    async def get_kv_config(self, namespace: str, key: str) -> str:
+        """GET_KV_CONFIG (101) from the name servers; a missing key raises
+        :class:`~rmq.client.errors.OffsetNotFoundError` (22, QUERY_NOT_FOUND)."""
+        response = await self._call(None, RequestCode.GET_KV_CONFIG, {"namespace": namespace, "key": key})
+        return response.ext_fields.get("value", "")
+
+    async def delete_kv_config(self, namespace: str, key: str) -> list[str]:
+        """DELETE_KV_CONFIG (102) on every name server; their addresses."""
+        addrs = self._namesrv_addrs()
+        for addr in addrs:
+            await self._call(addr, RequestCode.DELETE_KV_CONFIG, {"namespace": namespace, "key": key})
+        return addrs
+
+    async def wipe_write_perm_of_broker(self, namesrv_addr: str, broker_name: str) -> int:
+        """WIPE_WRITE_PERM_OF_BROKER (205) on one name server: the broker's queues lose write permission in
+        its routes; how many topics changed."""
+        response = await self._call(
+            namesrv_addr, RequestCode.WIPE_WRITE_PERM_OF_BROKER, {"brokerName": broker_name}
+        )
+        return int(response.ext_fields.get("wipeTopicCount") or 0)
+
+    async def add_write_perm_of_broker(self, namesrv_addr: str, broker_name: str) -> int:
+        """ADD_WRITE_PERM_OF_BROKER (327) on one name server: the broker's queues get write permission back
+        in its routes; how many topics changed."""
+        response = await self._call(
+            namesrv_addr, RequestCode.ADD_WRITE_PERM_OF_BROKER, {"brokerName": broker_name}
+        )
+        return int(response.ext_fields.get("addTopicCount") or 0)

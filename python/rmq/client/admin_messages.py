@@ -7,6 +7,8 @@ the timeout.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Final
 
 from rmq.client.errors import MQClientError
@@ -18,6 +20,7 @@ from rmq.common.route import TopicRouteData
 if TYPE_CHECKING:
     from rmq.client.config import ClientConfig
     from rmq.client.instance import ClientInstance
+    from rmq.client.producer.producer import Producer
 
 __all__ = ["DEFAULT_TOOLS_GROUP", "AdminNotFoundError", "MessageReadMixin"]
 
@@ -106,6 +109,20 @@ class MessageReadMixin:
             addr, MessageQueue(topic, broker_name, queue_id), timestamp_ms, self.timeout_ms
         )
 
+    @contextlib.asynccontextmanager
+    async def producer(self, group: str = "PID_RMQADMIN") -> AsyncIterator[Producer]:
+        """A producer of ``group`` started for a few sends (the admin's own settings), shut down after."""
+        from rmq.client.producer.producer import Producer
+
+        producer = Producer(
+            group, client_config=self.config.copy(instance_name=f"{self.config.instance_name}-p")
+        )
+        await producer.start()
+        try:
+            yield producer
+        finally:
+            await producer.shutdown()
+
     async def send_message(
         self,
         message: Message,
@@ -115,18 +132,10 @@ class MessageReadMixin:
         group: str = "PID_RMQADMIN",
     ) -> SendResult:
         """One send by a producer started for it (to ``broker_name``/``queue_id`` if given)."""
-        from rmq.client.producer.producer import Producer
-
-        producer = Producer(
-            group, client_config=self.config.copy(instance_name=f"{self.config.instance_name}-p")
-        )
-        await producer.start()
-        try:
+        async with self.producer(group) as producer:
             mq = None
             if broker_name is not None or queue_id is not None:
                 if broker_name is None or queue_id is None:
                     raise ValueError("a broker name and a queue id go together")
                 mq = MessageQueue(message.topic, broker_name, queue_id)
             return await producer.send(message, mq=mq)
-        finally:
-            await producer.shutdown()

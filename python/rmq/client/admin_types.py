@@ -21,6 +21,7 @@ __all__ = [
     "ConsumeStats",
     "ConsumerConnection",
     "OffsetWrapper",
+    "RollbackStats",
     "StatsItem",
     "SubscriptionGroupConfig",
     "TopicOffset",
@@ -273,4 +274,28 @@ class SubscriptionGroupConfig:
             "brokerId": self.broker_id,
             "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
             "notifyConsumerIdsChangedEnable": self.notify_consumer_ids_changed_enable,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RollbackStats:
+    """One queue of an offset reset done in the broker for an offline group (Java's ``RollbackStats``): the
+    queue's end, the group's offset before, the offset of the time asked for, and the offset now set (the old
+    one when not forced and the new one is ahead of it)."""
+
+    broker_name: str
+    queue_id: int
+    broker_offset: int
+    consumer_offset: int
+    timestamp_offset: int
+    rollback_offset: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "brokerName": self.broker_name,
+            "queueId": self.queue_id,
+            "brokerOffset": self.broker_offset,
+            "consumerOffset": self.consumer_offset,
+            "timestampOffset": self.timestamp_offset,
+            "rollbackOffset": self.rollback_offset,
         }
