@@ -74,7 +74,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(REPO))
 
 import broker_bench as bb  # noqa: E402
-from pinning import parse_cpus, pinned  # noqa: E402
+from pinning import cpu_sets, pin_sentence, pinned  # noqa: E402
 
 BEGIN = "<!-- apache-bench:begin -->"
 END = "<!-- apache-bench:end -->"
@@ -761,8 +761,8 @@ def section(rows: list[Row], a: argparse.Namespace, elapsed: float, problems: li
         "Both brokers: 1 GiB CommitLog files, 6 MB ConsumeQueue files, a topic of 8 queues, the row's "
         "flush type; Apache's JVM: G1 with `runbroker.sh`'s flags and a 2 GiB heap.",
         "",
-        f"{pin_text()}"
-        "- *Broker CPU/msg*: user + system CPU over the window divided by the messages (rmq: its one "
+        pin_sentence(PIN.broker, PIN.load, "the broker processes", "the load JVM")
+        + "- *Broker CPU/msg*: user + system CPU over the window divided by the messages (rmq: its one "
         "process, name server included; Apache: broker plus name server; SYNC_MASTER: master plus slave), "
         "and their CPU over the window as a share of one core. "
         "*Msgs/s ratio if CPU-bound*: Apache's broker + client CPU per message over rmq's — the ratio of "
@@ -788,19 +788,6 @@ def section(rows: list[Row], a: argparse.Namespace, elapsed: float, problems: li
     if problems:
         lines += ["", "Notes and problems of this run:", "", *[f"- {p}" for p in problems]]
     return "\n".join(lines)
-
-
-def pin_text() -> str:
-    """The section's sentence on CPU pinning (``--broker-cpus`` / ``--load-cpus``)."""
-    if PIN.broker is None and PIN.load is None:
-        return "- Not pinned: brokers and load share the machine's cores as the scheduler places them.\n"
-    fmt = ",".join
-    broker = fmt(map(str, sorted(PIN.broker))) if PIN.broker else "any"
-    load = fmt(map(str, sorted(PIN.load))) if PIN.load else "any"
-    return (
-        f"- Pinned (`benches/pinning.py`): every broker process on CPU {broker}, the load JVM on CPU {load}; "
-        "a broker share near 100% of its CPUs marks the broker as the row's bottleneck.\n"
-    )
 
 
 def run_problems(rows: list[Row]) -> list[str]:
@@ -886,12 +873,9 @@ def main() -> int:
     a.backlog = a.backlog or (60_000 if a.quick else 500_000)
     QUIET[:] = [a.wait_quiet, a.quiet_below]
     try:
-        PIN.broker = parse_cpus(a.broker_cpus) if a.broker_cpus else None
-        PIN.load = parse_cpus(a.load_cpus) if a.load_cpus else None
+        PIN.broker, PIN.load = cpu_sets(a.broker_cpus, a.load_cpus)
     except ValueError as e:
         ap.error(str(e))
-    if PIN.broker and PIN.load and PIN.broker & PIN.load:
-        ap.error(f"--broker-cpus and --load-cpus overlap on {sorted(PIN.broker & PIN.load)}")
     unknown = set(a.consumer.split(",")) - set(CONSUMERS)
     if unknown:
         ap.error(f"--consumer: unknown {sorted(unknown)}; choose from {sorted(CONSUMERS)}")

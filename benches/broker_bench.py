@@ -85,6 +85,7 @@ sys.path.insert(0, str(HERE))
 
 import loadgen  # noqa: E402
 import peers  # noqa: E402
+from pinning import cpu_sets, pin_sentence, pinned  # noqa: E402
 
 BEGIN = "<!-- broker-bench:begin -->"
 END = "<!-- broker-bench:end -->"
@@ -262,6 +263,7 @@ class Measure:
     gen_core_pct: float | None = None  # busiest generator process: its CPU over its run, % of one core
     gen_all_pct: float | None = None  # all generator processes together, % of one core
     server_cpu_us: float | None = None  # server (broker or echo) CPU per request
+    server_pct: float | None = None  # server: its CPU over the run, % of one core
     busy: float | None = None  # share of all CPUs busy during the run, %
     background: float | None = None  # share of all CPUs busy just before the run (other work), %
     steal: float | None = None  # share of CPU time stolen by the hypervisor during the run, %
@@ -413,6 +415,7 @@ def run_workers(
         m.gen_all_pct = 100.0 * sum(r.get("cpu", 0.0) for r in results) / max(walls)
         if server_pid:
             m.server_cpu_us = 1e6 * (srv1 - srv0) / units
+            m.server_pct = 100.0 * (srv1 - srv0) / max(walls)
     if bg1[1] > bg0[1]:
         m.background = 100.0 * (bg1[0] - bg0[0]) / (bg1[1] - bg0[1])
     if sys1[1] > sys0[1]:
@@ -1078,19 +1081,21 @@ def peer_once(system: str, case: PeerCase, a: argparse.Namespace) -> Measure:
         os.sync()  # start on an idle disk: nothing from the previous run still being written back
     try:
         if system == "rmq":
-            broker = start_broker(data, case.flush)
+            with pinned(PIN.broker):
+                broker = start_broker(data, case.flush)
             try:
                 create_topic(broker.broker_addr, broker.namesrv_addr, TOPIC, QUEUES)
-                return raw_produce(
-                    broker.broker_addr,
-                    case.conns,
-                    case.inflight,
-                    a.warmup,
-                    a.duration,
-                    a.gen_procs,
-                    broker.pid,
-                    case.body,
-                )
+                with pinned(PIN.load):  # the generator processes start inside, on --load-cpus
+                    return raw_produce(
+                        broker.broker_addr,
+                        case.conns,
+                        case.inflight,
+                        a.warmup,
+                        a.duration,
+                        a.gen_procs,
+                        broker.pid,
+                        case.body,
+                    )
             finally:
                 broker.child.stop(timeout=60)
         port = peers.free_port()
@@ -1098,14 +1103,16 @@ def peer_once(system: str, case: PeerCase, a: argparse.Namespace) -> Measure:
             argv = peers.redis_argv(PEERS.paths[system], port, data, "always" if case.durable else "everysec")
         else:
             argv = peers.nats_argv(PEERS.paths[system], port, data, case.durable)
-        server = Child(argv)
+        with pinned(PIN.broker):
+            server = Child(argv)
         try:
             try:
                 peers.wait_ready(system, port, lambda: server.proc.poll() is None)
             except peers.PeerMissing as exc:
                 raise peers.PeerMissing(f"{exc}; its output:\n{server.stderr_tail()}") from exc
-            workers = [peer_worker(system, port, n, case) for n in split_conns(case.conns, a.gen_procs)]
-            return run_workers(workers, a.warmup, a.duration, server.proc.pid)
+            with pinned(PIN.load):
+                workers = [peer_worker(system, port, n, case) for n in split_conns(case.conns, a.gen_procs)]
+                return run_workers(workers, a.warmup, a.duration, server.proc.pid)
         finally:
             server.stop(timeout=30)
     finally:
@@ -1190,6 +1197,12 @@ def _three(row: PeerRow, fmt: Callable[[Measure], str]) -> str:
     return " · ".join(one(row.m[s]) for s in SYSTEMS)
 
 
+def _server_short(m: Measure) -> str:
+    if m.server_cpu_us is None:
+        return "n/a"
+    return f"{m.server_cpu_us:.1f} µs" + (f" ({m.server_pct:.0f}%)" if m.server_pct is not None else "")
+
+
 def _gen_short(m: Measure) -> str:
     if m.gen_cpu_us is None:
         return "n/a"
@@ -1213,7 +1226,7 @@ def peer_table(rows: list[PeerRow]) -> list[str]:
         met = "" if r.met is None else ("**met**" if r.met else "**missed**")
         out.append(
             f"| {name} | {c.body} B | {c.concurrency} | {_three(r, fmt_rate)} | {ratios[0]} | {ratios[1]} "
-            f"| {_three(r, lambda m: f'{m.server_cpu_us:.1f} µs' if m.server_cpu_us is not None else 'n/a')} "
+            f"| {_three(r, _server_short)} "
             f"| {_three(r, lambda m: fmt_us(m.p50))} | {_three(r, lambda m: fmt_us(m.p99))} "
             f"| {_three(r, _gen_short)} | {_three(r, _other_load)} "
             f"| {_three(r, lambda m: f'{m.steal:.0f}%' if m.steal is not None else 'n/a')} "
@@ -1260,6 +1273,18 @@ def peer_summary(rows: list[PeerRow]) -> list[str]:
     return out
 
 
+@dataclass
+class Pin:
+    """``--broker-cpus`` / ``--load-cpus`` (the peer comparison): the CPU sets every server (rmq, Redis, NATS)
+    and the load generator processes start on; None: unpinned."""
+
+    broker: set[int] | None = None
+    load: set[int] | None = None
+
+
+PIN = Pin()
+
+
 def peer_section(rows: list[PeerRow], a: argparse.Namespace, elapsed: float, errors: list[str]) -> str:
     now = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     rmq_gen = (
@@ -1291,8 +1316,10 @@ def peer_section(rows: list[PeerRow], a: argparse.Namespace, elapsed: float, err
         "`XADD bench * f <body>`, every connection appending to the one stream `bench` (as redis-benchmark "
         "does with one key); NATS `PUB bench.s <reply inbox> <n>` to the JetStream stream, each request "
         "complete when its PubAck arrives on its reply subject.",
-        "- *Server CPU/msg*: user + system CPU of the server process (all its threads) over the run divided "
-        "by the requests it answered. *Generator CPU/msg*: the same for the load generator processes, with "
+        pin_sentence(PIN.broker, PIN.load, "the servers", "the load generators")
+        + "- *Server CPU/msg*: user + system CPU of the server process (all its threads) over the run "
+        "divided by the requests it answered, and its CPU over the run as a share of one core. "
+        "*Generator CPU/msg*: the same for the load generator processes, with "
         f"the share of a core its busiest process used; above {GEN_BOUND_PCT:.0f}% the row is marked "
         "**generator-bound**. *Other load*: CPU use on the machine just before each run from processes "
         f"outside the benchmark; above {PROVISIONAL_ABOVE:.0f}% the figure is provisional. *Steal*: CPU time "
@@ -1598,6 +1625,8 @@ def main() -> int:
         help="before each measurement wait up to S seconds for other CPU use to drop below --quiet-below",
     )
     ap.add_argument("--quiet-below", type=float, default=10.0, metavar="PCT")
+    ap.add_argument("--broker-cpus", default=None, help="CPU list for every server of the peer comparison")
+    ap.add_argument("--load-cpus", default=None, help="CPU list for the peer comparison's load generators")
     ap.add_argument(
         "--max-steal",
         type=float,
@@ -1634,6 +1663,10 @@ def main() -> int:
         "(figures are then distorted: implies --no-write)",
     )
     a = ap.parse_args()
+    try:
+        PIN.broker, PIN.load = cpu_sets(a.broker_cpus, a.load_cpus)
+    except ValueError as e:
+        ap.error(str(e))
     if a.duration is None:
         a.duration = 2.0 if a.quick else 8.0
     if a.warmup is None:

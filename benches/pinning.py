@@ -41,6 +41,31 @@ def parse_cpus(spec: str) -> set[int]:
     return out
 
 
+def cpu_sets(broker: str | None, load: str | None) -> tuple[set[int] | None, set[int] | None]:
+    """``--broker-cpus`` and ``--load-cpus`` parsed (None where not given); ValueError when either is bad
+    or they overlap (a ratio of brokers needs the load kept off the broker's CPUs)."""
+    b = parse_cpus(broker) if broker else None
+    g = parse_cpus(load) if load else None
+    if b and g and b & g:
+        raise ValueError(f"--broker-cpus and --load-cpus overlap on {sorted(b & g)}")
+    return b, g
+
+
+def cpu_list(cpus: set[int] | None) -> str:
+    """``0,2,3`` (``any`` for None)."""
+    return ",".join(map(str, sorted(cpus))) if cpus else "any"
+
+
+def pin_sentence(broker: set[int] | None, load: set[int] | None, servers: str, loads: str) -> str:
+    """A RESULTS.md bullet saying how ``servers`` and ``loads`` (plural nouns) were pinned."""
+    if broker is None and load is None:
+        return f"- Not pinned: {servers} and {loads} share the cores as the scheduler places them.\n"
+    return (
+        f"- Pinned (`benches/pinning.py`): {servers} on CPU {cpu_list(broker)}, {loads} on CPU "
+        f"{cpu_list(load)}; a server's CPU share near 100% per pinned CPU marks it as the row's bottleneck.\n"
+    )
+
+
 @contextmanager
 def pinned(cpus: set[int] | None) -> Iterator[None]:
     """Run the block with this process on `cpus` (None: unchanged): processes it starts inherit them."""
