@@ -7,6 +7,7 @@ each test polls until the condition holds, with generous deadlines."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -413,6 +414,11 @@ async def test_metrics_show_pop_groups_in_flight_and_the_revive_service(broker):
         return s if s.get(("rocketmq_consumer_inflight_messages", labels)) == 2 else None
 
     samples = await until("2 of 3 in flight", settled)
+    # brokerStatus (GET_BROKER_RUNTIME_INFO) shows the same, as rmq's own keys.
+    info = await d.call(create_request(RequestCode.GET_BROKER_RUNTIME_INFO, {}))
+    table = json.loads(bytes(info.body))["table"]
+    assert table["popInflightMessages"] == "2"
+    assert int(table["popReviveBehindRecords"]) >= 0 and table["popReviveBehindMs"] == "0"
     assert samples[("rocketmq_consumer_lag_messages", labels)] == 2  # popped, not acked: not consumed
     assert samples[("rocketmq_consumer_ready_messages", labels)] == 0
     written = {k[1]: v for k, v in samples.items() if k[0] == "rocketmq_pop_revive_in_message_total"}

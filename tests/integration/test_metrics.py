@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from rmq.client import ClientConfig, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageExt
-from rmq.client.sync import Producer, PushConsumer
+from rmq.client.sync import Admin, Producer, PushConsumer
 
 from tests.brokerproc import BrokerProcess, start_broker
 from tests.fastsend import fast_send_stats
@@ -300,6 +300,9 @@ def test_grpc_clients_and_calls_are_in_the_broker_metrics(broker: BrokerProcess)
                 break
             time.sleep(0.5)
         assert live == 1 and received >= 1, [s for s in samples if s[1].get("protocol_type") == "grpc"]
+        with Admin(namesrv_addr=broker.namesrv_addr) as admin:  # brokerStatus shows the live 5.x consumer
+            status = admin.broker_runtime_info(broker.broker_addr)
+        assert int(status["grpcConsumers"]) >= 1, status
         sends = value(
             samples,
             "rocketmq_rpc_latency_count",

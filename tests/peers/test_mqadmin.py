@@ -268,8 +268,11 @@ def test_broker_status(admin: Admin) -> None:
     keys = {b: dict(line.findall(o)) for b, o in out.items()}
     rmq_only = {k for k in keys["rmq"] if k not in keys["apache"]}
     # rmq's own: store repairs, a full disk, what the network thread's send fast path took or declined,
-    # how often the network thread woke up, the transaction service's floor and counters.
-    own = re.compile(r"storeRepair\w+|diskFull|fastSend\w*|netThreadWakeups|transaction[A-Z]\w*")
+    # how often the network thread woke up, the transaction service's floor and counters, POP's in-flight
+    # messages and revive backlog, the gRPC endpoint's 5.x clients.
+    own = re.compile(
+        r"storeRepair\w+|diskFull|fastSend\w*|netThreadWakeups|transaction[A-Z]\w*|pop[A-Z]\w*|grpc[A-Z]\w*"
+    )
     assert {"storeRepairCount", "diskFull"} <= rmq_only
     assert [k for k in rmq_only if not own.fullmatch(k)] == []
     for key in (

@@ -151,6 +151,29 @@ class BrokerServices:
         self.flush_responder.hold(end, ctx, response, status_remark)
         return True
 
+    def pop_stats(self) -> dict[str, str]:
+        """POP and the gRPC endpoint for GET_BROKER_RUNTIME_INFO (rmq's own keys; none before POP is served):
+        ``popInflightMessages`` popped and neither acked nor revived yet, ``popReviveBehindRecords`` revive
+        records not yet done with and ``popReviveBehindMs`` how long the oldest pending checkpoint has been
+        due (the most of any revive queue), ``popRevivedMessages`` / ``popDeadLetteredMessages`` re-put to
+        retry topics / DLQs since start; with the gRPC endpoint in this process, ``grpcProducers`` and
+        ``grpcConsumers``: its live 5.x clients."""
+        out: dict[str, str] = {}
+        revive = self.pop_revive
+        if revive is not None:
+            behind = revive.behind()
+            out["popInflightMessages"] = str(revive.inflight())
+            out["popReviveBehindRecords"] = str(sum(records for _q, records, _ms in behind))
+            out["popReviveBehindMs"] = str(max((ms for _q, _r, ms in behind), default=0))
+            out["popRevivedMessages"] = str(revive.revived)
+            out["popDeadLetteredMessages"] = str(revive.dead)
+        endpoint = self.grpc_endpoint
+        if endpoint is not None:
+            sessions = endpoint.registry.sessions()
+            out["grpcProducers"] = str(sum(1 for x in sessions if x.is_producer))
+            out["grpcConsumers"] = str(sum(1 for x in sessions if x.group and not x.is_producer))
+        return out
+
     def fast_send_stats(self) -> dict[str, str]:
         """The fast path's counters for GET_BROKER_RUNTIME_INFO: send requests it answered
         (``fastSendTaken``), the messages they stored (``fastSendMessages``) and the send requests it left to

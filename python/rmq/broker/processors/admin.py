@@ -386,6 +386,7 @@ class AdminProcessors:
             "diskFull": "true" if store.is_disk_full() else "false",
             **s.fast_send_stats(),
             **s.transaction_stats(),
+            **s.pop_stats(),
             **journal.runtime_info(store),
         }
         return create_response(request, body=fastjson.dumps({"table": table}))
