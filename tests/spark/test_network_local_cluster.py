@@ -41,6 +41,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         c.stop()
 
 
+def restarted_rows(log: Path) -> int:
+    """The rows of the restarted read stream's micro-batches, by the driver's ``BATCH <rows>`` lines."""
+    _, mark, after = log.read_text(errors="replace").rpartition("READ-RESTARTED")
+    lines = after.splitlines() if mark else []
+    return sum(int(line.split()[1]) for line in lines if line.startswith("BATCH "))
+
+
 def test_local_cluster_reads_and_sink_through_kills(
     spark: SparkSession, cluster: Cluster, tmp_path: Path
 ) -> None:
@@ -53,20 +60,24 @@ def test_local_cluster_reads_and_sink_through_kills(
         peer, apache_sent = apache.enter_context(apache_with_messages(tmp_path / "apache"))
         reads = f"read.batch={cluster.ns},{TOPIC},{batch},{peer.namesrv_addr},{APACHE_TOPIC},{apache_batch}"
         later: list[SentMsg] = []
+        before_kill = 0
 
         def killed() -> None:
             apache.close()  # read by the first driver; no more CPU for it
-            later.extend(cluster.send(TOPIC, 30, "lc2"))
+            later.extend(cluster.send(TOPIC, 48, "lc2"))
             cluster.wait_replicated(TOPIC)
 
         def stopping(log: Path) -> None:
             # The restarted stream's first micro-batch, then broker-a's master dies: the rest of its
             # messages come from its slave.
+            nonlocal before_kill
             deadline = time.monotonic() + 300
-            while "BATCH" not in log.read_text(errors="replace").rpartition("READ-RESTARTED")[2]:
+            while not restarted_rows(log):
                 assert time.monotonic() < deadline, log.read_text(errors="replace")[-4000:]
                 time.sleep(0.2)
             cluster.brokers["broker-a"].kill()
+            time.sleep(1)  # the driver prints a micro-batch within 0.2 s of its end
+            before_kill = restarted_rows(log)
 
         kill_mid_batch_and_restart(
             cluster.ns,
@@ -78,6 +89,9 @@ def test_local_cluster_reads_and_sink_through_kills(
             killed=killed,
             stopping=stopping,
         )
+    # More rows read after the kill than broker-b has: some of broker-a's came from its slave
+    # (child.log: the drivers' output, kill_mid_batch_and_restart's log).
+    assert restarted_rows(tmp_path / "child.log") - before_kill > sum(m.broker == "broker-b" for m in later)
     got = [bytes(r.body) for r in spark.read.parquet(batch).collect()]
     assert hashes(got) == hashes([m.body for m in sent])
     got = [bytes(r.body) for r in spark.read.parquet(apache_batch).collect()]
