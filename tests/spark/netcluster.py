@@ -67,6 +67,9 @@ class SentMsg:
 class Cluster:
     namesrv: NameServerProcess
     brokers: dict[str, BrokerProcess]
+    """Each group's master, by broker name."""
+    slaves: dict[str, BrokerProcess] = field(default_factory=dict)
+    """Each group's slave (brokerId 1), by broker name, when the cluster has them."""
     sent: list[SentMsg] = field(default_factory=list)
 
     @property
@@ -118,30 +121,46 @@ class Cluster:
                 )
                 time.sleep(0.05)
 
+    def wait_replicated(self, topic: str, queues: int = 4, timeout: float = 60.0) -> None:
+        """Wait until each slave's max offsets of `topic` are its master's (the slave has every message)."""
+
+        def max_offsets(addr: str) -> list[int]:
+            return [
+                int(call(addr, RequestCode.GET_MAX_OFFSET, {"topic": topic, "queueId": str(q)})["offset"])
+                for q in range(queues)
+            ]
+
+        deadline = time.monotonic() + timeout
+        for name, slave in self.slaves.items():
+            while max_offsets(slave.broker_addr) != max_offsets(self.brokers[name].broker_addr):
+                assert time.monotonic() < deadline, f"{name}'s slave did not catch up on {topic}"
+                time.sleep(0.1)
+
     def stop(self) -> None:
-        for b in self.brokers.values():
+        for b in [*self.slaves.values(), *self.brokers.values()]:
             b.stop()
         self.namesrv.stop()
 
 
-def start_cluster(tmp: Path, names: list[str], *props: str) -> Cluster:
+def start_cluster(tmp: Path, names: list[str], *props: str, slaves: bool = False) -> Cluster:
+    """A name server and a broker group per name: its master and, with `slaves`, a slave (brokerId 1)."""
     ns = start_namesrv(tmp)
-    brokers: dict[str, BrokerProcess] = {}
+    cluster = Cluster(ns, {})
     try:
         for name in names:
-            brokers[name] = start_broker(
-                tmp / name,
-                f"brokerName={name}",
-                f"brokerClusterName={CLUSTER}",
-                *props,
-                namesrv=ns.addr,
-            )
+            group = (f"brokerName={name}", f"brokerClusterName={CLUSTER}", *props)
+            cluster.brokers[name] = start_broker(tmp / name, *group, namesrv=ns.addr)
+            if slaves:
+                cluster.slaves[name] = start_slave(tmp / f"{name}-s", *group, namesrv=ns.addr)
     except BaseException:
-        for b in brokers.values():
-            b.stop()
-        ns.stop()
+        cluster.stop()
         raise
-    return Cluster(ns, brokers)
+    return cluster
+
+
+def start_slave(store: Path, *props: str, namesrv: str) -> BrokerProcess:
+    """A slave (brokerId 1) of the group `props` names; it finds its master through the name server."""
+    return start_broker(store, *props, "brokerRole=SLAVE", "brokerId=1", namesrv=namesrv)
 
 
 def hashes(bodies: list[bytes]) -> Counter[str]:

@@ -1,74 +1,66 @@
-"""A Spark driver process for tests/spark/test_network_local_cluster.py: a ``local-cluster[2,1,1024]``
-session (two executor JVMs, each with its Python workers) reading a cluster over the network.
-
-``python -m tests.spark.netdriver batch NS TOPIC OUT``: a batch read written as parquet to OUT.
-``python -m tests.spark.netdriver stream NS TOPIC OUT CKPT``: a stream (8 offsets per trigger) that runs
-until it is killed, printing ``BATCH <rows>`` per micro-batch with rows.
-``python -m tests.spark.netdriver available NS TOPIC OUT CKPT``: the same query, Trigger.AvailableNow.
-"""
+"""The network reads of tests/spark/test_network_local_cluster.py, run in a ``local-cluster[2,1,1024]``
+driver process (tests/spark/sink_child.py, beside its sink query): batch reads written as parquet, and a
+stream (8 offsets per trigger) written as parquet, whose micro-batches with rows are printed as
+``BATCH <rows>``."""
 
 from __future__ import annotations
 
-import os
-import sys
-import time
 from pathlib import Path
 
-import rmq.spark
+import rmq
 from pyspark.sql import SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
 
-def session() -> SparkSession:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    spark = (
-        SparkSession.builder.master("local-cluster[2,1,1024]")
-        .appName("rmq-network-local-cluster")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.host", "127.0.0.1")
-        .config("spark.driver.bindAddress", "127.0.0.1")
-        # The executors' Python imports rmq from where this process did (the installed wheel in CI),
-        # never from the source tree, which has no native module on a clean checkout.
-        .config("spark.executorEnv.PYTHONPATH", str(Path(rmq.__file__).resolve().parents[1]))
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    rmq.spark.register(spark)
-    return spark
+def cluster_settings() -> dict[str, str]:
+    """The session settings of ``local-cluster[2,1,1024]``: two executor JVMs of one core and 1 GiB each.
+    The executors' Python imports rmq from where this process did (the installed wheel in CI), never from
+    the source tree, which has no native module on a clean checkout."""
+    rmq_path = str(Path(rmq.__file__).resolve().parents[1])
+    return {"spark.master": "local-cluster[2,1,1024]", "spark.executorEnv.PYTHONPATH": rmq_path}
 
 
-def main(mode: str, ns: str, topic: str, out: str, ckpt: str | None = None) -> None:
-    spark = session()
-    if mode == "batch":
+def batch_reads(spark: SparkSession, args: list[str]) -> None:
+    """`args`: NS, TOPIC, OUT, ...: each topic read from its name server, written as parquet to OUT."""
+    for ns, topic, out in zip(args[::3], args[1::3], args[2::3], strict=True):
         df = spark.read.format("rocketmq").option("nameServer", ns).option("topics", topic).load()
         df.select("body", "broker_name").write.parquet(out)
-        print("DONE", flush=True)
-        return
+
+
+def read_stream(
+    spark: SparkSession, ns: str, topic: str, out: str, ckpt: str, available: bool
+) -> StreamingQuery:
+    """The stream from the earliest offsets (or its checkpoint), Trigger.AvailableNow if `available`."""
     stream = (
         spark.readStream.format("rocketmq")
         .option("nameServer", ns)
         .option("topics", topic)
         .option("startingOffsets", "earliest")
         .option("maxOffsetsPerTrigger", 8)
+        .option("pullTimeoutMs", 3000)  # a pull from a killed master gives up soon, for its slave
         .load()
         .select("body", "broker_name")
         .writeStream.format("parquet")
         .option("path", out)
         .option("checkpointLocation", ckpt)
     )
-    if mode == "available":
-        stream.trigger(availableNow=True).start().awaitTermination()
-        print("DONE", flush=True)
-        return
-    q = stream.trigger(processingTime="500 milliseconds").start()
-    seen = 0
-    while True:
-        for p in q.recentProgress[seen:]:
+    if available:
+        return stream.trigger(availableNow=True).start()
+    return stream.trigger(processingTime="500 milliseconds").start()
+
+
+class Progress:
+    """Prints ``BATCH <rows>`` for each micro-batch of `query` with rows, when :meth:`report` is called."""
+
+    def __init__(self, query: StreamingQuery) -> None:
+        self.query = query
+        self.seen = 0
+        self.batches = 0
+
+    def report(self) -> None:
+        progress = self.query.recentProgress
+        for p in progress[self.seen :]:
             if p["numInputRows"]:
                 print("BATCH", p["numInputRows"], flush=True)
-        seen = len(q.recentProgress)
-        time.sleep(0.2)
-
-
-if __name__ == "__main__":
-    main(*sys.argv[1:])
+                self.batches += 1
+        self.seen = len(progress)

@@ -6,6 +6,13 @@ reads JSON files ``{"body": ...}`` from SRC_DIR, two files per batch and one tas
 whose body starts with ``slow`` takes SLOW_S seconds (a Python UDF), so a batch with a fast and a slow
 file has the fast task's half messages stored while the slow task still runs; runs until STOP_FILE
 exists, then stops the query and exits 0.
+
+An OPTION is a sink option, but for these (tests/spark/netdriver.py's reads in the same session):
+``spark.*``, a session setting (e.g. ``spark.master``); ``read.batch=NS,TOPIC,OUT[,NS,TOPIC,OUT...]``,
+batch reads done first (then ``READS-DONE``); ``read.stream=NS,TOPIC,OUT,CKPT``, a stream started before
+the sink query (which starts after the stream's first micro-batch with rows); ``read.available=NS,TOPIC,
+OUT,CKPT``, the stream run with Trigger.AvailableNow once the sink query has stopped (after
+``READ-RESTARTED``; ``READ-DONE`` when it ends). The streams print ``BATCH <rows>`` per micro-batch with rows.
 """
 
 from __future__ import annotations
@@ -19,12 +26,16 @@ from pathlib import Path
 def main(argv: list[str]) -> int:
     namesrv, topic, src, ck, stop_file, slow_s = argv[:6]
     extra = dict(a.split("=", 1) for a in argv[6:])
+    conf = {k: extra.pop(k) for k in [k for k in extra if k.startswith("spark.")]}
+    reads = {k[5:]: extra.pop(k).split(",") for k in [k for k in extra if k.startswith("read.")]}
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     import rmq.spark
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    spark = (
+    from tests.spark.netdriver import Progress, batch_reads, read_stream
+
+    builder = (
         SparkSession.builder.master("local[2]")
         .appName("rmq-sink-child")
         .config("spark.ui.enabled", "false")
@@ -34,11 +45,23 @@ def main(argv: list[str]) -> int:
         .config("spark.driver.memory", "768m")
         .config("spark.sql.shuffle.partitions", "1")
         .config("spark.sql.files.maxPartitionBytes", "1024")  # one task per file
-        .getOrCreate()
     )
+    for k, v in conf.items():
+        builder = builder.config(k, v)
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     rmq.spark.register(spark)
     delay = float(slow_s)
+    if "batch" in reads:
+        batch_reads(spark, reads["batch"])
+        print("READS-DONE", flush=True)
+    reader = None
+    if "stream" in reads:
+        reader = Progress(read_stream(spark, *reads["stream"], available=False))
+        while not reader.batches:
+            if reader.query.awaitTermination(0.2):  # raises the stream's error, if it failed
+                raise RuntimeError("the read stream ended")
+            reader.report()
 
     @F.udf("string")
     def slow(body: str) -> str:
@@ -63,8 +86,17 @@ def main(argv: list[str]) -> int:
         if not query.isActive:
             print(f"CHILD-QUERY-DIED {query.exception()}", flush=True)
             return 1
+        if reader is not None:
+            reader.report()
         time.sleep(0.2)
     query.stop()
+    if "available" in reads:
+        print("READ-RESTARTED", flush=True)
+        reader = Progress(read_stream(spark, *reads["available"], available=True))
+        while not reader.query.awaitTermination(0.2):  # raises the stream's error, if it failed
+            reader.report()
+        reader.report()
+        print("READ-DONE", flush=True)
     spark.stop()
     print("CHILD-STOPPED", flush=True)
     return 0

@@ -5,6 +5,7 @@ stream with a consumerGroup whose offsets the Apache broker then holds."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -20,10 +21,11 @@ from tests.spark.netcluster import consumer_offset, create_topic, hashes
 TOPIC = "NetApache"
 
 
-@pytest.fixture(scope="module")
-def apache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ApachePeer, list[tuple[bytes, str]]]]:
+@contextmanager
+def apache_with_messages(home: Path) -> Iterator[tuple[ApachePeer, list[tuple[bytes, str]]]]:
+    """The Apache name server and broker under `home`, 40 messages sent to TOPIC: (body, tag) each."""
     peer_libs()
-    peer = start_apache(tmp_path_factory.mktemp("apache-net") / "apache", *SHARED_PROPS)
+    peer = start_apache(home, *SHARED_PROPS)
     try:
         create_topic(peer.broker_addr, TOPIC)
         sent = []
@@ -36,6 +38,12 @@ def apache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ApachePee
         yield peer, sent
     finally:
         peer.stop()
+
+
+@pytest.fixture(scope="module")
+def apache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ApachePeer, list[tuple[bytes, str]]]]:
+    with apache_with_messages(tmp_path_factory.mktemp("apache-net") / "apache") as peer:
+        yield peer
 
 
 def test_reads_an_apache_cluster(

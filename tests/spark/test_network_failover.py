@@ -8,39 +8,22 @@ import time
 from pathlib import Path
 
 from pyspark.sql import SparkSession
-from rmq.common.codes import RequestCode
 
-from tests.brokerproc import start_broker
 from tests.spark.helpers import wait_for
-from tests.spark.netcluster import CLUSTER, Cluster, call, hashes, start_cluster
+from tests.spark.netcluster import CLUSTER, Cluster, hashes, start_cluster, start_slave
 
 TOPIC = "NetHA"
-
-
-def max_offsets(addr: str, queues: int = 4) -> list[int]:
-    return [
-        int(call(addr, RequestCode.GET_MAX_OFFSET, {"topic": TOPIC, "queueId": str(q)})["offset"])
-        for q in range(queues)
-    ]
 
 
 def test_reads_go_on_from_the_slave_when_the_master_dies(spark: SparkSession, tmp_path: Path) -> None:
     cluster: Cluster = start_cluster(tmp_path, ["broker-a"])
     master = cluster.brokers["broker-a"]
-    slave = None
     try:
         cluster.create(TOPIC)
-        slave = start_broker(
-            tmp_path / "broker-a-s",
-            "brokerName=broker-a",
-            f"brokerClusterName={CLUSTER}",
-            "brokerRole=SLAVE",
-            "brokerId=1",
-            namesrv=cluster.ns,
-        )
+        group = ("brokerName=broker-a", f"brokerClusterName={CLUSTER}")
+        cluster.slaves["broker-a"] = start_slave(tmp_path / "broker-a-s", *group, namesrv=cluster.ns)
         sent = cluster.send(TOPIC, 60, "ha")
-        slave_addr = slave.broker_addr
-        wait_for(lambda: max_offsets(slave_addr) == max_offsets(master.broker_addr), timeout=60)
+        cluster.wait_replicated(TOPIC)
 
         out, ckpt = tmp_path / "out", tmp_path / "ckpt"
         q = (
@@ -73,6 +56,4 @@ def test_reads_go_on_from_the_slave_when_the_master_dies(spark: SparkSession, tm
         rows = df.select("body", "broker_name").collect()
         assert hashes([bytes(r.body) for r in rows]) == hashes([m.body for m in sent])
     finally:
-        if slave is not None:
-            slave.stop()
         cluster.stop()

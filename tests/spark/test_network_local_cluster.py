@@ -1,80 +1,101 @@
-"""The network source where users run it: driver processes with ``local-cluster[2,1,1024]`` (two executor
-JVMs) against two broker groups on one name server. A batch read of exact content; a streaming query
-SIGKILLed (driver and executors) after some micro-batches, messages sent meanwhile, and the query
-restarted on its checkpoint: every message in the output once (bodies by hash)."""
+"""Spark where users run it: driver processes with ``local-cluster[2,1,1024]`` (two executor JVMs) against
+two broker groups, each a master and a slave, on one name server, and against the Apache RocketMQ broker.
+Two driver processes (tests/spark/sink_child.py, with tests/spark/netdriver.py's reads) do it all:
+
+1. The first reads the rmq cluster and the Apache broker (batch, exact content), then runs a stream that
+   reads the cluster and the exactly-once sink, until both the driver and its executors are SIGKILLed in
+   the middle of a sink batch (its first half messages stored, not committed).
+2. The second, on the same checkpoints, runs the sink on (every row once in the topic, counted by a
+   consumer; the killed attempt's half messages rolled back), then the read stream, Trigger.AvailableNow,
+   with messages sent meanwhile; a master is SIGKILLed during it, and the stream goes on from that
+   group's slave: every message in the output once (bodies by hash)."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
+import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
 from pyspark.sql import SparkSession
 
-from tests.spark.netcluster import Cluster, hashes, start_cluster
+from tests.spark.netcluster import Cluster, SentMsg, hashes, start_cluster
+from tests.spark.netdriver import cluster_settings
+from tests.spark.test_network_apache import TOPIC as APACHE_TOPIC
+from tests.spark.test_network_apache import apache_with_messages
+from tests.spark.test_sink_kill import CHECK_PROPS, kill_mid_batch_and_restart
 
 TOPIC = "NetLocalCluster"
-REPO = Path(__file__).resolve().parents[2]
+SINK_TOPIC = "SinkLocalCluster"
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
-    c = start_cluster(tmp_path_factory.mktemp("netlc"), ["broker-a", "broker-b"])
+    c = start_cluster(tmp_path_factory.mktemp("netlc"), ["broker-a", "broker-b"], *CHECK_PROPS, slaves=True)
     try:
         c.create(TOPIC)
+        c.create(SINK_TOPIC)
         yield c
     finally:
         c.stop()
 
 
-def driver(log: Path, *args: str) -> subprocess.Popen[str]:
-    """A driver process; its stderr (Spark's and Python's errors) goes to `log`."""
-    with log.open("ab") as err:
-        return subprocess.Popen(
-            [sys.executable, "-m", "tests.spark.netdriver", *args],
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=err,
-            text=True,
-            start_new_session=True,  # its own process group: the driver JVM and the executors with it
-        )
+def restarted_rows(log: Path) -> int:
+    """The rows of the restarted read stream's micro-batches, by the driver's ``BATCH <rows>`` lines."""
+    _, mark, after = log.read_text(errors="replace").rpartition("READ-RESTARTED")
+    lines = after.splitlines() if mark else []
+    return sum(int(line.split()[1]) for line in lines if line.startswith("BATCH "))
 
 
-def finish(proc: subprocess.Popen[str], log: Path, timeout: float = 480) -> None:
-    out, _ = proc.communicate(timeout=timeout)
-    tail = log.read_text(errors="replace")[-6000:]
-    assert proc.returncode == 0 and "DONE" in out, f"exit {proc.returncode}, stdout {out!r}, stderr:\n{tail}"
-
-
-def test_local_cluster_batch_and_a_killed_stream(
+def test_local_cluster_reads_and_sink_through_kills(
     spark: SparkSession, cluster: Cluster, tmp_path: Path
 ) -> None:
-    log = tmp_path / "drivers.log"
-    first = cluster.send(TOPIC, 60, "lc1")
-    finish(driver(log, "batch", cluster.ns, TOPIC, str(tmp_path / "batch")), log)
-    got = [bytes(r.body) for r in spark.read.parquet(str(tmp_path / "batch")).collect()]
-    assert hashes(got) == hashes([m.body for m in first])
-
+    settings = tuple(f"{k}={v}" for k, v in cluster_settings().items())
+    batch, apache_batch = str(tmp_path / "batch"), str(tmp_path / "apache-batch")
     out, ckpt = str(tmp_path / "out"), str(tmp_path / "ckpt")
-    proc = driver(log, "stream", cluster.ns, TOPIC, out, ckpt)
-    try:
-        batches = 0
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            if line.startswith("BATCH"):
-                batches += 1
-                if batches >= 3:
-                    break
-        assert batches >= 3, log.read_text(errors="replace")[-6000:]
-    finally:
-        os.killpg(proc.pid, signal.SIGKILL)  # driver, its JVM and the executors: no clean stop
-        proc.wait()
-    second = cluster.send(TOPIC, 30, "lc2")
-    finish(driver(log, "available", cluster.ns, TOPIC, out, ckpt), log)
+    stream = f"{cluster.ns},{TOPIC},{out},{ckpt}"
+    sent = cluster.send(TOPIC, 60, "lc1")
+    with ExitStack() as apache:
+        peer, apache_sent = apache.enter_context(apache_with_messages(tmp_path / "apache"))
+        reads = f"read.batch={cluster.ns},{TOPIC},{batch},{peer.namesrv_addr},{APACHE_TOPIC},{apache_batch}"
+        later: list[SentMsg] = []
+        before_kill = 0
+
+        def killed() -> None:
+            apache.close()  # read by the first driver; no more CPU for it
+            later.extend(cluster.send(TOPIC, 48, "lc2"))
+            cluster.wait_replicated(TOPIC)
+
+        def stopping(log: Path) -> None:
+            # The restarted stream's first micro-batch, then broker-a's master dies: the rest of its
+            # messages come from its slave.
+            nonlocal before_kill
+            deadline = time.monotonic() + 300
+            while not restarted_rows(log):
+                assert time.monotonic() < deadline, log.read_text(errors="replace")[-4000:]
+                time.sleep(0.2)
+            cluster.brokers["broker-a"].kill()
+            time.sleep(1)  # the driver prints a micro-batch within 0.2 s of its end
+            before_kill = restarted_rows(log)
+
+        kill_mid_batch_and_restart(
+            cluster.ns,
+            [b.store_dir for b in cluster.brokers.values()],
+            SINK_TOPIC,
+            tmp_path,
+            first=(*settings, reads, f"read.stream={stream}"),
+            second=(*settings, f"read.available={stream}"),
+            killed=killed,
+            stopping=stopping,
+        )
+    # More rows read after the kill than broker-b has: some of broker-a's came from its slave
+    # (child.log: the drivers' output, kill_mid_batch_and_restart's log).
+    assert restarted_rows(tmp_path / "child.log") - before_kill > sum(m.broker == "broker-b" for m in later)
+    got = [bytes(r.body) for r in spark.read.parquet(batch).collect()]
+    assert hashes(got) == hashes([m.body for m in sent])
+    got = [bytes(r.body) for r in spark.read.parquet(apache_batch).collect()]
+    assert hashes(got) == hashes([b for b, _ in apache_sent])
     got = [bytes(r.body) for r in spark.read.parquet(out).collect()]
-    assert hashes(got) == hashes([m.body for m in first + second])
+    assert hashes(got) == hashes([m.body for m in sent + later])
     assert max(hashes(got).values()) == 1

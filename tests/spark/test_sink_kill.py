@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -27,16 +27,14 @@ pytest.importorskip("pyspark")
 ROOT = Path(__file__).resolve().parents[2]
 
 
+# A broker asks about a half message soon after its immunity (the sink's checkImmunitySec) ends, and never
+# gives up on one (so the killed attempt's halves wait for the restarted query's answer).
+CHECK_PROPS = ("transactionCheckInterval=1000", "transactionTimeOut=1000", "transactionCheckMax=1000000")
+
+
 @pytest.fixture
 def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
-    # Asks about a half message soon after its immunity (the sink's checkImmunitySec) ends, and never gives
-    # up on one (so the killed attempt's halves wait for the restarted query's answer).
-    b = start_broker(
-        tmp_path / "store",
-        "transactionCheckInterval=1000",
-        "transactionTimeOut=1000",
-        "transactionCheckMax=1000000",
-    )
+    b = start_broker(tmp_path / "store", *CHECK_PROPS)
     yield b
     b.stop()
 
@@ -48,10 +46,11 @@ def add_file(src: Path, name: str, bodies: list[str]) -> None:
 
 
 def start_child(
-    broker: BrokerProcess, topic: str, src: Path, ck: Path, stop: Path, log: Path
+    namesrv: str, topic: str, src: Path, ck: Path, stop: Path, log: Path, *extra: str
 ) -> subprocess.Popen[bytes]:
-    args = [sys.executable, "-m", "tests.spark.sink_child", broker.namesrv_addr, topic, str(src), str(ck)]
-    args += [str(stop), "1.0", "checkImmunitySec=2"]
+    """tests/spark/sink_child.py (`extra`: its OPTION=VALUE arguments)."""
+    args = [sys.executable, "-m", "tests.spark.sink_child", namesrv, topic, str(src), str(ck)]
+    args += [str(stop), "1.0", "checkImmunitySec=2", *extra]
     with open(log, "ab") as out:
         return subprocess.Popen(args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -87,19 +86,23 @@ def kill_all(child: subprocess.Popen[bytes]) -> None:
     child.wait()
 
 
-def halves(store: Path, ck: Path) -> dict[tuple[str, str, str], dict]:
-    """The query's half messages by (task, row, try): their batch and half queue offsets (a check-back
+Half = tuple[int, str, str, str]
+"""A half message of the query: (store, task, row, try), the store its index in the list of stores."""
+
+
+def halves(stores: list[Path], ck: Path) -> dict[Half, dict]:
+    """The query's half messages in the brokers' stores: their batch and half queue offsets (a check-back
     re-appends the half it asks about, so one may have several copies)."""
     sink = str(ck / "rocketmq-sink")
-    out: dict[tuple[str, str, str], dict] = {}
-    for r in read_rows(store, topics="RMQ_SYS_TRANS_HALF_TOPIC"):
-        p = dict(r["properties"] or ())
-        if p.get("RMQ_SPARK_SINK") == sink:
-            h = out.setdefault(
-                (p["RMQ_SPARK_TASK"], p["RMQ_SPARK_SEQ"], p["RMQ_SPARK_TRY"]), {"offsets": set()}
-            )
-            h["batch"] = int(p["RMQ_SPARK_BATCH"])
-            h["offsets"].add(r["queue_offset"])
+    out: dict[Half, dict] = {}
+    for i, store in enumerate(stores):
+        for r in read_rows(store, topics="RMQ_SYS_TRANS_HALF_TOPIC"):
+            p = dict(r["properties"] or ())
+            if p.get("RMQ_SPARK_SINK") == sink:
+                key = (i, p["RMQ_SPARK_TASK"], p["RMQ_SPARK_SEQ"], p["RMQ_SPARK_TRY"])
+                h = out.setdefault(key, {"offsets": set()})
+                h["batch"] = int(p["RMQ_SPARK_BATCH"])
+                h["offsets"].add(r["queue_offset"])
     return out
 
 
@@ -108,14 +111,14 @@ def ended(store: Path) -> set[int]:
     return {int(r["body"]) for r in read_rows(store, topics="RMQ_SYS_TRANS_OP_HALF_TOPIC")}
 
 
-def resolved(store: Path, ck: Path, keys: set[tuple[str, str, str]]) -> bool:
+def resolved(stores: list[Path], ck: Path, keys: set[Half]) -> bool:
     """Whether every half of `keys` has been ended (its last copy, when the check-back re-appended it)."""
-    now, done = halves(store, ck), ended(store)
-    return all(now[k]["offsets"] & done for k in keys)
+    now, done = halves(stores, ck), [ended(s) for s in stores]
+    return all(now[k]["offsets"] & done[k[0]] for k in keys)
 
 
-def visible(store: Path, topic: str) -> int:
-    return sum(1 for _ in read_rows(store, topics=topic))
+def visible(stores: list[Path], topic: str) -> int:
+    return sum(1 for s in stores for _ in read_rows(s, topics=topic))
 
 
 def wait(
@@ -139,8 +142,23 @@ def wait(
 def test_sigkill_mid_batch_then_restart_writes_every_row_exactly_once(
     broker: BrokerProcess, tmp_path: Path
 ) -> None:
-    topic = "SinkKill"
-    create_topic(broker, topic)
+    create_topic(broker, "SinkKill")
+    kill_mid_batch_and_restart(broker.namesrv_addr, [broker.store_dir], "SinkKill", tmp_path)
+
+
+def kill_mid_batch_and_restart(
+    namesrv: str,
+    stores: list[Path],
+    topic: str,
+    tmp_path: Path,
+    first: tuple[str, ...] = (),
+    second: tuple[str, ...] = (),
+    killed: Callable[[], None] = lambda: None,
+    stopping: Callable[[Path], None] = lambda log: None,
+) -> None:
+    """The scenario against the brokers (masters) whose stores are `stores`. `first`, `second`: more
+    OPTION=VALUE arguments of the killed and the restarted sink_child; `killed` runs once the first is
+    killed, `stopping` (given the children's log) once the second is told to stop."""
     src, ck, stop, log = tmp_path / "src", tmp_path / "ck", tmp_path / "stop", tmp_path / "child.log"
     src.mkdir()
     # Batch 0: two fast files. Batch 1: a fast file and a slow one (a second a row): the fast task's
@@ -152,15 +170,14 @@ def test_sigkill_mid_batch_then_restart_writes_every_row_exactly_once(
     add_file(src, "f0b", fast[30:])
     add_file(src, "f1a", slow[20:])
     add_file(src, "f1b", slow[:20])
-    store = broker.store_dir
 
-    child = start_child(broker, topic, src, ck, stop, log)
+    child = start_child(namesrv, topic, src, ck, stop, log, *first)
     try:
         # Batch 0 committed (its rows visible), batch 1 in flight: some of its halves stored.
         wait(
             lambda: (
-                visible(store, topic) >= len(fast)
-                and any(h["batch"] == 1 for h in halves(store, ck).values())
+                visible(stores, topic) >= len(fast)
+                and any(h["batch"] == 1 for h in halves(stores, ck).values())
             ),
             "batch 1's first half messages",
             child=child,
@@ -168,37 +185,39 @@ def test_sigkill_mid_batch_then_restart_writes_every_row_exactly_once(
         )
     finally:
         kill_all(child)
-    first = halves(store, ck)
+    first = halves(stores, ck)
     orphans = {k: h for k, h in first.items() if h["batch"] == 1}
     assert orphans
     assert not (ck / "rocketmq-sink" / "commits" / "1").exists()  # killed before batch 1's commit
-    assert visible(store, topic) == len(fast)
+    assert visible(stores, topic) == len(fast)
+    killed()
 
     add_file(src, "f2a", later[:20])
     add_file(src, "f2b", later[20:])
-    child = start_child(broker, topic, src, ck, stop, log)
+    child = start_child(namesrv, topic, src, ck, stop, log, *second)
     try:
         expect = fast + slow + later
         wait(
-            lambda: visible(store, topic) >= len(expect), "every row after the restart", child=child, log=log
+            lambda: visible(stores, topic) >= len(expect), "every row after the restart", child=child, log=log
         )
         # The killed attempt's halves are asked about and rolled back while the restarted query runs.
         wait(
-            lambda: resolved(store, ck, set(orphans)),
+            lambda: resolved(stores, ck, set(orphans)),
             "the killed attempt's half messages to be rolled back",
             child=child,
             log=log,
         )
+        got = consume(namesrv, topic, len(expect))
+        assert got.bodies == Counter(digest(b.encode()) for b in expect)  # every row once
         stop.touch()
-        assert child.wait(120) == 0
+        stopping(log)
+        assert child.wait(300) == 0, log.read_text(errors="replace")[-4000:]
     finally:
         if child.poll() is None:
             kill_all(child)
-    got = consume(broker.namesrv_addr, topic, len(expect))
-    assert got.bodies == Counter(digest(b.encode()) for b in expect)  # every row once
     # The replayed batch 1 was sent again by new tasks; no row of the killed attempt reached the topic.
-    after = halves(store, ck)
+    after = halves(stores, ck)
     assert {k for k, h in after.items() if h["batch"] == 1} > set(orphans)
     assert (ck / "rocketmq-sink" / "commits" / "1").exists()
     # Rolled back by the restarted query's answer to the check-back, not given up on by the broker.
-    assert not list(read_rows(store, topics="TRANS_CHECK_MAX_TIME_TOPIC"))
+    assert not [r for s in stores for r in read_rows(s, topics="TRANS_CHECK_MAX_TIME_TOPIC")]
