@@ -16,29 +16,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
-import uuid
 from typing import Any
-
-from rmq.client.heartbeat import ConsumeFromWhere
-from rmq.client.message import MessageExt
-from rmq.client.sync import LitePullConsumer
-from rmq.common.codes import RequestCode, ResponseCode
-from rmq.proxy.messages import SHARDING_KEY, TIMER_DELIVER_MS
-from rmq.remoting import create_request
-from rmq.remoting.client import invoke_sync
 
 from tests.peers.apache5 import create_group, create_topic, wait_for_route
 from tests.peers.conftest import Peers, Peers5
+from tests.peers.grpc5 import dlq_count, name, plain_record, pull, record
 from tests.proxy.client5run import run_client5
 
 
-def _name(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:8]}"
-
-
 def _rmq_topic(peers: Peers) -> str:
-    topic = _name("T5")
+    topic = name("T5")
     r = subprocess.run(
         [
             sys.executable,
@@ -61,42 +48,6 @@ def _rmq_topic(peers: Peers) -> str:
     return topic
 
 
-def _pull(
-    namesrv: str, topic: str, count: int, deadline_s: float = 30, bodies: set[str] | None = None
-) -> list[MessageExt]:
-    """``count`` records of ``topic`` (or, with ``bodies``, until each of those bodies was read)."""
-    consumer = LitePullConsumer(
-        _name("G4"), namesrv_addr=namesrv, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
-    )
-    consumer.subscribe(topic, "*")
-    consumer.start()
-    got: list[MessageExt] = []
-    try:
-        end = time.monotonic() + deadline_s
-        while time.monotonic() < end:
-            got.extend(consumer.poll(1000))
-            if bodies is not None and bodies <= {m.body.decode() for m in got}:
-                break
-            if bodies is None and len(got) >= count:
-                break
-    finally:
-        consumer.shutdown()
-    return got
-
-
-def _record(m: MessageExt) -> dict[str, Any]:
-    """What a stored 5.x message is, with the server's own choices (ids, offsets, times) left out."""
-    return {
-        "body": m.body.decode(),
-        "tags": m.tags,
-        "keys": sorted((m.get_property("KEYS") or "").split()),
-        "color": m.get_property("color"),
-        "group": m.get_property(SHARDING_KEY),
-        "timer": m.get_property(TIMER_DELIVER_MS) is not None,
-        "pgroup_is_topic": m.get_property("PGROUP") == m.topic,
-    }
-
-
 PLAIN = [
     {"body": "plain-1", "tag": "TagA", "keys": ["k1", "k2"], "props": {"color": "red"}},
     {"body": "plain-2", "tag": "TagB"},
@@ -109,8 +60,8 @@ def _send_side(endpoints: str, namesrv: str, topics: dict[str, str]) -> dict[str
     out: dict[str, Any] = {}
     for kind, messages in (("plain", PLAIN), ("fifo", FIFO), ("delay", DELAY)):
         sent = run_client5("send", endpoints=endpoints, topic=topics[kind], messages=messages)["sent"]
-        got = sorted(_pull(namesrv, topics[kind], len(messages)), key=lambda m: m.body)
-        out[kind] = [_record(m) for m in got]
+        got = sorted(pull(namesrv, topics[kind], len(messages)), key=lambda m: m.body)
+        out[kind] = [record(m) for m in got]
         out[f"{kind}_ids_kept"] = sorted(s["message_id"] for s in sent) == sorted(m.msg_id for m in got)
         if kind == "fifo":  # one message group: one queue, consecutive offsets in send order
             ordered = sorted(got, key=lambda m: m.queue_offset)
@@ -121,22 +72,14 @@ def _send_side(endpoints: str, namesrv: str, topics: dict[str, str]) -> dict[str
 
 def test_sends_store_the_same_on_rmq_and_apache(peers: Peers, peers5: Peers5) -> None:
     rmq_topics = {kind: _rmq_topic(peers) for kind in ("plain", "fifo", "delay")}
-    apache_topics = {kind: _name(f"A5{kind}") for kind in ("plain", "fifo", "delay")}
+    apache_topics = {kind: name(f"A5{kind}") for kind in ("plain", "fifo", "delay")}
     for kind, mtype in (("plain", "NORMAL"), ("fifo", "FIFO"), ("delay", "DELAY")):
         create_topic(peers5.apache.broker_addr, apache_topics[kind], mtype)
     rmq = _send_side(f"127.0.0.1:{peers.rmq.ready['grpc']}", peers.rmq.namesrv_addr, rmq_topics)
     apache = _send_side(peers5.apache.endpoints, peers5.apache.namesrv_addr, apache_topics)
     assert rmq == apache
     assert [r["body"] for r in rmq["plain"]] == ["plain-1", "plain-2"]
-    assert rmq["plain"][0] == {
-        "body": "plain-1",
-        "tags": "TagA",
-        "keys": ["k1", "k2"],
-        "color": "red",
-        "group": None,
-        "timer": False,
-        "pgroup_is_topic": True,
-    }
+    assert rmq["plain"][0] == plain_record("plain-1", "TagA", ["k1", "k2"], "red")
     assert rmq["fifo_one_queue"] and rmq["fifo_order"] == ["fifo-0", "fifo-1", "fifo-2"]
     assert rmq["delay"][0]["timer"] is True
     assert rmq["plain_ids_kept"] and rmq["fifo_ids_kept"] and rmq["delay_ids_kept"]
@@ -155,12 +98,12 @@ def _transaction_side(endpoints: str, namesrv: str, topic: str) -> dict[str, Any
     )
     # The broker may check an ended one too (its end not read yet), and a second check of the same half
     # message may commit it twice (Apache 5.x does with 1 s check intervals): compared as sets.
-    stored = {m.body.decode() for m in _pull(namesrv, topic, 2, bodies={"tx-checked", "tx-commit"})}
+    stored = {m.body.decode() for m in pull(namesrv, topic, 2, bodies={"tx-checked", "tx-commit"})}
     return {"checked_unresolved": "tx-checked" in result["checked"], "stored": sorted(stored)}
 
 
 def test_transactions_with_check_back_same_on_rmq_and_apache(peers: Peers, peers5: Peers5) -> None:
-    apache_topic = _name("A5tx")
+    apache_topic = name("A5tx")
     create_topic(peers5.apache.broker_addr, apache_topic, "TRANSACTION")
     rmq = _transaction_side(f"127.0.0.1:{peers.rmq.ready['grpc']}", peers.rmq.namesrv_addr, _rmq_topic(peers))
     apache = _transaction_side(peers5.apache.endpoints, peers5.apache.namesrv_addr, apache_topic)
@@ -168,7 +111,7 @@ def test_transactions_with_check_back_same_on_rmq_and_apache(peers: Peers, peers
 
 
 def _consume_side(peers5: Peers5, endpoints: str) -> dict[str, Any]:
-    topic, group = _name("A5recv"), _name("G5")
+    topic, group = name("A5recv"), name("G5")
     create_topic(peers5.apache.broker_addr, topic, "NORMAL")
     create_group(peers5.apache.broker_addr, group)
     run_client5("send", endpoints=peers5.apache.endpoints, topic=topic, messages=PLAIN)
@@ -194,17 +137,8 @@ def test_simple_consumer_through_rmq_endpoint_matches_apache_proxy(peers5: Peers
     )
 
 
-def _dlq_count(broker_addr: str, group: str) -> int:
-    """Messages in the group's dead-letter queue (its one queue's max offset; 0 when it does not exist)."""
-    request = create_request(RequestCode.GET_MAX_OFFSET, {"topic": f"%DLQ%{group}", "queueId": "0"})
-    response = invoke_sync(broker_addr, request, 5000)
-    if response.code != ResponseCode.SUCCESS:
-        return 0
-    return int(response.ext_fields.get("offset", "0"))
-
-
 def _push_side(peers5: Peers5, endpoints: str) -> dict[str, Any]:
-    topic, group = _name("A5push"), _name("G5push")
+    topic, group = name("A5push"), name("G5push")
     create_topic(peers5.apache.broker_addr, topic, "NORMAL")
     create_group(peers5.apache.broker_addr, group, retry_max_times=2)  # 3 attempts, then the DLQ
     bodies = ["ok-1", "once", "never"]
@@ -225,7 +159,7 @@ def _push_side(peers5: Peers5, endpoints: str) -> dict[str, Any]:
         timeout=240,
     )
     deliveries = [tuple(x) for x in got["deliveries"]]
-    return {"deliveries": sorted(set(deliveries)), "dlq": _dlq_count(peers5.apache.broker_addr, group)}
+    return {"deliveries": sorted(set(deliveries)), "dlq": dlq_count(peers5.apache.broker_addr, group)}
 
 
 def test_push_consumer_retry_and_dead_letter_through_rmq_endpoint_matches_apache_proxy(
@@ -248,7 +182,7 @@ def test_push_consumer_retry_and_dead_letter_through_rmq_endpoint_matches_apache
 
 
 def _fifo_side(peers5: Peers5, endpoints: str) -> list[str]:
-    topic, group = _name("A5fifo"), _name("G5fifo")
+    topic, group = name("A5fifo"), name("G5fifo")
     create_topic(peers5.apache.broker_addr, topic, "FIFO")
     create_group(peers5.apache.broker_addr, group, orderly=True)
     messages = [{"body": f"f{i}", "group": "order-1"} for i in range(5)]

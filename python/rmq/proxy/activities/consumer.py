@@ -62,7 +62,10 @@ class ConsumerActivity(Activity):
                 group=group,
                 topic=topic,
                 broker_name=request.message_queue.broker.name,
-                queue_id=request.message_queue.id,
+                # Every queue of that broker, whichever the client names: the Java client's SimpleConsumer
+                # names each route queue in turn, and a pop of that one queue long-polls while others hold
+                # messages (Apache's proxy pops the broker's queues as one, queueId -1, the same way).
+                queue_id=-1,
                 batch=batch,
                 invisible_ms=invisible,
                 poll_ms=poll,
