@@ -243,6 +243,9 @@ _BROKER_NAMES = frozenset(
 )
 
 # What a 5.x consumer is not shown: Apache's MessageConst.STRING_HASH_SET, which its proxy leaves out.
-# TRANSACTION_CHECK_TIMES is not in it: a transactional message committed after the broker's check shows how
-# often it was checked, on Apache's proxy too.
-_HIDDEN = (_SYSTEM_NAMES | _BROKER_NAMES) - {MessageConst.TRANSACTION_CHECK_TIMES}
+# __transactionId__ and TRANSACTION_CHECK_TIMES are not in it: a committed transactional message shows its
+# transaction id and how often the broker checked it, on Apache's proxy too.
+_HIDDEN = (_SYSTEM_NAMES | _BROKER_NAMES) - {
+    MessageConst.TRANSACTION_CHECK_TIMES,
+    MessageConst.TRANSACTION_ID,
+}

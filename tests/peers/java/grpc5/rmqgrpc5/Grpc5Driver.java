@@ -180,7 +180,8 @@ public final class Grpc5Driver {
         r.put("group", m.getMessageGroup().orElse(null));
         r.put("attempt", Integer.toString(m.getDeliveryAttempt()));
         List<String> props = new ArrayList<>();
-        new TreeMap<>(m.getProperties()).forEach((k, v) -> props.add(k + "=" + v));
+        String id = m.getMessageId().toString(); // a property holding the message's own id shows "<id>"
+        new TreeMap<>(m.getProperties()).forEach((k, v) -> props.add(k + "=" + (v.equals(id) ? "<id>" : v)));
         r.put("props", String.join(";", props));
         if (m.getDeliveryTimestamp().isPresent()) {
             r.put("onTime", Boolean.toString(receivedAt >= m.getDeliveryTimestamp().get() - 50));
