@@ -236,6 +236,8 @@ async def test_transactions_commit_rollback_and_check(broker):
     recs, _ = await wait_for(client, addr, "Tx", 0, 0, 5)
     assert [r[12] for r in recs] == [b"commit-me"]
     assert recs[0][4] & 0xC == 0x8, "stored as COMMIT_TYPE"
+    # As RocketMQ 5.x's broker: the half message, so the committed one, names its transaction (its UNIQ_KEY).
+    assert "__transactionId__\x01commit-me\x02" in recs[0][13] + "\x02"
     # The two undecided ones are checked back and decided by the producer.
     deadline = time.monotonic() + 10
     got: list = []

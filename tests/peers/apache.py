@@ -65,6 +65,8 @@ class PeerLibs:
     client: Path  # Java client, tools and ACL jars
     server5: Path  # Apache RocketMQ 5.x name server + proxy (broker inside) + tools jars
     python5: Path  # site directory of the official 5.x Python client (rocketmq-python-client)
+    client5: Path  # the official 5.x Java client (rocketmq-client-java, gRPC)
+    node5: Path  # node_modules of the official 5.x Node.js client (rocketmq-client-nodejs)
 
 
 _libs: PeerLibs | None = None
@@ -82,27 +84,28 @@ def peer_libs() -> PeerLibs:
             if os.environ.get("RMQ_PEERS_SKIP") == "1":
                 pytest.skip(msg)
             pytest.fail(msg, pytrace=False)
-        server, client, server5, python5 = (Path(line) for line in proc.stdout.split())
-        _libs = PeerLibs(server, client, server5, python5)
+        _libs = PeerLibs(*(Path(line) for line in proc.stdout.split()))
     return _libs
 
 
-def compile_drivers(libs: PeerLibs) -> Path:
-    """The compiled driver classes, in a cache dir keyed by the sources and the client jar set."""
-    sources = sorted(JAVA_SRC.rglob("*.java"))
+def compile_drivers(libs: PeerLibs, src: Path = JAVA_SRC, jars: Path | None = None) -> Path:
+    """The compiled driver classes of ``src`` against the jars in ``jars`` (default: the 4.x client's), in a
+    cache dir keyed by the sources and the jar set."""
+    jars = jars or libs.client
+    sources = sorted(src.rglob("*.java"))
     digest = hashlib.sha256()
-    for src in sources:
-        digest.update(src.relative_to(JAVA_SRC).as_posix().encode() + b"\0" + src.read_bytes())
-    for jar in sorted(libs.client.glob("*.jar")):
+    for path in sources:
+        digest.update(path.relative_to(src).as_posix().encode() + b"\0" + path.read_bytes())
+    for jar in sorted(jars.glob("*.jar")):
         digest.update(jar.name.encode())
-    out = libs.client.parent / "drivers" / digest.hexdigest()[:16]
+    out = jars.parent / "drivers" / digest.hexdigest()[:16]
     if (out / "complete").exists():
         return out
     tmp = out.with_suffix(".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     javac = subprocess.run(
-        ["javac", "-nowarn", "-encoding", "UTF-8", "-d", str(tmp), "-cp", f"{libs.client}/*"]
+        ["javac", "-nowarn", "-encoding", "UTF-8", "-d", str(tmp), "-cp", f"{jars}/*"]
         + [str(s) for s in sources],
         capture_output=True,
         text=True,
@@ -342,12 +345,14 @@ def run_driver(
     limit: float = 240.0,
     main: str = "rmqpeer.Driver",
     jvm: tuple[str, ...] = (),
+    jars: Path | None = None,
     **args: object,
 ) -> dict[str, Any]:
     """Run one Java driver scenario; return the JSON object it printed (its last stdout line). The
     driver's own ``timeout`` argument bounds its waits; ``limit`` (seconds) bounds the whole JVM;
     ``main`` is the driver class (each ``tests/peers/java/src/rmqpeer`` program takes the scenario first);
-    ``jvm`` adds JVM options (system properties such as ``-Dtls.enable=true``)."""
+    ``jvm`` adds JVM options (system properties such as ``-Dtls.enable=true``); ``jars`` is the client's
+    jar directory (default: the 4.x client's)."""
     log_root = home / "client-logs"
     argv = [
         "java",
@@ -357,7 +362,7 @@ def run_driver(
         f"-Duser.home={home}",
         f"-Dlogback.configurationFile={_driver_logback(home)}",
         "-cp",
-        f"{classes}:{libs.client}/*",
+        f"{classes}:{jars or libs.client}/*",
         main,
         scenario,
         *(f"{k}={v}" for k, v in args.items()),

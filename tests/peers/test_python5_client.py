@@ -18,30 +18,16 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
-import uuid
-from dataclasses import dataclass
 from typing import Any
 
-from rmq.client.heartbeat import ConsumeFromWhere
-from rmq.client.message import MessageExt
-from rmq.client.sync import LitePullConsumer
-from rmq.common.codes import RequestCode, ResponseCode
-from rmq.proxy.messages import SHARDING_KEY, TIMER_DELIVER_MS
-from rmq.remoting import create_request
-from rmq.remoting.client import invoke_sync
-
-from tests.peers.apache5 import create_group, create_topic, wait_for_route
+from tests.peers.apache5 import create_topic, wait_for_route
 from tests.peers.conftest import Peers, Peers5
+from tests.peers.grpc5 import Side, apache_side, dlq_count, name, plain_record, pull, record, rmq_side
 from tests.proxy.client5run import run_client5
 
 
-def _name(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:8]}"
-
-
 def _rmq_topic(peers: Peers) -> str:
-    topic = _name("T5")
+    topic = name("T5")
     r = subprocess.run(
         [
             sys.executable,
@@ -64,42 +50,6 @@ def _rmq_topic(peers: Peers) -> str:
     return topic
 
 
-def _pull(
-    namesrv: str, topic: str, count: int, deadline_s: float = 30, bodies: set[str] | None = None
-) -> list[MessageExt]:
-    """``count`` records of ``topic`` (or, with ``bodies``, until each of those bodies was read)."""
-    consumer = LitePullConsumer(
-        _name("G4"), namesrv_addr=namesrv, consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
-    )
-    consumer.subscribe(topic, "*")
-    consumer.start()
-    got: list[MessageExt] = []
-    try:
-        end = time.monotonic() + deadline_s
-        while time.monotonic() < end:
-            got.extend(consumer.poll(1000))
-            if bodies is not None and bodies <= {m.body.decode() for m in got}:
-                break
-            if bodies is None and len(got) >= count:
-                break
-    finally:
-        consumer.shutdown()
-    return got
-
-
-def _record(m: MessageExt) -> dict[str, Any]:
-    """What a stored 5.x message is, with the server's own choices (ids, offsets, times) left out."""
-    return {
-        "body": m.body.decode(),
-        "tags": m.tags,
-        "keys": sorted((m.get_property("KEYS") or "").split()),
-        "color": m.get_property("color"),
-        "group": m.get_property(SHARDING_KEY),
-        "timer": m.get_property(TIMER_DELIVER_MS) is not None,
-        "pgroup_is_topic": m.get_property("PGROUP") == m.topic,
-    }
-
-
 PLAIN = [
     {"body": "plain-1", "tag": "TagA", "keys": ["k1", "k2"], "props": {"color": "red"}},
     {"body": "plain-2", "tag": "TagB"},
@@ -112,8 +62,8 @@ def _send_side(endpoints: str, namesrv: str, topics: dict[str, str]) -> dict[str
     out: dict[str, Any] = {}
     for kind, messages in (("plain", PLAIN), ("fifo", FIFO), ("delay", DELAY)):
         sent = run_client5("send", endpoints=endpoints, topic=topics[kind], messages=messages)["sent"]
-        got = sorted(_pull(namesrv, topics[kind], len(messages)), key=lambda m: m.body)
-        out[kind] = [_record(m) for m in got]
+        got = sorted(pull(namesrv, topics[kind], len(messages)), key=lambda m: m.body)
+        out[kind] = [record(m) for m in got]
         out[f"{kind}_ids_kept"] = sorted(s["message_id"] for s in sent) == sorted(m.msg_id for m in got)
         if kind == "fifo":  # one message group: one queue, consecutive offsets in send order
             ordered = sorted(got, key=lambda m: m.queue_offset)
@@ -124,22 +74,14 @@ def _send_side(endpoints: str, namesrv: str, topics: dict[str, str]) -> dict[str
 
 def test_sends_store_the_same_on_rmq_and_apache(peers: Peers, peers5: Peers5) -> None:
     rmq_topics = {kind: _rmq_topic(peers) for kind in ("plain", "fifo", "delay")}
-    apache_topics = {kind: _name(f"A5{kind}") for kind in ("plain", "fifo", "delay")}
+    apache_topics = {kind: name(f"A5{kind}") for kind in ("plain", "fifo", "delay")}
     for kind, mtype in (("plain", "NORMAL"), ("fifo", "FIFO"), ("delay", "DELAY")):
         create_topic(peers5.apache.broker_addr, apache_topics[kind], mtype)
     rmq = _send_side(f"127.0.0.1:{peers.rmq.ready['grpc']}", peers.rmq.namesrv_addr, rmq_topics)
     apache = _send_side(peers5.apache.endpoints, peers5.apache.namesrv_addr, apache_topics)
     assert rmq == apache
     assert [r["body"] for r in rmq["plain"]] == ["plain-1", "plain-2"]
-    assert rmq["plain"][0] == {
-        "body": "plain-1",
-        "tags": "TagA",
-        "keys": ["k1", "k2"],
-        "color": "red",
-        "group": None,
-        "timer": False,
-        "pgroup_is_topic": True,
-    }
+    assert rmq["plain"][0] == plain_record("plain-1", "TagA", ["k1", "k2"], "red")
     assert rmq["fifo_one_queue"] and rmq["fifo_order"] == ["fifo-0", "fifo-1", "fifo-2"]
     assert rmq["delay"][0]["timer"] is True
     assert rmq["plain_ids_kept"] and rmq["fifo_ids_kept"] and rmq["delay_ids_kept"]
@@ -158,47 +100,23 @@ def _transaction_side(endpoints: str, namesrv: str, topic: str) -> dict[str, Any
     )
     # The broker may check an ended one too (its end not read yet), and a second check of the same half
     # message may commit it twice (Apache 5.x does with 1 s check intervals): compared as sets.
-    stored = {m.body.decode() for m in _pull(namesrv, topic, 2, bodies={"tx-checked", "tx-commit"})}
+    stored = {m.body.decode() for m in pull(namesrv, topic, 2, bodies={"tx-checked", "tx-commit"})}
     return {"checked_unresolved": "tx-checked" in result["checked"], "stored": sorted(stored)}
 
 
 def test_transactions_with_check_back_same_on_rmq_and_apache(peers: Peers, peers5: Peers5) -> None:
-    apache_topic = _name("A5tx")
+    apache_topic = name("A5tx")
     create_topic(peers5.apache.broker_addr, apache_topic, "TRANSACTION")
     rmq = _transaction_side(f"127.0.0.1:{peers.rmq.ready['grpc']}", peers.rmq.namesrv_addr, _rmq_topic(peers))
     apache = _transaction_side(peers5.apache.endpoints, peers5.apache.namesrv_addr, apache_topic)
     assert rmq == apache == {"checked_unresolved": True, "stored": ["tx-checked", "tx-commit"]}
 
 
-@dataclass(frozen=True)
-class Side:
-    """Where a receiving scenario runs: the endpoint the 5.x clients use, and the broker (with its name
-    server) behind it, where the scenario's topic and group are made."""
-
-    endpoints: str
-    broker_addr: str
-    namesrv_addr: str
-
-    def topic(self, prefix: str, message_type: str) -> str:
-        topic = _name(prefix)
-        create_topic(self.broker_addr, topic, message_type)
-        wait_for_route(self.namesrv_addr, topic)
-        return topic
-
-    def group(self, prefix: str, **kwargs: Any) -> str:
-        group = _name(prefix)
-        create_group(self.broker_addr, group, **kwargs)
-        return group
-
-
 def _sides(peers: Peers, peers5: Peers5) -> dict[str, Side]:
     """rmq's endpoint into rmq's broker, rmq's standalone endpoint into Apache's broker, Apache's proxy."""
-    a = peers5.apache
-    return {
-        "rmq": Side(f"127.0.0.1:{peers.rmq.ready['grpc']}", peers.rmq.broker_addr, peers.rmq.namesrv_addr),
-        "rmq-proxy+apache": Side(peers5.rmq_proxy_endpoints, a.broker_addr, a.namesrv_addr),
-        "apache": Side(a.endpoints, a.broker_addr, a.namesrv_addr),
-    }
+    apache = apache_side(peers5)
+    proxied = Side("rmq-proxy+apache", peers5.rmq_proxy_endpoints, apache.namesrv, apache.broker_addr, True)
+    return {"rmq": rmq_side(peers), proxied.label: proxied, "apache": apache}
 
 
 def _each_side(peers: Peers, peers5: Peers5, scenario: Any) -> dict[str, Any]:
@@ -232,15 +150,6 @@ def test_simple_consumer_same_on_rmq_and_apache(peers: Peers, peers5: Peers5) ->
     )
 
 
-def _dlq_count(broker_addr: str, group: str) -> int:
-    """Messages in the group's dead-letter queue (its one queue's max offset; 0 when it does not exist)."""
-    request = create_request(RequestCode.GET_MAX_OFFSET, {"topic": f"%DLQ%{group}", "queueId": "0"})
-    response = invoke_sync(broker_addr, request, 5000)
-    if response.code != ResponseCode.SUCCESS:
-        return 0
-    return int(response.ext_fields.get("offset", "0"))
-
-
 def _push_side(side: Side) -> dict[str, Any]:
     topic = side.topic("A5push", "NORMAL")
     group = side.group("G5push", retry_max_times=2)  # 3 attempts, then the DLQ
@@ -260,7 +169,7 @@ def _push_side(side: Side) -> dict[str, Any]:
         timeout=240,
     )
     deliveries = [tuple(x) for x in got["deliveries"]]
-    return {"deliveries": sorted(set(deliveries)), "dlq": _dlq_count(side.broker_addr, group)}
+    return {"deliveries": sorted(set(deliveries)), "dlq": dlq_count(side.broker_addr, group)}
 
 
 def test_push_consumer_retry_and_dead_letter_same_on_rmq_and_apache(peers: Peers, peers5: Peers5) -> None:

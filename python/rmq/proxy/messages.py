@@ -207,7 +207,7 @@ def from_broker(
     immunity = props.get(MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS)
     if immunity and immunity.isdigit():
         sp.orphaned_transaction_recovery_duration.CopyFrom(Duration(seconds=int(immunity)))
-    user = {k: v for k, v in props.items() if k not in _SYSTEM_NAMES and k not in _BROKER_NAMES}
+    user = {k: v for k, v in props.items() if k not in _HIDDEN}
     return d.Message(
         topic=d.Resource(name=shown, resource_namespace=namespace),
         user_properties=user,
@@ -230,7 +230,6 @@ _BROKER_NAMES = frozenset(
         "MAX_RECONSUME_TIMES",
         "CONSUME_START_TIME",
         "TRAN_PREPARED_QUEUE_OFFSET",
-        "TRANSACTION_CHECK_TIMES",
         "1ST_POP_TIME",
         "TIMER_OUT_MS",
         "TIMER_ENQUEUE_MS",
@@ -242,3 +241,11 @@ _BROKER_NAMES = frozenset(
         "DELAY",
     }
 )
+
+# What a 5.x consumer is not shown: Apache's MessageConst.STRING_HASH_SET, which its proxy leaves out.
+# __transactionId__ and TRANSACTION_CHECK_TIMES are not in it: a committed transactional message shows its
+# transaction id and how often the broker checked it, on Apache's proxy too.
+_HIDDEN = (_SYSTEM_NAMES | _BROKER_NAMES) - {
+    MessageConst.TRANSACTION_CHECK_TIMES,
+    MessageConst.TRANSACTION_ID,
+}

@@ -449,6 +449,9 @@ class SendProcessor:
                 return self._error(
                     request, ResponseCode.NO_PERMISSION, "Sending transaction message is forbidden"
                 )
+            uniq = pmap.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            if uniq:  # RocketMQ 5.x's broker names the transaction after the message (kept on commit)
+                pmap[MessageConst.TRANSACTION_ID] = uniq
             pmap[MessageConst.REAL_TOPIC] = topic
             pmap[MessageConst.REAL_QUEUE_ID] = str(queue_id)
             self.s.topics.create_in_back(codes.TRANS_HALF_TOPIC, 1)
