@@ -83,6 +83,19 @@ def broker(tmp_path_factory: pytest.TempPathFactory, namesrv: tuple[str, int]) -
     proc.stop()
 
 
+def push_consumer(namesrv_addr: str, group: str, topic: str, listener: Any, instance: str) -> PushConsumer:
+    """A started push consumer of all of ``topic`` from its first offset, calling ``listener``."""
+    consumer = PushConsumer(
+        group,
+        client_config=ClientConfig(namesrv_addr=namesrv_addr, instance_name=instance),
+        consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+    )
+    consumer.subscribe(topic, "*")
+    consumer.register_message_listener(listener)
+    consumer.start()
+    return consumer
+
+
 def name(prefix: str) -> str:
     return f"{prefix}_{os.getpid()}_{time.monotonic_ns()}"
 
@@ -124,14 +137,7 @@ def test_broker_metrics_follow_traffic(broker: BrokerProcess, namesrv: tuple[str
                 return ConsumeConcurrentlyStatus.RECONSUME_LATER
             return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
-        consumer = PushConsumer(
-            group,
-            client_config=ClientConfig(namesrv_addr=broker.namesrv_addr, instance_name="metrics-push"),
-            consume_from_where=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
-        )
-        consumer.subscribe(ta, "*")
-        consumer.register_message_listener(listener)
-        consumer.start()
+        consumer = push_consumer(broker.namesrv_addr, group, ta, listener, "metrics-push")
         try:
             assert done.wait(60)
             during = scrape(port)
