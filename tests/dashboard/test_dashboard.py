@@ -85,6 +85,23 @@ def test_group_lag_matches_consume_stats(world: World) -> None:
     assert (row["members"], row["diffTotal"]) == (0, MORE)
 
 
+def test_producers_page_data(world: World) -> None:
+    def live() -> list[dict]:
+        rows = world.get("/api/producers")[1]["producers"]
+        return [r for r in rows if r["group"] == world.producer_group and r["clientId"]]
+
+    (row,) = eventually(live, "the live producer's heartbeat")
+    assert (row["clientId"], row["brokerName"], row["brokerAddr"], row["language"]) == (
+        world.producer_client_id,
+        world.broker_name,
+        world.broker.broker_addr,
+        "PYTHON",
+    )
+    assert row["clientAddr"].startswith("127.0.0.1:") and row["version"]
+    assert row["lastUpdateTimestamp"] > 0
+    assert world.get("/api/producers")[1]["errors"] == []
+
+
 def test_message_search_by_time_key_and_id(world: World) -> None:
     status, found = world.get(
         f"/api/messages?topic={world.topic}&begin=0&end={int(time.time() * 1000) + 60_000}"

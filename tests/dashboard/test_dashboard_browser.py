@@ -17,7 +17,7 @@ from urllib.parse import quote
 import pytest
 from rmq.client.sync import Admin
 
-from tests.dashboard.world import FIRST, JSON_BODY, MORE, SCREENSHOTS, World, dlq_message
+from tests.dashboard.world import FIRST, JSON_BODY, MORE, SCREENSHOTS, World, dlq_message, eventually
 
 
 @pytest.fixture(scope="module")
@@ -139,6 +139,16 @@ def test_browser_group_lag_matches_consumer_progress(
     with Admin(namesrv_addr=world.ns) as admin:
         rows = admin.consume_stats(world.reset_group, world.topic).rows()
     assert [(o.consumer_offset, o.diff) for o in rows] == [(3, 0)] * 4
+
+
+def test_browser_producers(world: World, page: Any, screenshot: Callable[[str], None]) -> None:
+    def live() -> list[list[str]]:
+        open_page(page, world, "producers", "producers")
+        return [r for r in cells(page, "producers") if r[1] == world.producer_group]
+
+    (row,) = eventually(live, "the live producer on the page")
+    assert (row[0], row[2], row[4]) == (world.broker_name, world.producer_client_id, "PYTHON")
+    screenshot("9-producers")
 
 
 def test_browser_search_finds_sent_messages(

@@ -1,6 +1,7 @@
 """The dashboard tests' world: a broker (``python -m rmq.broker``) serving an admin dashboard on
 ``dashboardPort``, a topic with messages (one JSON body), a group that consumed some of them (a lag of 1 per
-queue), a group that consumed none (for resets) and a dead-letter message; and the helpers that read it."""
+queue), a group that consumed none (for resets), a dead-letter message and a producer that stays connected
+(heartbeats every 0.5 s); and the helpers that read it."""
 
 from __future__ import annotations
 
@@ -64,6 +65,8 @@ class World:
     dlq_topic: str
     dead_topic: str
     results: list[Any] = field(default_factory=list)
+    producer_group: str = ""
+    producer_client_id: str = ""
 
     @property
     def ns(self) -> str:
@@ -176,6 +179,15 @@ def running_world(store_dir: Path) -> Iterator[World]:
                 "the consume queues",
             )
             eventually(lambda: admin.topic_stats(w.dlq_topic)[0].max_offset == 1, "the dead-letter message")
-        yield w
+        # A producer connected for the whole session (the producers page): one send teaches it the broker,
+        # its next heartbeat registers it there.
+        w.producer_group = name("pglive")
+        live_config = ClientConfig(
+            namesrv_addr=ns, instance_name=name("live"), heartbeat_broker_interval_ms=500
+        )
+        with Producer(w.producer_group, client_config=live_config) as live:
+            live.send(Message(dead_topic, b"live", tags="live"))
+            w.producer_client_id = live.impl.client_id
+            yield w
     finally:
         broker.stop()

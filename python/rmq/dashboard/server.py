@@ -18,6 +18,8 @@ on a read-only dashboard, 404 not found, 502 refused by a broker, 504 unreachabl
     /api/topic?topic=T                   route, queues with min/max offsets, TPS, consuming groups
     /api/groups                          every subscription group: members online, lag, TPS
     /api/group?group=G                   members, subscriptions, lag per queue (consumerProgress)
+    /api/producers                       every master's producer connections by group (client id, address,
+                                         language, version, last heartbeat)
     /api/messages?topic=T&begin=&end=    messages stored in [begin, end) epoch ms (limit=, default 200)
     /api/messages?topic=T&key=K          messages with the key
     /api/message?id=I[&topic=T]          one message by offset id (or, with topic, client id), body base64
@@ -119,6 +121,7 @@ class Dashboard:
             ("GET", "/api/topic"): lambda r: views.topic_detail(self.admin, _arg(r, "topic")),
             ("GET", "/api/groups"): lambda r: views.groups(self.admin),
             ("GET", "/api/group"): lambda r: views.group_detail(self.admin, _arg(r, "group")),
+            ("GET", "/api/producers"): lambda r: views.producers(self.admin),
             ("GET", "/api/messages"): self._messages,
             ("GET", "/api/message"): lambda r: views.message(self.admin, r.query.get("topic"), _arg(r, "id")),
             ("POST", "/api/group/reset"): self._reset,

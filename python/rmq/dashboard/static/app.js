@@ -220,6 +220,22 @@ async function pageGroup(group) {
   });
 }
 
+// --- producers ---------------------------------------------------------------------------------------
+
+async function pageProducers() {
+  const data = await api("/api/producers");
+  const errors = data.errors.map((e) => `<div class="error">${esc(e.brokerName)} (${esc(e.addr)}): ${esc(e.error)}</div>`).join("");
+  show(`<h1>Producers</h1>${errors}<div class="card">${table([
+    { title: "Broker", value: (p) => p.brokerName },
+    { title: "Producer group", value: (p) => p.group },
+    { title: "Client id", value: (p) => p.clientId },
+    { title: "Address", value: (p) => p.clientAddr },
+    { title: "Language", value: (p) => p.language },
+    { title: "Version", value: (p) => p.version },
+    { title: "Last heartbeat", value: (p) => fmtTime(p.lastUpdateTimestamp) },
+  ], data.producers, "producers")}</div>`);
+}
+
 // --- messages ----------------------------------------------------------------------------------------
 
 function messageTable(msgs) {
@@ -347,6 +363,7 @@ async function route() {
       case "topic": await pageTopic(parts[1]); break;
       case "groups": await pageGroups(); break;
       case "group": await pageGroup(parts[1]); break;
+      case "producers": await pageProducers(); break;
       case "messages": await pageMessages(params); break;
       case "message": await pageMessage(parts[1], parts[2]); break;
       default: show(`<div class="error">no page ${esc(parts[0])}</div>`);
