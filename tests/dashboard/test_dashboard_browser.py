@@ -17,7 +17,17 @@ from urllib.parse import quote
 import pytest
 from rmq.client.sync import Admin
 
-from tests.dashboard.world import FIRST, JSON_BODY, MORE, SCREENSHOTS, World, dlq_message, eventually
+from tests.dashboard.world import (
+    FIRST,
+    JSON_BODY,
+    MORE,
+    SCREENSHOTS,
+    World,
+    dlq_message,
+    eventually,
+    group_flags,
+    name,
+)
 
 
 @pytest.fixture(scope="module")
@@ -149,6 +159,57 @@ def test_browser_producers(world: World, page: Any, screenshot: Callable[[str], 
     (row,) = eventually(live, "the live producer on the page")
     assert (row[0], row[2], row[4]) == (world.broker_name, world.producer_client_id, "PYTHON")
     screenshot("9-producers")
+
+
+def test_browser_topic_and_group_operations(
+    world: World, page: Any, screenshot: Callable[[str], None]
+) -> None:
+    page.on("dialog", lambda dialog: dialog.accept())  # the delete buttons' confirmation
+    topic, group = name("PageOps"), name("cgpage")
+    open_page(page, world, "topics", "topics")
+    page.fill("#topic-form input[name=topic]", topic)
+    page.fill("#topic-form input[name=read]", "2")
+    page.fill("#topic-form input[name=write]", "2")
+    page.click("#topic-form button[type=submit]")
+    page.wait_for_selector('#app[data-loaded="topic"]')  # the new topic's page
+    assert [r[1:4] for r in cells(page, "route-queues")] == [["2", "2", "6"]]
+    page.select_option("#topic-form select[name=perm]", "4")
+    page.check("#topic-form input[name=order]")
+    page.click("#topic-form button[type=submit]")
+    page.wait_for_selector("#topic-result .ok")
+    assert page.inner_text("#topic-result") == f"saved {topic} on 1 broker(s)"
+    page.reload()  # the same route: read back from the broker
+    page.wait_for_selector('#app[data-loaded="topic"]')
+    assert [r[1:4] for r in cells(page, "route-queues")] == [["2", "2", "4"]]
+    assert page.is_checked("#topic-form input[name=order]")
+    screenshot("10-topic-operations")
+    page.click("#topic-delete")
+    page.wait_for_selector('#app[data-loaded="topics"]')
+    page.check('input[data-kind="normal"]')
+    assert topic not in [r[0] for r in cells(page, "topics")]
+
+    open_page(page, world, "groups", "groups")
+    page.fill("#group-form input[name=group]", group)
+    page.fill("#group-form input[name=retry]", "3")
+    page.check("#group-form input[name=orderly]")
+    page.click("#group-form button[type=submit]")
+    page.wait_for_selector('#app[data-loaded="group"]')
+    assert page.input_value("#group-form input[name=retry]") == "3"
+    assert page.is_checked("#group-form input[name=orderly]")
+    page.uncheck("#group-form input[name=enable]")
+    page.click("#group-form button[type=submit]")
+    page.wait_for_selector("#group-result .ok")
+    with Admin(namesrv_addr=world.ns) as admin:
+        config = admin.subscription_group_configs(world.broker.broker_addr)[group]
+    assert group_flags(config) == (
+        3,
+        False,
+        True,
+    )
+    screenshot("11-group-operations")
+    page.click("#group-delete")
+    page.wait_for_selector('#app[data-loaded="groups"]')
+    assert group not in [r[0] for r in cells(page, "groups")]
 
 
 def test_browser_search_finds_sent_messages(

@@ -89,6 +89,11 @@ def http_json(url: str, body: Any = None) -> tuple[int, Any]:
         return exc.code, json.loads(exc.read())
 
 
+def group_flags(config: dict[str, Any]) -> tuple[int, bool, bool]:
+    """A subscription group config's retry max times, consume enable and orderly flag."""
+    return config["retryMaxTimes"], config["consumeEnable"], config.get("consumeMessageOrderly", False)
+
+
 def consume(ns: str, group: str, topic: str, want: int, status: ConsumeConcurrentlyStatus, **kw: Any) -> None:
     """Run a push consumer of ``group`` until it has seen ``want`` messages, then shut it down (which
     commits its offsets)."""

@@ -37,6 +37,8 @@ class Request:
     query: dict[str, str]
     headers: dict[str, str]
     body: bytes = b""
+    peer: str = ""
+    """The caller's ``host:port``."""
 
     def json(self) -> dict[str, Any]:
         """The body as a JSON object; :class:`ValueError` if it is not one."""
@@ -133,6 +135,11 @@ def _encode(response: Response, keep_alive: bool) -> bytes:
     return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + response.body
 
 
+def _peer(writer: asyncio.StreamWriter) -> str:
+    peer = writer.get_extra_info("peername")
+    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer or "")
+
+
 class HttpServer:
     """Serves ``handler`` on ``host:port`` (0: any free port, see :attr:`port`)."""
 
@@ -176,6 +183,7 @@ class HttpServer:
                     return
                 if request is None:
                     return
+                request.peer = _peer(writer)
                 try:
                     response = await self.handler(request)
                 except Exception:

@@ -23,10 +23,19 @@ on a read-only dashboard, 404 not found, 502 refused by a broker, 504 unreachabl
     /api/messages?topic=T&begin=&end=    messages stored in [begin, end) epoch ms (limit=, default 200)
     /api/messages?topic=T&key=K          messages with the key
     /api/message?id=I[&topic=T]          one message by offset id (or, with topic, client id), body base64
+    POST /api/topic/update               {topic, readQueueNums=8, writeQueueNums=8, perm=6, order=false,
+                                          cluster=every}: create or update a topic (admin only)
+    POST /api/topic/delete               {topic, cluster=those serving it}: delete a topic (admin only)
+    POST /api/group/update               {group, retryMaxTimes, consumeEnable, consumeMessageOrderly,
+                                          consumeBroadcastEnable, cluster=every}: create or update a
+                                          subscription group, unnamed fields kept (admin only)
+    POST /api/group/delete               {group, removeOffset=false, cluster=every}: delete it (admin only)
     POST /api/group/reset                {group, topic, timestamp}: reset offsets by time (admin only)
     POST /api/dlq/resend                 {topic, msgId}: resend a dead-letter message (admin only)
 
-Read-only unless ``admin_enabled``: the two POSTs answer 403 then, and the page hides their buttons.
+Read-only unless ``admin_enabled``: the POSTs answer 403 then, and the page hides their forms and buttons.
+Each admin action is logged at INFO, asked (with the caller's address and the request body) and done (with
+the brokers changed), or at WARNING when refused.
 """
 
 from __future__ import annotations
@@ -124,6 +133,16 @@ class Dashboard:
             ("GET", "/api/producers"): lambda r: views.producers(self.admin),
             ("GET", "/api/messages"): self._messages,
             ("GET", "/api/message"): lambda r: views.message(self.admin, r.query.get("topic"), _arg(r, "id")),
+            ("POST", "/api/topic/update"): self._operation(
+                "creating or updating a topic", views.update_topic
+            ),
+            ("POST", "/api/topic/delete"): self._operation("deleting a topic", views.delete_topic),
+            ("POST", "/api/group/update"): self._operation(
+                "creating or updating a subscription group", views.update_group
+            ),
+            ("POST", "/api/group/delete"): self._operation(
+                "deleting a subscription group", views.delete_group
+            ),
             ("POST", "/api/group/reset"): self._reset,
             ("POST", "/api/dlq/resend"): self._resend,
         }
@@ -215,6 +234,26 @@ class Dashboard:
         if not self.admin_enabled:
             log.warning("dashboard: refused %s: the dashboard is read-only", what)
             raise PermissionError(f"{what} needs an admin dashboard (dashboardAdmin=true / --admin)")
+
+    def _operation(
+        self, what: str, change: Callable[[Admin, dict[str, Any]], Awaitable[dict[str, Any]]]
+    ) -> Callable[[Request], Awaitable[dict[str, Any]]]:
+        """A route that makes an admin change: refused on a read-only dashboard; logged when asked (who
+        asked, with what) and when done (which brokers), or when a broker refuses it."""
+
+        async def run(req: Request) -> dict[str, Any]:
+            self._check_admin(what)
+            body = req.json()
+            log.info("dashboard: %s asked by %s: %s", what, req.peer, body)
+            try:
+                result = await change(self.admin, body)
+            except (MQClientError, RemotingError, OSError, TimeoutError, ValueError) as exc:
+                log.warning("dashboard: %s (%s) failed: %s", what, body, exc)
+                raise
+            log.info("dashboard: %s done on %s: %s", what, ", ".join(result.get("brokers", [])), body)
+            return result
+
+        return run
 
     async def _reset(self, req: Request) -> dict[str, Any]:
         self._check_admin("resetting offsets")
