@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import http.client
+import json
 import logging
 import os
 import signal
@@ -25,6 +26,7 @@ from tests.dashboard.world import (
     FIRST,
     JSON_BODY,
     MORE,
+    TRACE_SENT_AT,
     World,
     dlq_message,
     eventually,
@@ -140,6 +142,29 @@ def test_message_search_by_time_key_and_id(world: World) -> None:
     assert world.get(f"/api/messages?topic={world.topic}&key=nokey")[0] == 404
     assert world.get(f"/api/messages?topic={world.topic}&begin=10&end=5")[0] == 400
     assert world.get("/api/message?id=00000000")[0] == 404
+
+
+def test_message_trace(world: World) -> None:
+    first = world.results[0]
+    status, t = world.get(f"/api/trace?id={first.msg_id}")
+    assert (status, t["traceTopic"]) == (200, "RMQ_SYS_TRACE_TOPIC"), t
+    rows = [(v["type"], v["group"], v["timestamp"] - TRACE_SENT_AT, v.get("costTime")) for v in t["traces"]]
+    assert rows == [
+        ("Pub", "pg_traced", 0, 3),
+        ("SubBefore", world.group, 500, None),
+        ("SubAfter", world.group, 512, 12),
+    ]
+    assert [v.get("status") for v in t["traces"]] == ["success", None, "failed"]
+    assert t["traces"][1]["retryTimes"] == 0
+    assert all(v["clientHost"] == "127.0.0.1" for v in t["traces"])  # the trace message's born host
+    # rmqadmin queryMsgTraceById reads the same records (Java's view: Pub and SubAfter only).
+    args = ["queryMsgTraceById", "-n", world.ns, "-i", first.msg_id, "--json"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["traces"] == [t["traces"][0], t["traces"][2]]
+    status, t = world.get(f"/api/trace?id={world.results[1].msg_id}")
+    assert (status, t["traces"]) == (200, [])  # no trace written: none, not an error
+    assert world.get("/api/trace")[0] == 400
 
 
 def test_reset_offset(world: World) -> None:

@@ -243,6 +243,21 @@ def test_browser_search_finds_sent_messages(
     assert page.inner_text('[data-testid="body"]').startswith("00000000  7b 22 6f 72")
 
 
+def test_browser_message_trace(world: World, page: Any, screenshot: Callable[[str], None]) -> None:
+    first = world.results[0]
+    open_page(page, world, f"message/{world.topic}/{first.offset_msg_id}", "message")
+    page.wait_for_selector('[data-testid="trace"]')
+    rows = cells(page, "trace")
+    assert [(r[0], r[1], r[4], r[5]) for r in rows] == [
+        ("Pub (sent)", "pg_traced", "3 ms", "success"),
+        ("SubBefore (delivered)", world.group, "", "retry 0"),
+        ("SubAfter (consumed)", world.group, "12 ms", "failed"),
+    ]
+    screenshot("12-message-trace")
+    open_page(page, world, f"message/{world.topic}/{world.results[1].offset_msg_id}", "message")
+    page.wait_for_selector('[data-testid="no-trace"]')
+
+
 def test_browser_resend_dead_letter(world: World, page: Any, screenshot: Callable[[str], None]) -> None:
     dead = dlq_message(world)
     open_page(page, world, f"message/{quote(world.dlq_topic, safe='')}/{dead['offsetMsgId']}", "message")

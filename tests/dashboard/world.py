@@ -19,6 +19,7 @@ from urllib.parse import quote
 
 from rmq.client import ClientConfig, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageQueue
 from rmq.client.sync import Admin, Producer, PushConsumer
+from rmq.common.codes import TRACE_TOPIC
 from rmq.common.route import TopicConfig
 
 from tests.brokerproc import BrokerProcess, start_broker
@@ -27,6 +28,7 @@ QUEUES = 4
 FIRST = 8  # messages consumed by GROUP before it stops
 MORE = 4  # messages sent after: a lag of 1 per queue
 JSON_BODY = b'{"order": 1, "item": "book", "price": 12.5}'
+TRACE_SENT_AT = 1_700_000_000_000
 SCREENSHOTS = Path(
     os.environ.get("RMQ_DASHBOARD_SCREENSHOTS")
     or Path(__file__).resolve().parents[2] / "target" / "dashboard-screenshots"
@@ -94,6 +96,22 @@ def group_flags(config: dict[str, Any]) -> tuple[int, bool, bool]:
     return config["retryMaxTimes"], config["consumeEnable"], config.get("consumeMessageOrderly", False)
 
 
+def trace_body(msg_id: str, offset_id: str, sent_at: int, producer_group: str, group: str) -> bytes:
+    """What a Java client with message trace on writes to RMQ_SYS_TRACE_TOPIC for one message
+    (TraceDataEncoder: records split by \\x02, fields by \\x01): its Pub (sent in 3 ms), then the group's
+    SubBefore and a failed SubAfter (12 ms), and a record of another message the reader skips."""
+    records = [
+        [
+            *("Pub", str(sent_at), "DefaultRegion", producer_group, "T", msg_id, "tag0", "k0"),
+            *("127.0.0.1:10911", "44", "3", "0", offset_id, "true", "10.1.1.1"),
+        ],
+        ["SubBefore", str(sent_at + 500), "DefaultRegion", group, "req1", msg_id, "0", "k0"],
+        ["SubAfter", "req1", msg_id, "12", "false", "k0", "0", str(sent_at + 512), group],
+        ["SubAfter", "req2", "another", "1", "true", "k1", "0", str(sent_at), group],
+    ]
+    return ("\x02".join("\x01".join(r) for r in records) + "\x02").encode()
+
+
 def consume(ns: str, group: str, topic: str, want: int, status: ConsumeConcurrentlyStatus, **kw: Any) -> None:
     """Run a push consumer of ``group`` until it has seen ``want`` messages, then shut it down (which
     commits its offsets)."""
@@ -134,6 +152,7 @@ def running_world(store_dir: Path) -> Iterator[World]:
         "autoCreateSubscriptionGroup=true",
         "dashboardPort=0",
         "dashboardAdmin=true",
+        "traceTopicEnable=true",
     )
     try:
         ns = broker.namesrv_addr
@@ -168,6 +187,10 @@ def running_world(store_dir: Path) -> Iterator[World]:
             dead = Message(dead_topic, b"refund 42", tags="refund", keys=["dead-1"])
             dead.put_user_property("origin", "dashboard-test")
             producer.send(dead)
+            # The first message's trace, as a Java client with message trace on writes it.
+            first = w.results[0]
+            trace = trace_body(first.msg_id, first.offset_msg_id, TRACE_SENT_AT, "pg_traced", group)
+            producer.send(Message(TRACE_TOPIC, trace, keys=[first.msg_id, first.offset_msg_id]))
         dead_group = name("cgdead")
         consume(
             ns,
@@ -184,6 +207,9 @@ def running_world(store_dir: Path) -> Iterator[World]:
                 "the consume queues",
             )
             eventually(lambda: admin.topic_stats(w.dlq_topic)[0].max_offset == 1, "the dead-letter message")
+            eventually(
+                lambda: admin.query_message(TRACE_TOPIC, w.results[0].msg_id).messages, "the trace's index"
+            )
         # A producer connected for the whole session (the producers page): one send teaches it the broker,
         # its next heartbeat registers it there.
         w.producer_group = name("pglive")

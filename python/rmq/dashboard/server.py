@@ -23,6 +23,8 @@ on a read-only dashboard, 404 not found, 502 refused by a broker, 504 unreachabl
     /api/messages?topic=T&begin=&end=    messages stored in [begin, end) epoch ms (limit=, default 200)
     /api/messages?topic=T&key=K          messages with the key
     /api/message?id=I[&topic=T]          one message by offset id (or, with topic, client id), body base64
+    /api/trace?id=I[&traceTopic=T]      the message's trace records (Pub, SubBefore, SubAfter) in T
+                                         (default RMQ_SYS_TRACE_TOPIC), I its client (unique) id
     POST /api/topic/update               {topic, readQueueNums=8, writeQueueNums=8, perm=6, order=false,
                                           cluster=every}: create or update a topic (admin only)
     POST /api/topic/delete               {topic, cluster=those serving it}: delete a topic (admin only)
@@ -52,6 +54,7 @@ from typing import Any, Final
 from rmq.admin.base import Exit, exit_code_of
 from rmq.client.admin_ext import Admin
 from rmq.client.errors import MQClientError
+from rmq.common.codes import TRACE_TOPIC
 from rmq.dashboard import views
 from rmq.dashboard.http import HttpServer, Request, Response
 from rmq.remoting import RemotingError
@@ -133,6 +136,9 @@ class Dashboard:
             ("GET", "/api/producers"): lambda r: views.producers(self.admin),
             ("GET", "/api/messages"): self._messages,
             ("GET", "/api/message"): lambda r: views.message(self.admin, r.query.get("topic"), _arg(r, "id")),
+            ("GET", "/api/trace"): lambda r: views.message_trace(
+                self.admin, _arg(r, "id"), r.query.get("traceTopic", "").strip() or TRACE_TOPIC
+            ),
             ("POST", "/api/topic/update"): self._operation(
                 "creating or updating a topic", views.update_topic
             ),

@@ -11,7 +11,9 @@ import logging
 import time
 from typing import Any, Final
 
+from rmq.admin.base import Exit, exit_code_of
 from rmq.admin.message import message_dict as admin_message_dict
+from rmq.admin.message import message_traces
 from rmq.client.admin_ext import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, Admin, AdminNotFoundError
 from rmq.client.admin_types import SubscriptionGroupConfig
 from rmq.client.errors import ConsumerNotOnlineError, MQClientError
@@ -29,6 +31,7 @@ __all__ = [
     "group_detail",
     "groups",
     "message_dict",
+    "message_trace",
     "producers",
     "resend_dlq",
     "search_by_time",
@@ -333,6 +336,20 @@ async def message(admin: Admin, topic: str | None, msg_id: str) -> dict[str, Any
             "",
         )
     return out
+
+
+async def message_trace(admin: Admin, msg_id: str, trace_topic: str) -> dict[str, Any]:
+    """The message's trace records in ``trace_topic`` (what clients with message trace on write: Pub,
+    SubBefore, SubAfter; as ``rmqadmin queryMsgTraceById``, which shows Pub and SubAfter), oldest first;
+    none (message trace off, the topic missing): an empty list."""
+    try:
+        traces = await message_traces(admin, msg_id, trace_topic, sub_before=True)
+    except _SOFT_ERRORS as exc:
+        if exit_code_of(exc) != Exit.NOT_FOUND:
+            raise
+        traces = []
+    traces.sort(key=lambda v: (v["timestamp"], v["type"] != "Pub"))
+    return {"msgId": msg_id, "traceTopic": trace_topic, "traces": traces}
 
 
 # --- admin actions ----------------------------------------------------------------------------------------

@@ -383,6 +383,27 @@ function bodyViews(b64) {
   return { text, json, hex: hex.join("\n") };
 }
 
+const TRACE_TYPES = { Pub: "sent", SubBefore: "delivered", SubAfter: "consumed" };
+
+// The message's trace records (written by clients with message trace on), below its page.
+async function loadTrace(msgId) {
+  const el = () => document.getElementById("trace");
+  try {
+    const t = await api(`/api/trace?id=${enc(msgId)}`);
+    if (!el()) return;
+    el().innerHTML = t.traces.length
+      ? table([
+          { title: "Type", value: (v) => `${v.type} (${TRACE_TYPES[v.type] || ""})` },
+          { title: "Group", value: (v) => v.group },
+          { title: "Client host", value: (v) => v.clientHost },
+          { title: "Time", value: (v) => fmtTime(v.timestamp) },
+          { title: "Cost", value: (v) => (v.costTime == null ? "" : `${v.costTime} ms`), num: true },
+          { title: "Status", html: (v) => (v.status == null ? `<span class="muted">retry ${esc(v.retryTimes)}</span>` : `<span class="${v.status === "success" ? "ok" : "lag-pos"}">${esc(v.status)}</span>`) },
+        ], t.traces, "trace")
+      : '<p class="muted" data-testid="no-trace">no trace records (clients write them with message trace on)</p>';
+  } catch (e) { if (el()) el().innerHTML = `<div class="error">${esc(e.message)}</div>`; }
+}
+
 async function pageMessage(topic, id) {
   const m = await api(`/api/message?topic=${enc(topic)}&id=${enc(id)}`);
   const views = bodyViews(m.body);
@@ -412,7 +433,10 @@ async function pageMessage(topic, id) {
       <button class="secondary" data-mode="text">Text</button>
       <button class="secondary" data-mode="json" ${views.json == null ? "disabled title='not JSON'" : ""}>JSON</button>
       <button class="secondary" data-mode="hex">Hex</button></div>
-      <pre class="body" data-testid="body"></pre></div>`);
+      <pre class="body" data-testid="body"></pre></div>
+    <h2>Message trace <span class="muted">RMQ_SYS_TRACE_TOPIC</span></h2>
+    <div class="card" id="trace"><p class="muted">loading…</p></div>`);
+  loadTrace(m.msgId);
   const pre = app.querySelector("pre.body");
   const choose = (k) => {
     pre.textContent = views[k] ?? "";
