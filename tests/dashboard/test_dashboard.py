@@ -339,7 +339,7 @@ def test_http_edges(world: World) -> None:
 
 def test_rmqadmin_dashboard_command(world: World) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rmq.admin", "dashboard", "-n", world.ns, "--port", "0"],
+        [sys.executable, "-m", "rmq.admin", "dashboard", "-n", world.ns, "--port", "0", "--login"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -349,9 +349,10 @@ def test_rmqadmin_dashboard_command(world: World) -> None:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         assert line.startswith("rmqadmin dashboard: http://127.0.0.1:"), line
+        assert "(login for admin actions)" in line
         url = line.split()[2]
         status, overview = http_json(url + "api/overview")
-        assert (status, overview["admin"]) == (200, False)
+        assert (status, overview["admin"], overview["login"]) == (200, False, True)  # until a login
         proc.send_signal(signal.SIGINT)
         assert proc.wait(20) == 0
     finally:

@@ -17,6 +17,8 @@ from urllib.parse import quote
 import pytest
 from rmq.client.sync import Admin
 
+from tests.acl.aclenv import ADMIN, APP
+from tests.brokerproc import BrokerProcess
 from tests.dashboard.world import (
     FIRST,
     JSON_BODY,
@@ -55,10 +57,14 @@ def page(browser: Any) -> Iterator[Any]:
 
 
 def open_page(page: Any, w: World, route: str, loaded: str) -> None:
+    open_page_at(page, w.base, route, loaded)
+
+
+def open_page_at(page: Any, base: str, route: str, loaded: str) -> None:
     # The marker goes first: a route within the page (a hash change) leaves the last page's marker until
     # the new page has loaded, and one group's page after another's would match it at once.
     page.evaluate("() => { const app = document.getElementById('app'); if (app) delete app.dataset.loaded; }")
-    page.goto(f"{w.base}/#/{route}")
+    page.goto(f"{base}/#/{route}")
     page.wait_for_selector(f'#app[data-loaded="{loaded}"]')
 
 
@@ -265,3 +271,30 @@ def test_browser_resend_dead_letter(world: World, page: Any, screenshot: Callabl
     result = page.wait_for_selector('[data-testid="resend-result"]')
     assert result.inner_text().startswith(f"sent to {world.dead_topic} as ")
     screenshot("8-dead-letter")
+
+
+def test_browser_login(acl_broker: BrokerProcess, page: Any, screenshot: Callable[[str], None]) -> None:
+    """ACL on: read-only (no forms) until a login with an admin account; a non-admin one is refused."""
+    base = f"http://127.0.0.1:{acl_broker.ready['dashboard']}"
+    page.goto(f"{base}/#/topics")
+    page.wait_for_selector('#app[data-loaded="topics"]')
+    assert page.inner_text("#mode") == "read-only" and page.is_hidden("#topic-form")
+    page.click('[data-testid="login-link"]')
+    page.wait_for_selector('#app[data-loaded="login"]')
+    page.fill("input[name=accessKey]", APP[0])
+    page.fill("input[name=secretKey]", APP[1])
+    page.click("#login-form button[type=submit]")
+    page.wait_for_selector("#login-result .error")
+    assert "app is not an ACL admin account" in page.inner_text("#login-result")
+    screenshot("13-login")
+    page.fill("input[name=accessKey]", ADMIN[0])
+    page.fill("input[name=secretKey]", ADMIN[1])
+    page.click("#login-form button[type=submit]")
+    page.wait_for_selector('#app[data-loaded="cluster"]')
+    assert (page.inner_text("#mode"), page.inner_text('[data-testid="user"]')) == ("admin", ADMIN[0])
+    open_page_at(page, base, "topics", "topics")
+    assert page.is_visible("#topic-form")
+    screenshot("14-logged-in")
+    page.click("#logout")
+    page.wait_for_selector('[data-testid="login-link"]')
+    assert page.inner_text("#mode") == "read-only"

@@ -22,6 +22,7 @@ from rmq.client.sync import Admin, Producer, PushConsumer
 from rmq.common.codes import TRACE_TOPIC
 from rmq.common.route import TopicConfig
 
+from tests.acl.aclenv import INNER, RULES
 from tests.brokerproc import BrokerProcess, start_broker
 
 QUEUES = 4
@@ -81,14 +82,39 @@ class World:
         return http_json(self.base + path, body)
 
 
-def http_json(url: str, body: Any = None) -> tuple[int, Any]:
+def http_json(url: str, body: Any = None, cookie: str = "") -> tuple[int, Any]:
+    return http_json_cookie(url, body, cookie)[:2]
+
+
+def http_json_cookie(url: str, body: Any = None, cookie: str = "") -> tuple[int, Any, str]:
+    """The status, the JSON answer and the ``Set-Cookie`` header (``""``: none); ``cookie`` is sent."""
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json", **({"Cookie": cookie} if cookie else {})}
+    req = urllib.request.Request(url, data=data, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
-            return resp.status, json.loads(resp.read())
+            return resp.status, json.loads(resp.read()), resp.headers.get("Set-Cookie", "")
     except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+        return exc.code, json.loads(exc.read()), exc.headers.get("Set-Cookie", "")
+
+
+def running_acl_broker(base: Path) -> Iterator[BrokerProcess]:
+    """A broker with ACL on (``tests/acl/aclenv.py``'s rules: ``rmqadmin`` an admin account, ``app`` not)
+    serving its dashboard, which reads as the broker's inner (admin) account and wants a login for changes."""
+    conf = base / "rocketmq" / "conf"
+    conf.mkdir(parents=True)
+    (conf / "plain_acl.yml").write_text(RULES)
+    broker = start_broker(
+        base / "store",
+        "aclEnable=true",
+        f"innerClientAuthenticationCredentials={INNER}",
+        f"rocketmqHome={base / 'rocketmq'}",
+        "dashboardPort=0",
+    )
+    try:
+        yield broker
+    finally:
+        broker.stop()
 
 
 def group_flags(config: dict[str, Any]) -> tuple[int, bool, bool]:

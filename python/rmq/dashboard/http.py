@@ -58,6 +58,10 @@ class Response:
     content_type: str = "application/json"
     headers: dict[str, str] = field(default_factory=dict)
 
+    def with_header(self, name: str, value: str) -> Response:
+        self.headers[name] = value
+        return self
+
     @classmethod
     def json(cls, value: Any, status: int = 200) -> Response:
         return cls(status, fastjson.dumps(value))

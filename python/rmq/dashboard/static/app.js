@@ -454,6 +454,38 @@ async function pageMessage(topic, id) {
   });
 }
 
+// --- login (the brokers have ACL on) -----------------------------------------------------------------
+
+async function pageLogin() {
+  show(`<h1>Log in</h1><div class="card"><p class="muted">Changes need an ACL admin account of the brokers; without one the dashboard is read-only.</p>
+    <form id="login-form">
+      <label>Access key <input name="accessKey" required autocomplete="username"></label>
+      <label>Secret key <input name="secretKey" type="password" required autocomplete="current-password"></label>
+      <button type="submit">Log in</button><span id="login-result" data-testid="login-result"></span></form></div>`);
+  const form = document.getElementById("login-form");
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    try {
+      await api("/api/login", { accessKey: form.accessKey.value.trim(), secretKey: form.secretKey.value });
+      await loadOverview();
+      location.hash = "#/cluster";
+    } catch (e) { document.getElementById("login-result").innerHTML = `<span class="error">${esc(e.message)}</span>`; }
+  });
+}
+
+async function loadOverview() {
+  try { overview = await api("/api/overview"); } catch (e) { /* shown by the page */ }
+  const mode = document.getElementById("mode");
+  mode.textContent = overview.admin ? "admin" : "read-only";
+  mode.classList.toggle("admin", overview.admin);
+  const user = document.getElementById("user");
+  user.innerHTML = !overview.login ? ""
+    : overview.user ? `<span data-testid="user">${esc(overview.user)}</span> <button class="secondary" id="logout">Log out</button>`
+    : '<a href="#/login" data-testid="login-link">Log in</a>';
+  const out = document.getElementById("logout");
+  if (out) out.addEventListener("click", async () => { await api("/api/logout", {}); await loadOverview(); route(); });
+}
+
 // --- routing -----------------------------------------------------------------------------------------
 
 async function route() {
@@ -473,6 +505,7 @@ async function route() {
       case "groups": await pageGroups(); break;
       case "group": await pageGroup(parts[1]); break;
       case "producers": await pageProducers(); break;
+      case "login": await pageLogin(); break;
       case "messages": await pageMessages(params); break;
       case "message": await pageMessage(parts[1], parts[2]); break;
       default: show(`<div class="error">no page ${esc(parts[0])}</div>`);
@@ -482,10 +515,7 @@ async function route() {
 }
 
 async function main() {
-  try { overview = await api("/api/overview"); } catch (e) { /* shown by the page */ }
-  const mode = document.getElementById("mode");
-  mode.textContent = overview.admin ? "admin" : "read-only";
-  mode.classList.toggle("admin", overview.admin);
+  await loadOverview();
   document.getElementById("namesrv").textContent = "name server " + overview.namesrvAddr;
   window.addEventListener("hashchange", route);
   await route();
