@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.dashboard.world import World, running_world
+from tests.brokerproc import BrokerProcess
+from tests.dashboard.world import World, running_acl_broker, running_world
 
 SAVED = pytest.StashKey[list[Path]]()
 
@@ -30,3 +31,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 @pytest.fixture(scope="session")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     yield from running_world(tmp_path_factory.mktemp("dashboard"))
+
+
+@pytest.fixture(scope="session")
+def acl_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    yield from running_acl_broker(tmp_path_factory.mktemp("dashboard-acl"))

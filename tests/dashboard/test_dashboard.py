@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import http.client
+import json
+import logging
 import os
 import signal
 import socket
@@ -20,7 +22,18 @@ from rmq.admin import cli
 from rmq.client.sync import Admin
 from rmq.dashboard import Dashboard
 
-from tests.dashboard.world import FIRST, JSON_BODY, MORE, World, dlq_message, eventually, http_json
+from tests.dashboard.world import (
+    FIRST,
+    JSON_BODY,
+    MORE,
+    TRACE_SENT_AT,
+    World,
+    dlq_message,
+    eventually,
+    group_flags,
+    http_json,
+    name,
+)
 
 
 def test_cluster_page_data(world: World) -> None:
@@ -85,6 +98,23 @@ def test_group_lag_matches_consume_stats(world: World) -> None:
     assert (row["members"], row["diffTotal"]) == (0, MORE)
 
 
+def test_producers_page_data(world: World) -> None:
+    def live() -> list[dict]:
+        rows = world.get("/api/producers")[1]["producers"]
+        return [r for r in rows if r["group"] == world.producer_group and r["clientId"]]
+
+    (row,) = eventually(live, "the live producer's heartbeat")
+    assert (row["clientId"], row["brokerName"], row["brokerAddr"], row["language"]) == (
+        world.producer_client_id,
+        world.broker_name,
+        world.broker.broker_addr,
+        "PYTHON",
+    )
+    assert row["clientAddr"].startswith("127.0.0.1:") and row["version"]
+    assert row["lastUpdateTimestamp"] > 0
+    assert world.get("/api/producers")[1]["errors"] == []
+
+
 def test_message_search_by_time_key_and_id(world: World) -> None:
     status, found = world.get(
         f"/api/messages?topic={world.topic}&begin=0&end={int(time.time() * 1000) + 60_000}"
@@ -112,6 +142,29 @@ def test_message_search_by_time_key_and_id(world: World) -> None:
     assert world.get(f"/api/messages?topic={world.topic}&key=nokey")[0] == 404
     assert world.get(f"/api/messages?topic={world.topic}&begin=10&end=5")[0] == 400
     assert world.get("/api/message?id=00000000")[0] == 404
+
+
+def test_message_trace(world: World) -> None:
+    first = world.results[0]
+    status, t = world.get(f"/api/trace?id={first.msg_id}")
+    assert (status, t["traceTopic"]) == (200, "RMQ_SYS_TRACE_TOPIC"), t
+    rows = [(v["type"], v["group"], v["timestamp"] - TRACE_SENT_AT, v.get("costTime")) for v in t["traces"]]
+    assert rows == [
+        ("Pub", "pg_traced", 0, 3),
+        ("SubBefore", world.group, 500, None),
+        ("SubAfter", world.group, 512, 12),
+    ]
+    assert [v.get("status") for v in t["traces"]] == ["success", None, "failed"]
+    assert t["traces"][1]["retryTimes"] == 0
+    assert all(v["clientHost"] == "127.0.0.1" for v in t["traces"])  # the trace message's born host
+    # rmqadmin queryMsgTraceById reads the same records (Java's view: Pub and SubAfter only).
+    args = ["queryMsgTraceById", "-n", world.ns, "-i", first.msg_id, "--json"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["traces"] == [t["traces"][0], t["traces"][2]]
+    status, t = world.get(f"/api/trace?id={world.results[1].msg_id}")
+    assert (status, t["traces"]) == (200, [])  # no trace written: none, not an error
+    assert world.get("/api/trace")[0] == 400
 
 
 def test_reset_offset(world: World) -> None:
@@ -148,6 +201,97 @@ def test_resend_dead_letter(world: World) -> None:
     assert status == 400 and "not a dead-letter topic" in err["error"]
 
 
+def test_topic_create_update_delete(world: World) -> None:
+    topic = name("Ops")
+    body = {"topic": topic, "readQueueNums": 2, "writeQueueNums": 2, "perm": 6, "order": True}
+    status, r = world.post("/api/topic/update", body)
+    assert status == 200, r
+    assert (r["brokers"], r["topicConfig"]["order"]) == ([world.broker.broker_addr], True)
+    status, t = world.get(f"/api/topic?topic={topic}")
+    assert status == 200 and t["order"] is True
+    assert [(q["readQueueNums"], q["writeQueueNums"], q["perm"]) for q in t["route"]["queues"]] == [(2, 2, 6)]
+    status, r = world.post("/api/topic/update", {**body, "writeQueueNums": 3, "perm": 4, "order": False})
+    assert status == 200, r
+    status, t = world.get(f"/api/topic?topic={topic}")
+    assert [(q["writeQueueNums"], q["perm"]) for q in t["route"]["queues"]] == [(3, 4)]
+    assert t["order"] is False
+    status, r = world.post("/api/topic/delete", {"topic": topic})
+    assert (status, r["brokers"]) == (200, [world.broker.broker_addr])
+    assert world.get(f"/api/topic?topic={topic}")[0] == 404
+    assert topic not in [t["topic"] for t in world.get("/api/topics")[1]["topics"]]
+    # Bad input: a clear 400 naming the field; an unknown topic or cluster: 404.
+    for bad, words in (
+        ({**body, "readQueueNums": 0}, "readQueueNums=0 is not a whole number in [1, 1024]"),
+        ({**body, "topic": "bad name"}, "illegal characters"),
+        ({**body, "order": "yes"}, "order='yes' is not a bool"),
+        ({"readQueueNums": 1}, "missing field 'topic'"),
+    ):
+        status, err = world.post("/api/topic/update", bad)
+        assert status == 400 and words in err["error"], err
+    assert world.post("/api/topic/update", {**body, "cluster": "NoSuchCluster"})[0] == 404
+    assert world.post("/api/topic/delete", {"topic": topic})[0] == 404
+
+
+def test_group_create_update_delete(world: World) -> None:
+    group = name("cgops")
+    body = {"group": group, "retryMaxTimes": 3, "consumeEnable": False, "consumeMessageOrderly": True}
+    status, r = world.post("/api/group/update", body)
+    assert (status, r["brokers"]) == (200, [world.broker.broker_addr]), r
+    status, g = world.get(f"/api/group?group={group}")
+    config = g["config"]
+    assert group_flags(config) == (
+        3,
+        False,
+        True,
+    )
+    # An update changes the fields it names and keeps the others.
+    status, r = world.post("/api/group/update", {"group": group, "retryMaxTimes": 5})
+    assert status == 200, r
+    config = world.get(f"/api/group?group={group}")[1]["config"]
+    assert group_flags(config) == (
+        5,
+        False,
+        True,
+    )
+    assert group in [g["group"] for g in world.get("/api/groups")[1]["groups"]]
+    status, r = world.post("/api/group/delete", {"group": group, "removeOffset": True})
+    assert (status, r["brokers"]) == (200, [world.broker.broker_addr]), r
+    assert world.get(f"/api/group?group={group}")[1]["config"] is None
+    assert group not in [g["group"] for g in world.get("/api/groups")[1]["groups"]]
+    status, err = world.post("/api/group/delete", {"group": group})
+    assert status == 404 and "no broker has the subscription group" in err["error"]
+    status, err = world.post("/api/group/update", {"group": group, "retryMaxTimes": 2000})
+    assert status == 400 and "retryMaxTimes=2000" in err["error"]
+
+
+async def test_operations_logged(world: World, caplog: pytest.LogCaptureFixture) -> None:
+    """Each admin change the dashboard asks for is logged: who asked, with what, and on which brokers it was
+    done (the broker logs its own side)."""
+    dashboard = Dashboard(namesrv_addr=world.ns, admin_enabled=True, sample_interval_s=60)
+    await dashboard.start("127.0.0.1", 0)
+    topic = name("Logged")
+    try:
+        base = dashboard.url.rstrip("/")
+        with caplog.at_level(logging.INFO, logger="rmq.dashboard.server"):
+            for path in ("/api/topic/update", "/api/topic/delete"):
+                status, r = await asyncio.to_thread(http_json, base + path, {"topic": topic})
+                assert status == 200, r
+            status, r = await asyncio.to_thread(http_json, base + "/api/topic/update", {"topic": "x y"})
+            assert status == 400
+    finally:
+        await dashboard.stop()
+    lines = [r.getMessage() for r in caplog.records if r.name == "rmq.dashboard.server"]
+    addr = world.broker.broker_addr
+    for what in ("creating or updating a topic", "deleting a topic"):
+        assert any(
+            line.startswith(f"dashboard: {what} asked by 127.0.0.1:") and topic in line for line in lines
+        )
+        assert f"dashboard: {what} done on {addr}: {{'topic': '{topic}'}}" in lines
+    assert any(
+        "creating or updating a topic ({'topic': 'x y'}) failed: topic 'x y'" in line for line in lines
+    )
+
+
 async def test_read_only_dashboard(world: World) -> None:
     dashboard = Dashboard(namesrv_addr=world.ns, sample_interval_s=0.2)
     await dashboard.start("127.0.0.1", 0)
@@ -160,9 +304,15 @@ async def test_read_only_dashboard(world: World) -> None:
         for path, body in (
             ("/api/dlq/resend", {"topic": world.dlq_topic, "msgId": "x"}),
             ("/api/group/reset", {"group": world.group, "topic": world.topic, "timestamp": 0}),
+            ("/api/topic/update", {"topic": "ReadOnlyTopic"}),
+            ("/api/topic/delete", {"topic": world.topic}),
+            ("/api/group/update", {"group": "ReadOnlyGroup"}),
+            ("/api/group/delete", {"group": world.group}),
         ):
             status, err = await asyncio.to_thread(http_json, base + path, body)
             assert status == 403 and "admin" in err["error"]
+        status, _ = await asyncio.to_thread(http_json, base + "/api/topic?topic=ReadOnlyTopic")
+        assert status == 404  # refused, not made
     finally:
         await dashboard.stop()
 
@@ -189,7 +339,7 @@ def test_http_edges(world: World) -> None:
 
 def test_rmqadmin_dashboard_command(world: World) -> None:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "rmq.admin", "dashboard", "-n", world.ns, "--port", "0"],
+        [sys.executable, "-m", "rmq.admin", "dashboard", "-n", world.ns, "--port", "0", "--login"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -199,9 +349,10 @@ def test_rmqadmin_dashboard_command(world: World) -> None:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         assert line.startswith("rmqadmin dashboard: http://127.0.0.1:"), line
+        assert "(login for admin actions)" in line
         url = line.split()[2]
         status, overview = http_json(url + "api/overview")
-        assert (status, overview["admin"]) == (200, False)
+        assert (status, overview["admin"], overview["login"]) == (200, False, True)  # until a login
         proc.send_signal(signal.SIGINT)
         assert proc.wait(20) == 0
     finally:

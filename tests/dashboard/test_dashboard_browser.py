@@ -17,7 +17,19 @@ from urllib.parse import quote
 import pytest
 from rmq.client.sync import Admin
 
-from tests.dashboard.world import FIRST, JSON_BODY, MORE, SCREENSHOTS, World, dlq_message
+from tests.acl.aclenv import ADMIN, APP
+from tests.brokerproc import BrokerProcess
+from tests.dashboard.world import (
+    FIRST,
+    JSON_BODY,
+    MORE,
+    SCREENSHOTS,
+    World,
+    dlq_message,
+    eventually,
+    group_flags,
+    name,
+)
 
 
 @pytest.fixture(scope="module")
@@ -45,10 +57,14 @@ def page(browser: Any) -> Iterator[Any]:
 
 
 def open_page(page: Any, w: World, route: str, loaded: str) -> None:
+    open_page_at(page, w.base, route, loaded)
+
+
+def open_page_at(page: Any, base: str, route: str, loaded: str) -> None:
     # The marker goes first: a route within the page (a hash change) leaves the last page's marker until
     # the new page has loaded, and one group's page after another's would match it at once.
     page.evaluate("() => { const app = document.getElementById('app'); if (app) delete app.dataset.loaded; }")
-    page.goto(f"{w.base}/#/{route}")
+    page.goto(f"{base}/#/{route}")
     page.wait_for_selector(f'#app[data-loaded="{loaded}"]')
 
 
@@ -141,6 +157,67 @@ def test_browser_group_lag_matches_consumer_progress(
     assert [(o.consumer_offset, o.diff) for o in rows] == [(3, 0)] * 4
 
 
+def test_browser_producers(world: World, page: Any, screenshot: Callable[[str], None]) -> None:
+    def live() -> list[list[str]]:
+        open_page(page, world, "producers", "producers")
+        return [r for r in cells(page, "producers") if r[1] == world.producer_group]
+
+    (row,) = eventually(live, "the live producer on the page")
+    assert (row[0], row[2], row[4]) == (world.broker_name, world.producer_client_id, "PYTHON")
+    screenshot("9-producers")
+
+
+def test_browser_topic_and_group_operations(
+    world: World, page: Any, screenshot: Callable[[str], None]
+) -> None:
+    page.on("dialog", lambda dialog: dialog.accept())  # the delete buttons' confirmation
+    topic, group = name("PageOps"), name("cgpage")
+    open_page(page, world, "topics", "topics")
+    page.fill("#topic-form input[name=topic]", topic)
+    page.fill("#topic-form input[name=read]", "2")
+    page.fill("#topic-form input[name=write]", "2")
+    page.click("#topic-form button[type=submit]")
+    page.wait_for_selector('#app[data-loaded="topic"]')  # the new topic's page
+    assert [r[1:4] for r in cells(page, "route-queues")] == [["2", "2", "6"]]
+    page.select_option("#topic-form select[name=perm]", "4")
+    page.check("#topic-form input[name=order]")
+    page.click("#topic-form button[type=submit]")
+    page.wait_for_selector("#topic-result .ok")
+    assert page.inner_text("#topic-result") == f"saved {topic} on 1 broker(s)"
+    page.reload()  # the same route: read back from the broker
+    page.wait_for_selector('#app[data-loaded="topic"]')
+    assert [r[1:4] for r in cells(page, "route-queues")] == [["2", "2", "4"]]
+    assert page.is_checked("#topic-form input[name=order]")
+    screenshot("10-topic-operations")
+    page.click("#topic-delete")
+    page.wait_for_selector('#app[data-loaded="topics"]')
+    page.check('input[data-kind="normal"]')
+    assert topic not in [r[0] for r in cells(page, "topics")]
+
+    open_page(page, world, "groups", "groups")
+    page.fill("#group-form input[name=group]", group)
+    page.fill("#group-form input[name=retry]", "3")
+    page.check("#group-form input[name=orderly]")
+    page.click("#group-form button[type=submit]")
+    page.wait_for_selector('#app[data-loaded="group"]')
+    assert page.input_value("#group-form input[name=retry]") == "3"
+    assert page.is_checked("#group-form input[name=orderly]")
+    page.uncheck("#group-form input[name=enable]")
+    page.click("#group-form button[type=submit]")
+    page.wait_for_selector("#group-result .ok")
+    with Admin(namesrv_addr=world.ns) as admin:
+        config = admin.subscription_group_configs(world.broker.broker_addr)[group]
+    assert group_flags(config) == (
+        3,
+        False,
+        True,
+    )
+    screenshot("11-group-operations")
+    page.click("#group-delete")
+    page.wait_for_selector('#app[data-loaded="groups"]')
+    assert group not in [r[0] for r in cells(page, "groups")]
+
+
 def test_browser_search_finds_sent_messages(
     world: World, page: Any, screenshot: Callable[[str], None]
 ) -> None:
@@ -172,6 +249,21 @@ def test_browser_search_finds_sent_messages(
     assert page.inner_text('[data-testid="body"]').startswith("00000000  7b 22 6f 72")
 
 
+def test_browser_message_trace(world: World, page: Any, screenshot: Callable[[str], None]) -> None:
+    first = world.results[0]
+    open_page(page, world, f"message/{world.topic}/{first.offset_msg_id}", "message")
+    page.wait_for_selector('[data-testid="trace"]')
+    rows = cells(page, "trace")
+    assert [(r[0], r[1], r[4], r[5]) for r in rows] == [
+        ("Pub (sent)", "pg_traced", "3 ms", "success"),
+        ("SubBefore (delivered)", world.group, "", "retry 0"),
+        ("SubAfter (consumed)", world.group, "12 ms", "failed"),
+    ]
+    screenshot("12-message-trace")
+    open_page(page, world, f"message/{world.topic}/{world.results[1].offset_msg_id}", "message")
+    page.wait_for_selector('[data-testid="no-trace"]')
+
+
 def test_browser_resend_dead_letter(world: World, page: Any, screenshot: Callable[[str], None]) -> None:
     dead = dlq_message(world)
     open_page(page, world, f"message/{quote(world.dlq_topic, safe='')}/{dead['offsetMsgId']}", "message")
@@ -179,3 +271,30 @@ def test_browser_resend_dead_letter(world: World, page: Any, screenshot: Callabl
     result = page.wait_for_selector('[data-testid="resend-result"]')
     assert result.inner_text().startswith(f"sent to {world.dead_topic} as ")
     screenshot("8-dead-letter")
+
+
+def test_browser_login(acl_broker: BrokerProcess, page: Any, screenshot: Callable[[str], None]) -> None:
+    """ACL on: read-only (no forms) until a login with an admin account; a non-admin one is refused."""
+    base = f"http://127.0.0.1:{acl_broker.ready['dashboard']}"
+    page.goto(f"{base}/#/topics")
+    page.wait_for_selector('#app[data-loaded="topics"]')
+    assert page.inner_text("#mode") == "read-only" and page.is_hidden("#topic-form")
+    page.click('[data-testid="login-link"]')
+    page.wait_for_selector('#app[data-loaded="login"]')
+    page.fill("input[name=accessKey]", APP[0])
+    page.fill("input[name=secretKey]", APP[1])
+    page.click("#login-form button[type=submit]")
+    page.wait_for_selector("#login-result .error")
+    assert "app is not an ACL admin account" in page.inner_text("#login-result")
+    screenshot("13-login")
+    page.fill("input[name=accessKey]", ADMIN[0])
+    page.fill("input[name=secretKey]", ADMIN[1])
+    page.click("#login-form button[type=submit]")
+    page.wait_for_selector('#app[data-loaded="cluster"]')
+    assert (page.inner_text("#mode"), page.inner_text('[data-testid="user"]')) == ("admin", ADMIN[0])
+    open_page_at(page, base, "topics", "topics")
+    assert page.is_visible("#topic-form")
+    screenshot("14-logged-in")
+    page.click("#logout")
+    page.wait_for_selector('[data-testid="login-link"]')
+    assert page.inner_text("#mode") == "read-only"

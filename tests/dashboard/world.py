@@ -1,6 +1,7 @@
 """The dashboard tests' world: a broker (``python -m rmq.broker``) serving an admin dashboard on
 ``dashboardPort``, a topic with messages (one JSON body), a group that consumed some of them (a lag of 1 per
-queue), a group that consumed none (for resets) and a dead-letter message; and the helpers that read it."""
+queue), a group that consumed none (for resets), a dead-letter message and a producer that stays connected
+(heartbeats every 0.5 s); and the helpers that read it."""
 
 from __future__ import annotations
 
@@ -18,14 +19,17 @@ from urllib.parse import quote
 
 from rmq.client import ClientConfig, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageQueue
 from rmq.client.sync import Admin, Producer, PushConsumer
+from rmq.common.codes import TRACE_TOPIC
 from rmq.common.route import TopicConfig
 
+from tests.acl.aclenv import INNER, RULES
 from tests.brokerproc import BrokerProcess, start_broker
 
 QUEUES = 4
 FIRST = 8  # messages consumed by GROUP before it stops
 MORE = 4  # messages sent after: a lag of 1 per queue
 JSON_BODY = b'{"order": 1, "item": "book", "price": 12.5}'
+TRACE_SENT_AT = 1_700_000_000_000
 SCREENSHOTS = Path(
     os.environ.get("RMQ_DASHBOARD_SCREENSHOTS")
     or Path(__file__).resolve().parents[2] / "target" / "dashboard-screenshots"
@@ -64,6 +68,8 @@ class World:
     dlq_topic: str
     dead_topic: str
     results: list[Any] = field(default_factory=list)
+    producer_group: str = ""
+    producer_client_id: str = ""
 
     @property
     def ns(self) -> str:
@@ -76,14 +82,60 @@ class World:
         return http_json(self.base + path, body)
 
 
-def http_json(url: str, body: Any = None) -> tuple[int, Any]:
+def http_json(url: str, body: Any = None, cookie: str = "") -> tuple[int, Any]:
+    return http_json_cookie(url, body, cookie)[:2]
+
+
+def http_json_cookie(url: str, body: Any = None, cookie: str = "") -> tuple[int, Any, str]:
+    """The status, the JSON answer and the ``Set-Cookie`` header (``""``: none); ``cookie`` is sent."""
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
+    headers = {"Content-Type": "application/json", **({"Cookie": cookie} if cookie else {})}
+    req = urllib.request.Request(url, data=data, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=30) as resp:
-            return resp.status, json.loads(resp.read())
+            return resp.status, json.loads(resp.read()), resp.headers.get("Set-Cookie", "")
     except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
+        return exc.code, json.loads(exc.read()), exc.headers.get("Set-Cookie", "")
+
+
+def running_acl_broker(base: Path) -> Iterator[BrokerProcess]:
+    """A broker with ACL on (``tests/acl/aclenv.py``'s rules: ``rmqadmin`` an admin account, ``app`` not)
+    serving its dashboard, which reads as the broker's inner (admin) account and wants a login for changes."""
+    conf = base / "rocketmq" / "conf"
+    conf.mkdir(parents=True)
+    (conf / "plain_acl.yml").write_text(RULES)
+    broker = start_broker(
+        base / "store",
+        "aclEnable=true",
+        f"innerClientAuthenticationCredentials={INNER}",
+        f"rocketmqHome={base / 'rocketmq'}",
+        "dashboardPort=0",
+    )
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+def group_flags(config: dict[str, Any]) -> tuple[int, bool, bool]:
+    """A subscription group config's retry max times, consume enable and orderly flag."""
+    return config["retryMaxTimes"], config["consumeEnable"], config.get("consumeMessageOrderly", False)
+
+
+def trace_body(msg_id: str, offset_id: str, sent_at: int, producer_group: str, group: str) -> bytes:
+    """What a Java client with message trace on writes to RMQ_SYS_TRACE_TOPIC for one message
+    (TraceDataEncoder: records split by \\x02, fields by \\x01): its Pub (sent in 3 ms), then the group's
+    SubBefore and a failed SubAfter (12 ms), and a record of another message the reader skips."""
+    records = [
+        [
+            *("Pub", str(sent_at), "DefaultRegion", producer_group, "T", msg_id, "tag0", "k0"),
+            *("127.0.0.1:10911", "44", "3", "0", offset_id, "true", "10.1.1.1"),
+        ],
+        ["SubBefore", str(sent_at + 500), "DefaultRegion", group, "req1", msg_id, "0", "k0"],
+        ["SubAfter", "req1", msg_id, "12", "false", "k0", "0", str(sent_at + 512), group],
+        ["SubAfter", "req2", "another", "1", "true", "k1", "0", str(sent_at), group],
+    ]
+    return ("\x02".join("\x01".join(r) for r in records) + "\x02").encode()
 
 
 def consume(ns: str, group: str, topic: str, want: int, status: ConsumeConcurrentlyStatus, **kw: Any) -> None:
@@ -126,6 +178,7 @@ def running_world(store_dir: Path) -> Iterator[World]:
         "autoCreateSubscriptionGroup=true",
         "dashboardPort=0",
         "dashboardAdmin=true",
+        "traceTopicEnable=true",
     )
     try:
         ns = broker.namesrv_addr
@@ -160,6 +213,10 @@ def running_world(store_dir: Path) -> Iterator[World]:
             dead = Message(dead_topic, b"refund 42", tags="refund", keys=["dead-1"])
             dead.put_user_property("origin", "dashboard-test")
             producer.send(dead)
+            # The first message's trace, as a Java client with message trace on writes it.
+            first = w.results[0]
+            trace = trace_body(first.msg_id, first.offset_msg_id, TRACE_SENT_AT, "pg_traced", group)
+            producer.send(Message(TRACE_TOPIC, trace, keys=[first.msg_id, first.offset_msg_id]))
         dead_group = name("cgdead")
         consume(
             ns,
@@ -176,6 +233,18 @@ def running_world(store_dir: Path) -> Iterator[World]:
                 "the consume queues",
             )
             eventually(lambda: admin.topic_stats(w.dlq_topic)[0].max_offset == 1, "the dead-letter message")
-        yield w
+            eventually(
+                lambda: admin.query_message(TRACE_TOPIC, w.results[0].msg_id).messages, "the trace's index"
+            )
+        # A producer connected for the whole session (the producers page): one send teaches it the broker,
+        # its next heartbeat registers it there.
+        w.producer_group = name("pglive")
+        live_config = ClientConfig(
+            namesrv_addr=ns, instance_name=name("live"), heartbeat_broker_interval_ms=500
+        )
+        with Producer(w.producer_group, client_config=live_config) as live:
+            live.send(Message(dead_topic, b"live", tags="live"))
+            w.producer_client_id = live.impl.client_id
+            yield w
     finally:
         broker.stop()

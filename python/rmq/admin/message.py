@@ -353,13 +353,16 @@ async def print_msg_by_queue(
 _FIELD_SPLIT, _CONTENT_SPLIT = "\x02", "\x01"
 
 
-def trace_views(msg_id: str, trace: MessageExt) -> list[dict[str, Any]]:
+def trace_views(msg_id: str, trace: MessageExt, *, sub_before: bool = False) -> list[dict[str, Any]]:
     """The Pub and SubAfter records of ``msg_id`` in one message of the trace topic (Java's
-    ``TraceView.decodeFromTraceTransData``): type, group, client host, time, cost and status."""
+    ``TraceView.decodeFromTraceTransData``): type, group, client host, time, cost and status; with
+    ``sub_before`` also the SubBefore records (a consumer's delivery before its listener ran: time, group,
+    ``retryTimes``, no cost or status), which Java's view skips."""
     views = []
     client_host = trace.born_host.rpartition(":")[0] or trace.born_host
     for record in trace.body.decode("utf-8", "replace").split(_FIELD_SPLIT):
         f = record.split(_CONTENT_SPLIT)
+        success: str | None = None
         try:
             if f[0] == "Pub" and len(f) >= 13 and f[5] == msg_id:
                 success = f[12] if len(f) == 13 else f[13]
@@ -368,14 +371,26 @@ def trace_views(msg_id: str, trace: MessageExt) -> list[dict[str, Any]]:
                 success = f[4]
                 view = {"type": "SubAfter", "group": f[8] if len(f) >= 9 else "", "costTime": int(f[3])}
                 view["timestamp"] = int(f[7]) if len(f) >= 9 else 0
+            elif sub_before and f[0] == "SubBefore" and len(f) >= 7 and f[5] == msg_id:
+                view = {"type": "SubBefore", "group": f[3], "timestamp": int(f[1]), "retryTimes": int(f[6])}
             else:
                 continue
         except ValueError:
             continue  # a record this reader cannot parse, as Java's would throw on it
-        view["status"] = "success" if success.strip().lower() == "true" else "failed"
+        if success is not None:
+            view["status"] = "success" if success.strip().lower() == "true" else "failed"
         view["clientHost"] = client_host
         views.append(view)
     return views
+
+
+async def message_traces(
+    admin: Admin, msg_id: str, trace_topic: str = TRACE_TOPIC, *, sub_before: bool = False
+) -> list[dict[str, Any]]:
+    """The trace records of ``msg_id`` (see :func:`trace_views`), from the trace topic's messages keyed by
+    it (up to 64); none found raises the lookup's not-found error."""
+    result = await admin.query_message(trace_topic.strip(), msg_id, 64, 0, int(time.time() * 1000))
+    return [v for m in result.messages for v in trace_views(msg_id, m, sub_before=sub_before)]
 
 
 def _trace_time(ms: int) -> str:
@@ -406,8 +421,7 @@ def _trace_table(out: Out, kind: str, columns: tuple[str, str], views: list[dict
 @admin_command("queryMsgTraceById", "The send (Pub) and consume (Sub) traces of a message.")
 async def query_msg_trace_by_id(admin: Admin, out: Out, msg_id: str, trace_topic: str) -> None:
     msg_id = msg_id.strip()
-    result = await admin.query_message(trace_topic.strip(), msg_id, 64, 0, int(time.time() * 1000))
-    views = [v for m in result.messages for v in trace_views(msg_id, m)]
+    views = await message_traces(admin, msg_id, trace_topic)
     subs: dict[str, list[dict[str, Any]]] = {}
     for v in views:
         if v["type"] == "Pub":

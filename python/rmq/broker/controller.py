@@ -459,9 +459,17 @@ class BrokerController:
                 "dashboardPort=%d: no dashboard, the broker has no namesrvAddr to read", cfg.dashboard_port
             )
             return
+        from rmq.client.config import ClientConfig
         from rmq.dashboard import Dashboard
 
-        self.dashboard = Dashboard(namesrv_addr=cfg.namesrv_addr or "", admin_enabled=cfg.dashboard_admin)
+        # With ACL on, the dashboard reads as the broker's inner account and admin actions need a login.
+        creds = cfg.inner_credentials() if cfg.acl_enable else None
+        self.dashboard = Dashboard(
+            namesrv_addr=cfg.namesrv_addr or "",
+            admin_enabled=cfg.dashboard_admin,
+            client_config=ClientConfig(access_key=creds[0], secret_key=creds[1]) if creds else None,
+            login=cfg.acl_enable,
+        )
         await self.dashboard.start(host, cfg.dashboard_port)
 
     def _topic_changed(self, topic: str | None) -> None:

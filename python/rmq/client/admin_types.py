@@ -7,8 +7,9 @@ Each type is built from the broker's response body by ``from_body``; bodies keye
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
 from rmq.client.message import MessageQueue
@@ -249,6 +250,11 @@ class BrokerStatsData:
         return self.day.sum or self.hour.sum or self.minute.sum
 
 
+def _snake(camel: str) -> str:
+    """``retryMaxTimes`` -> ``retry_max_times``."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", camel).lower()
+
+
 @dataclass(slots=True)
 class SubscriptionGroupConfig:
     """The body of UPDATE_AND_CREATE_SUBSCRIPTIONGROUP (``C/subscription/SubscriptionGroupConfig.java``)."""
@@ -262,9 +268,19 @@ class SubscriptionGroupConfig:
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    consume_message_orderly: bool = False
+    """RocketMQ 5.x's FIFO group; sent only when true (4.x brokers ignore it; rmq's broker keeps it)."""
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SubscriptionGroupConfig:
+        """From a broker's JSON (GET_ALL_SUBSCRIPTIONGROUP_CONFIG); keys it does not know are dropped."""
+        attrs = {f.name for f in fields(cls)} - {"group_name"}
+        known = {_snake(key): value for key, value in d.items() if _snake(key) in attrs}
+        return cls(str(d["groupName"]), **known)
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            **({"consumeMessageOrderly": True} if self.consume_message_orderly else {}),
             "groupName": self.group_name,
             "consumeEnable": self.consume_enable,
             "consumeFromMinEnable": self.consume_from_min_enable,

@@ -37,6 +37,8 @@ class Request:
     query: dict[str, str]
     headers: dict[str, str]
     body: bytes = b""
+    peer: str = ""
+    """The caller's ``host:port``."""
 
     def json(self) -> dict[str, Any]:
         """The body as a JSON object; :class:`ValueError` if it is not one."""
@@ -55,6 +57,10 @@ class Response:
     body: bytes = b""
     content_type: str = "application/json"
     headers: dict[str, str] = field(default_factory=dict)
+
+    def with_header(self, name: str, value: str) -> Response:
+        self.headers[name] = value
+        return self
 
     @classmethod
     def json(cls, value: Any, status: int = 200) -> Response:
@@ -133,6 +139,11 @@ def _encode(response: Response, keep_alive: bool) -> bytes:
     return ("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + response.body
 
 
+def _peer(writer: asyncio.StreamWriter) -> str:
+    peer = writer.get_extra_info("peername")
+    return f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer or "")
+
+
 class HttpServer:
     """Serves ``handler`` on ``host:port`` (0: any free port, see :attr:`port`)."""
 
@@ -176,6 +187,7 @@ class HttpServer:
                     return
                 if request is None:
                     return
+                request.peer = _peer(writer)
                 try:
                     response = await self.handler(request)
                 except Exception:

@@ -18,13 +18,33 @@ on a read-only dashboard, 404 not found, 502 refused by a broker, 504 unreachabl
     /api/topic?topic=T                   route, queues with min/max offsets, TPS, consuming groups
     /api/groups                          every subscription group: members online, lag, TPS
     /api/group?group=G                   members, subscriptions, lag per queue (consumerProgress)
+    /api/producers                       every master's producer connections by group (client id, address,
+                                         language, version, last heartbeat)
     /api/messages?topic=T&begin=&end=    messages stored in [begin, end) epoch ms (limit=, default 200)
     /api/messages?topic=T&key=K          messages with the key
     /api/message?id=I[&topic=T]          one message by offset id (or, with topic, client id), body base64
+    /api/trace?id=I[&traceTopic=T]      the message's trace records (Pub, SubBefore, SubAfter) in T
+                                         (default RMQ_SYS_TRACE_TOPIC), I its client (unique) id
+    POST /api/topic/update               {topic, readQueueNums=8, writeQueueNums=8, perm=6, order=false,
+                                          cluster=every}: create or update a topic (admin only)
+    POST /api/topic/delete               {topic, cluster=those serving it}: delete a topic (admin only)
+    POST /api/group/update               {group, retryMaxTimes, consumeEnable, consumeMessageOrderly,
+                                          consumeBroadcastEnable, cluster=every}: create or update a
+                                          subscription group, unnamed fields kept (admin only)
+    POST /api/group/delete               {group, removeOffset=false, cluster=every}: delete it (admin only)
     POST /api/group/reset                {group, topic, timestamp}: reset offsets by time (admin only)
     POST /api/dlq/resend                 {topic, msgId}: resend a dead-letter message (admin only)
 
-Read-only unless ``admin_enabled``: the two POSTs answer 403 then, and the page hides their buttons.
+    POST /api/login                      {accessKey, secretKey}: with ``login`` (ACL on), a session cookie for
+                                         an ACL admin account (403 for any other)
+    POST /api/logout                     ends the session
+
+Read-only unless ``admin_enabled``: the POSTs answer 403 then, and the page hides their forms and buttons.
+With ``login`` (the brokers have ACL on) the admin actions need a session instead: a login whose account
+every master accepts for GET_BROKER_CLUSTER_ACL_INFO (an admin-only request), the actions then signed with
+that account (so the brokers judge and audit them as its); ``client_config`` signs the reads.
+Each admin action is logged at INFO, asked (with the caller's address and the request body) and done (with
+the brokers changed), or at WARNING when refused.
 """
 
 from __future__ import annotations
@@ -32,15 +52,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
+from http.cookies import CookieError, SimpleCookie
 from importlib import resources
 from typing import Any, Final
 
 from rmq.admin.base import Exit, exit_code_of
 from rmq.client.admin_ext import Admin
-from rmq.client.errors import MQClientError
+from rmq.client.config import ClientConfig
+from rmq.client.errors import MQBrokerError, MQClientError
+from rmq.common.codes import TRACE_TOPIC
 from rmq.dashboard import views
 from rmq.dashboard.http import HttpServer, Request, Response
 from rmq.remoting import RemotingError
@@ -51,6 +75,9 @@ log = logging.getLogger(__name__)
 
 RATE_SAMPLES: Final = 180
 DEFAULT_SEARCH_LIMIT: Final = 200
+SESSION_COOKIE: Final = "rmq_dashboard_session"
+SESSION_S: Final = 8 * 3600
+"""How long a login lasts."""
 _CONTENT_TYPES: Final = {
     ".html": "text/html; charset=utf-8",
     ".js": "text/javascript; charset=utf-8",
@@ -101,11 +128,18 @@ class Dashboard:
         admin_enabled: bool = False,
         sample_interval_s: float = 2.0,
         timeout_ms: int = 5000,
+        client_config: ClientConfig | None = None,
+        login: bool = False,
     ) -> None:
         self.namesrv_addr = namesrv_addr
         self.admin_enabled = admin_enabled
+        self.login = login
         self.sample_interval_s = sample_interval_s
-        self.admin = Admin(namesrv_addr=namesrv_addr, timeout_ms=timeout_ms)
+        self.timeout_ms = timeout_ms
+        self.admin = Admin(namesrv_addr=namesrv_addr, timeout_ms=timeout_ms, client_config=client_config)
+        self._closing: set[asyncio.Task[None]] = set()
+        self._sessions: dict[str, tuple[str, Admin, float]] = {}
+        """Session token -> (access key, the admin signed with its account, expiry on the monotonic clock)."""
         self.rates: deque[tuple[int, float, float]] = deque(maxlen=RATE_SAMPLES)
         self._http = HttpServer(self.handle)
         self._static = _static_files()
@@ -119,8 +153,24 @@ class Dashboard:
             ("GET", "/api/topic"): lambda r: views.topic_detail(self.admin, _arg(r, "topic")),
             ("GET", "/api/groups"): lambda r: views.groups(self.admin),
             ("GET", "/api/group"): lambda r: views.group_detail(self.admin, _arg(r, "group")),
+            ("GET", "/api/producers"): lambda r: views.producers(self.admin),
             ("GET", "/api/messages"): self._messages,
             ("GET", "/api/message"): lambda r: views.message(self.admin, r.query.get("topic"), _arg(r, "id")),
+            ("GET", "/api/trace"): lambda r: views.message_trace(
+                self.admin, _arg(r, "id"), r.query.get("traceTopic", "").strip() or TRACE_TOPIC
+            ),
+            ("POST", "/api/topic/update"): self._operation(
+                "creating or updating a topic", views.update_topic
+            ),
+            ("POST", "/api/topic/delete"): self._operation("deleting a topic", views.delete_topic),
+            ("POST", "/api/group/update"): self._operation(
+                "creating or updating a subscription group", views.update_group
+            ),
+            ("POST", "/api/group/delete"): self._operation(
+                "deleting a subscription group", views.delete_group
+            ),
+            ("POST", "/api/login"): self._login,
+            ("POST", "/api/logout"): self._logout,
             ("POST", "/api/group/reset"): self._reset,
             ("POST", "/api/dlq/resend"): self._resend,
         }
@@ -153,6 +203,9 @@ class Dashboard:
                 await self._sampler
             self._sampler = None
         await self._http.stop()
+        for _, admin, _ in self._sessions.values():
+            await admin.shutdown()
+        self._sessions.clear()
         await self.admin.shutdown()
 
     async def _sample_rates(self) -> None:
@@ -175,7 +228,8 @@ class Dashboard:
             known = any(path == req.path for _, path in self._routes)
             return Response.error(405 if known else 404, f"no {req.method} {req.path}")
         try:
-            return Response.json(await route(req))
+            answer = await route(req)
+            return answer if isinstance(answer, Response) else Response.json(answer)
         except PermissionError as exc:
             return Response.error(403, str(exc))
         except ValueError as exc:
@@ -187,7 +241,69 @@ class Dashboard:
             return Response.error(status, f"{type(exc).__name__}: {exc}")
 
     async def _overview(self, req: Request) -> dict[str, Any]:
-        return {"namesrvAddr": self.namesrv_addr, "admin": self.admin_enabled}
+        session = self._session(req)
+        out: dict[str, Any] = {"namesrvAddr": self.namesrv_addr, "admin": self.admin_enabled}
+        if self.login:
+            out.update(admin=session is not None, login=True, user=session[0] if session else None)
+        return out
+
+    # --- login (ACL on) ---------------------------------------------------------------------------------
+
+    def _session(self, req: Request) -> tuple[str, Admin, float] | None:
+        cookies = SimpleCookie()
+        with contextlib.suppress(CookieError):
+            cookies.load(req.headers.get("cookie", ""))
+        token = cookies[SESSION_COOKIE].value if SESSION_COOKIE in cookies else ""
+        session = self._sessions.get(token)
+        if session is not None and session[2] < time.monotonic():
+            del self._sessions[token]
+            log.info("dashboard: the session of %s expired", session[0])
+            task = asyncio.get_running_loop().create_task(session[1].shutdown())
+            self._closing.add(task)
+            task.add_done_callback(self._closing.discard)
+            return None
+        return session
+
+    async def _login(self, req: Request) -> Response:
+        if not self.login:
+            raise ValueError("this dashboard has no login (the brokers have ACL off): see --admin")
+        body = req.json()
+        access_key, secret_key = body.get("accessKey"), body.get("secretKey")
+        if (
+            not isinstance(access_key, str)
+            or not access_key
+            or not isinstance(secret_key, str)
+            or not secret_key
+        ):
+            raise ValueError("want {accessKey: str, secretKey: str}")
+        config = ClientConfig(access_key=access_key, secret_key=secret_key)
+        admin = Admin(namesrv_addr=self.namesrv_addr, timeout_ms=self.timeout_ms, client_config=config)
+        await admin.start()
+        try:
+            for ref in await admin.masters():
+                await admin.examine_broker_cluster_acl_version_info(ref.addr)  # admin accounts only
+        except MQBrokerError as exc:
+            await admin.shutdown()
+            log.warning("dashboard: refused the login of %s from %s: %s", access_key, req.peer, exc)
+            raise PermissionError(f"{access_key} is not an ACL admin account of the brokers: {exc}") from None
+        except BaseException:
+            await admin.shutdown()
+            raise
+        token = secrets.token_urlsafe(32)
+        self._sessions[token] = (access_key, admin, time.monotonic() + SESSION_S)
+        log.info("dashboard: %s logged in from %s", access_key, req.peer)
+        cookie = f"{SESSION_COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict; Max-Age={SESSION_S}"
+        return Response.json({"user": access_key, "admin": True}).with_header("Set-Cookie", cookie)
+
+    async def _logout(self, req: Request) -> Response:
+        session = self._session(req)
+        for token, s in list(self._sessions.items()):
+            if s is session:
+                del self._sessions[token]
+                await s[1].shutdown()
+                log.info("dashboard: %s logged out from %s", s[0], req.peer)
+        cookie = f"{SESSION_COOKIE}=; Path=/; HttpOnly; SameSite=Strict; Max-Age=0"
+        return Response.json({"user": None}).with_header("Set-Cookie", cookie)
 
     async def _rates(self, req: Request) -> dict[str, Any]:
         return {
@@ -208,24 +324,57 @@ class Dashboard:
             raise ValueError("the end of the time range must be after its beginning")
         return await views.search_by_time(self.admin, topic, begin, end, limit)
 
-    def _check_admin(self, what: str) -> None:
+    def _check_admin(self, what: str, req: Request) -> Admin:
+        """The admin to make the change with: the session's (login) or the dashboard's (``admin_enabled``);
+        :class:`PermissionError` (403) otherwise."""
+        if self.login:
+            session = self._session(req)
+            if session is None:
+                log.warning("dashboard: refused %s from %s: not logged in", what, req.peer)
+                raise PermissionError(f"{what} needs a login with an ACL admin account")
+            return session[1]
         if not self.admin_enabled:
             log.warning("dashboard: refused %s: the dashboard is read-only", what)
             raise PermissionError(f"{what} needs an admin dashboard (dashboardAdmin=true / --admin)")
+        return self.admin
+
+    def _operation(
+        self, what: str, change: Callable[[Admin, dict[str, Any]], Awaitable[dict[str, Any]]]
+    ) -> Callable[[Request], Awaitable[dict[str, Any]]]:
+        """A route that makes an admin change: refused on a read-only dashboard; logged when asked (who
+        asked, with what) and when done (which brokers), or when a broker refuses it."""
+
+        async def run(req: Request) -> dict[str, Any]:
+            admin = self._check_admin(what, req)
+            body = req.json()
+            log.info("dashboard: %s asked by %s%s: %s", what, req.peer, self._who(req), body)
+            try:
+                result = await change(admin, body)
+            except (MQClientError, RemotingError, OSError, TimeoutError, ValueError) as exc:
+                log.warning("dashboard: %s (%s) failed: %s", what, body, exc)
+                raise
+            log.info("dashboard: %s done on %s: %s", what, ", ".join(result.get("brokers", [])), body)
+            return result
+
+        return run
+
+    def _who(self, req: Request) -> str:
+        session = self._session(req) if self.login else None
+        return f" ({session[0]})" if session else ""
 
     async def _reset(self, req: Request) -> dict[str, Any]:
-        self._check_admin("resetting offsets")
+        admin = self._check_admin("resetting offsets", req)
         body = req.json()
         group, topic, ts = body.get("group"), body.get("topic"), body.get("timestamp")
         if not isinstance(group, str) or not isinstance(topic, str) or not isinstance(ts, int):
             raise ValueError("want {group: str, topic: str, timestamp: epoch ms}")
-        log.info("dashboard: resetting offsets of %s on %s to %d", group, topic, ts)
-        return await views.reset_offset(self.admin, group, topic, ts)
+        log.info("dashboard: resetting offsets of %s on %s to %d%s", group, topic, ts, self._who(req))
+        return await views.reset_offset(admin, group, topic, ts)
 
     async def _resend(self, req: Request) -> dict[str, Any]:
-        self._check_admin("resending a dead-letter message")
+        admin = self._check_admin("resending a dead-letter message", req)
         body = req.json()
         topic, msg_id = body.get("topic"), body.get("msgId")
         if not isinstance(topic, str) or not isinstance(msg_id, str):
             raise ValueError("want {topic: '%DLQ%<group>', msgId: str}")
-        return await views.resend_dlq(self.admin, topic, msg_id)
+        return await views.resend_dlq(admin, topic, msg_id)

@@ -11,24 +11,35 @@ import logging
 import time
 from typing import Any, Final
 
+from rmq.admin.base import Exit, exit_code_of
 from rmq.admin.message import message_dict as admin_message_dict
-from rmq.client.admin_ext import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, Admin
+from rmq.admin.message import message_traces
+from rmq.client.admin_ext import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, Admin, AdminNotFoundError
+from rmq.client.admin_types import SubscriptionGroupConfig
 from rmq.client.errors import ConsumerNotOnlineError, MQClientError
 from rmq.client.message import RESERVED_PROPERTIES, Message, MessageExt, MessageQueue
 from rmq.common.codes import MASTER_ID, MessageConst
+from rmq.common.route import TopicConfig
+from rmq.common.topic import check_group, check_topic
 from rmq.remoting import RemotingError
 
 __all__ = [
     "SYSTEM_TOPICS",
     "cluster",
+    "delete_group",
+    "delete_topic",
     "group_detail",
     "groups",
     "message_dict",
+    "message_trace",
+    "producers",
     "resend_dlq",
     "search_by_time",
     "topic_detail",
     "topic_kind",
     "topics",
+    "update_group",
+    "update_topic",
 ]
 
 log = logging.getLogger(__name__)
@@ -157,8 +168,15 @@ async def topic_detail(admin: Admin, topic: str) -> dict[str, Any]:
         consumers = await admin.topic_consumed_by(topic)
     except _SOFT_ERRORS:
         consumers = []
+    order = False
+    for addr in masters[:1]:  # the order flag is in the topic config only (the update form shows it)
+        try:
+            order = bool((await admin.topic_configs(addr)).get(topic, {}).get("order"))
+        except _SOFT_ERRORS:
+            pass
     return {
         "topic": topic,
+        "order": order,
         "inTps": in_tps,
         "queues": queues,
         "totalMessages": sum(q["maxOffset"] - q["minOffset"] for q in queues),
@@ -230,6 +248,7 @@ async def group_detail(admin: Admin, group: str) -> dict[str, Any]:
         )
     except ConsumerNotOnlineError:
         pass
+    out["config"] = await group_config(admin, group)
     try:
         stats = await admin.consume_stats(group)
     except _SOFT_ERRORS as exc:
@@ -238,6 +257,38 @@ async def group_detail(admin: Admin, group: str) -> dict[str, Any]:
     else:
         out["stats"] = stats.to_dict()
     return out
+
+
+# --- producers --------------------------------------------------------------------------------------------
+
+
+async def producers(admin: Admin) -> dict[str, Any]:
+    """Every master's producer connections by group (GET_ALL_PRODUCER_INFO, as ``rmqadmin producer``): one
+    row per connection; a group with none still gets a row (no client id), a master that does not answer
+    an ``errors`` entry."""
+    rows: list[dict[str, Any]] = []
+    errors: list[dict[str, str]] = []
+    for ref in await admin.masters():
+        try:
+            by_group = await admin.producer_info(ref.addr)
+        except _SOFT_ERRORS as exc:
+            errors.append({"brokerName": ref.broker_name, "addr": ref.addr, "error": str(exc)})
+            continue
+        where = {"cluster": ref.cluster, "brokerName": ref.broker_name, "brokerAddr": ref.addr}
+        for group, conns in by_group.items():
+            for c in conns or [{}]:
+                rows.append(
+                    {
+                        **where,
+                        "group": group,
+                        "clientId": str(c.get("clientId") or ""),
+                        "clientAddr": str(c.get("remoteIP") or "").lstrip("/"),
+                        "language": str(c.get("language") or ""),
+                        "version": str(c.get("version") or ""),
+                        "lastUpdateTimestamp": int(c.get("lastUpdateTimestamp") or 0),
+                    }
+                )
+    return {"producers": rows, "errors": errors}
 
 
 # --- messages ---------------------------------------------------------------------------------------------
@@ -287,6 +338,20 @@ async def message(admin: Admin, topic: str | None, msg_id: str) -> dict[str, Any
     return out
 
 
+async def message_trace(admin: Admin, msg_id: str, trace_topic: str) -> dict[str, Any]:
+    """The message's trace records in ``trace_topic`` (what clients with message trace on write: Pub,
+    SubBefore, SubAfter; as ``rmqadmin queryMsgTraceById``, which shows Pub and SubAfter), oldest first;
+    none (message trace off, the topic missing): an empty list."""
+    try:
+        traces = await message_traces(admin, msg_id, trace_topic, sub_before=True)
+    except _SOFT_ERRORS as exc:
+        if exit_code_of(exc) != Exit.NOT_FOUND:
+            raise
+        traces = []
+    traces.sort(key=lambda v: (v["timestamp"], v["type"] != "Pub"))
+    return {"msgId": msg_id, "traceTopic": trace_topic, "traces": traces}
+
+
 # --- admin actions ----------------------------------------------------------------------------------------
 
 
@@ -332,3 +397,111 @@ async def resend_dlq(admin: Admin, dlq_topic: str, msg_id: str) -> dict[str, Any
         "sendStatus": result.send_status.name,
         "resentAt": int(time.time() * 1000),
     }
+
+
+def _field(body: dict[str, Any], key: str, kind: type, default: Any = None, lo: int = 0, hi: int = 0) -> Any:
+    """``body[key]`` of JSON type ``kind`` (an int within ``[lo, hi]``); ``default`` when absent (``None``:
+    required). :class:`ValueError` naming the field otherwise."""
+    value = body.get(key, default)
+    if value is None:
+        raise ValueError(f"missing field {key!r}")
+    if kind is int and (isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi):
+        raise ValueError(f"field {key}={value!r} is not a whole number in [{lo}, {hi}]")
+    if not isinstance(value, kind):
+        raise ValueError(f"field {key}={value!r} is not a {kind.__name__}")
+    return value
+
+
+def _name(body: dict[str, Any], key: str, check: Any) -> str:
+    value = _field(body, key, str).strip()
+    problem = check(value)
+    if problem:
+        raise ValueError(f"{key} {value!r}: {problem}")
+    return str(value)
+
+
+async def _masters(admin: Admin, body: dict[str, Any]) -> list[str]:
+    """The master addresses of the body's ``cluster`` (default: every cluster)."""
+    cluster = _field(body, "cluster", str, "").strip()
+    return [ref.addr for ref in await admin.masters(cluster or None)]
+
+
+async def update_topic(admin: Admin, body: dict[str, Any]) -> dict[str, Any]:
+    """Create the topic, or update its queue counts, permission and order flag, on every master of
+    ``cluster`` (default: of every cluster), as ``rmqadmin updateTopic -c``."""
+    topic = _name(body, "topic", check_topic)
+    config = TopicConfig(
+        topic,
+        _field(body, "readQueueNums", int, 8, 1, 1024),
+        _field(body, "writeQueueNums", int, 8, 1, 1024),
+        _field(body, "perm", int, 6, 0, 7),
+        order=_field(body, "order", bool, False),
+    )
+    addrs = await _masters(admin, body)
+    for addr in addrs:
+        await admin.create_topic(addr, config)
+    return {"topic": topic, "brokers": addrs, "topicConfig": config.to_dict()}
+
+
+async def delete_topic(admin: Admin, body: dict[str, Any]) -> dict[str, Any]:
+    """Delete the topic from the brokers of ``cluster`` (default: every cluster that serves it) and from
+    the name servers, as ``rmqadmin deleteTopic``; an unknown topic is not found."""
+    topic = _name(body, "topic", check_topic)
+    route = await admin.topic_route(topic)
+    cluster = _field(body, "cluster", str, "").strip()
+    clusters = [cluster] if cluster else sorted({bd.cluster for bd in route.broker_datas})
+    addrs = [addr for c in clusters for addr in await admin.delete_topic(topic, c)]
+    return {"topic": topic, "brokers": addrs}
+
+
+async def update_group(admin: Admin, body: dict[str, Any]) -> dict[str, Any]:
+    """Create the subscription group, or update its retry max times, consume enable and orderly flag, on
+    every master of ``cluster`` (default: of every cluster); the fields not given keep the value each
+    broker has (a new group: the defaults)."""
+    group = _name(body, "group", check_group)
+    changes = {
+        attr: _field(body, key, kind, None, lo, hi)
+        for key, attr, kind, lo, hi in (
+            ("retryMaxTimes", "retry_max_times", int, -1, 1024),
+            ("consumeEnable", "consume_enable", bool, 0, 0),
+            ("consumeMessageOrderly", "consume_message_orderly", bool, 0, 0),
+            ("consumeBroadcastEnable", "consume_broadcast_enable", bool, 0, 0),
+        )
+        if key in body
+    }
+    addrs = await _masters(admin, body)
+    configs = []
+    for addr in addrs:
+        old = (await admin.subscription_group_configs(addr)).get(group)
+        config = SubscriptionGroupConfig.from_dict(old) if old else SubscriptionGroupConfig(group)
+        for attr, value in changes.items():
+            setattr(config, attr, value)
+        await admin.create_subscription_group(addr, config)
+        configs.append(config.to_dict())
+    return {"group": group, "brokers": addrs, "configs": configs}
+
+
+async def delete_group(admin: Admin, body: dict[str, Any]) -> dict[str, Any]:
+    """Delete the subscription group (and with ``removeOffset`` its offsets) from every master of
+    ``cluster`` (default: of every cluster) that has it, as ``rmqadmin deleteSubGroup``; none has it: not
+    found."""
+    group = _name(body, "group", check_group)
+    remove_offset = _field(body, "removeOffset", bool, False)
+    addrs = [a for a in await _masters(admin, body) if group in await admin.subscription_groups(a)]
+    if not addrs:
+        raise AdminNotFoundError(f"no broker has the subscription group {group}")
+    for addr in addrs:
+        await admin.delete_subscription_group(addr, group, remove_offset=remove_offset)
+    return {"group": group, "brokers": addrs, "removeOffset": remove_offset}
+
+
+async def group_config(admin: Admin, group: str) -> dict[str, Any] | None:
+    """The group's subscription config on the first master that has it (``None``: no master has it)."""
+    for ref in await admin.masters():
+        try:
+            config = (await admin.subscription_group_configs(ref.addr)).get(group)
+        except _SOFT_ERRORS:
+            continue
+        if config:
+            return config
+    return None

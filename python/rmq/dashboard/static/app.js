@@ -37,6 +37,83 @@ function table(cols, rows, testid) {
 function show(html) { app.innerHTML = html; }
 function fail(err) { show(`<div class="error" data-testid="error">${esc(err.message || err)}</div>`); }
 
+// --- admin operations (forms shown on an admin dashboard only) --------------------------------------
+
+function topicForm(t) {
+  const q = t ? t.route.queues[0] || {} : {};
+  const perms = [[6, "read and write"], [4, "read only"], [2, "write only"], [0, "none"]];
+  return `<div class="card" data-testid="topic-ops"><h2 style="margin-top:0">${t ? "Update or delete topic" : "Create topic"}</h2>
+    <form id="topic-form">
+      ${t ? `<input type="hidden" name="topic" value="${esc(t.topic)}">` : '<label>Topic <input name="topic" required></label>'}
+      <label>Read queues <input type="number" name="read" min="1" max="1024" value="${esc(q.readQueueNums ?? 8)}"></label>
+      <label>Write queues <input type="number" name="write" min="1" max="1024" value="${esc(q.writeQueueNums ?? 8)}"></label>
+      <label>Perm <select name="perm">${perms.map(([v, n]) => `<option value="${v}" ${v === (q.perm ?? 6) ? "selected" : ""}>${v} ${n}</option>`).join("")}</select></label>
+      <label class="check"><input type="checkbox" name="order" ${t && t.order ? "checked" : ""}> ordered</label>
+      <button type="submit">${t ? "Update" : "Create"}</button>
+      ${t ? '<button type="button" class="danger" id="topic-delete">Delete topic</button>' : ""}
+      <span id="topic-result" data-testid="topic-result"></span></form></div>`;
+}
+
+function groupForm(g) {
+  const c = (g && g.config) || {};
+  const flag = (k, d) => (c[k] ?? d ? "checked" : "");
+  return `<div class="card" data-testid="group-ops"><h2 style="margin-top:0">${g ? "Update or delete group" : "Create subscription group"}</h2>
+    <form id="group-form">
+      ${g ? `<input type="hidden" name="group" value="${esc(g.group)}">` : '<label>Group <input name="group" required></label>'}
+      <label>Retry max times <input type="number" name="retry" min="-1" max="1024" value="${esc(c.retryMaxTimes ?? 16)}"></label>
+      <label class="check"><input type="checkbox" name="enable" ${flag("consumeEnable", true)}> consume enabled</label>
+      <label class="check"><input type="checkbox" name="broadcast" ${flag("consumeBroadcastEnable", true)}> broadcast allowed</label>
+      <label class="check"><input type="checkbox" name="orderly" ${flag("consumeMessageOrderly", false)}> orderly</label>
+      <button type="submit">${g ? "Update" : "Create"}</button>
+      ${g ? '<button type="button" class="danger" id="group-delete">Delete group</button>' : ""}
+      <span id="group-result" data-testid="group-result"></span></form></div>`;
+}
+
+// Runs an admin POST from a form, showing its outcome beside the buttons; `after` gets the answer.
+function bindOperation(formId, resultId, submit, del, after) {
+  const form = document.getElementById(formId);
+  if (!form) return;
+  const run = async (path, body, done) => {
+    const out = document.getElementById(resultId);
+    try {
+      const r = await api(path, body);
+      out.innerHTML = `<span class="ok">${esc(done(r))}</span>`;
+      if (after) after(path, r);
+    } catch (e) { out.innerHTML = `<span class="error">${esc(e.message)}</span>`; }
+  };
+  form.addEventListener("submit", (ev) => { ev.preventDefault(); run(submit.path, submit.body(form), submit.done); });
+  const button = document.getElementById(del.button);
+  if (button) button.addEventListener("click", () => {
+    if (confirm(del.question(form))) run(del.path, del.body(form), del.done);
+  });
+}
+
+function bindTopicForm(after) {
+  bindOperation("topic-form", "topic-result", {
+    path: "/api/topic/update",
+    body: (f) => ({ topic: f.topic.value.trim(), readQueueNums: Number(f.read.value), writeQueueNums: Number(f.write.value), perm: Number(f.perm.value), order: f.order.checked }),
+    done: (r) => `saved ${r.topic} on ${r.brokers.length} broker(s)`,
+  }, {
+    button: "topic-delete", path: "/api/topic/delete",
+    question: (f) => `Delete topic ${f.topic.value} from every broker and name server?`,
+    body: (f) => ({ topic: f.topic.value }),
+    done: (r) => `deleted ${r.topic} from ${r.brokers.length} broker(s)`,
+  }, after);
+}
+
+function bindGroupForm(after) {
+  bindOperation("group-form", "group-result", {
+    path: "/api/group/update",
+    body: (f) => ({ group: f.group.value.trim(), retryMaxTimes: Number(f.retry.value), consumeEnable: f.enable.checked, consumeBroadcastEnable: f.broadcast.checked, consumeMessageOrderly: f.orderly.checked }),
+    done: (r) => `saved ${r.group} on ${r.brokers.length} broker(s)`,
+  }, {
+    button: "group-delete", path: "/api/group/delete",
+    question: (f) => `Delete subscription group ${f.group.value} (and its offsets) from every broker?`,
+    body: (f) => ({ group: f.group.value, removeOffset: true }),
+    done: (r) => `deleted ${r.group} from ${r.brokers.length} broker(s)`,
+  }, after);
+}
+
 // --- cluster -----------------------------------------------------------------------------------------
 
 function chart(samples) {
@@ -109,6 +186,7 @@ async function pageTopics() {
     );
   };
   show(`<h1>Topics</h1>
+    ${overview.admin ? topicForm(null) : ""}
     <div class="card"><form class="kinds" onsubmit="return false">
       <label>Filter <input id="topic-filter" placeholder="name"></label>
       ${kinds.map((k) => `<label><input type="checkbox" data-kind="${k}" ${chosen.has(k) ? "checked" : ""}> ${k}</label>`).join("")}
@@ -123,6 +201,7 @@ async function pageTopics() {
     }),
   );
   render();
+  bindTopicForm((path, r) => { location.hash = `#/topic/${enc(r.topic)}`; });
 }
 
 async function pageTopic(topic) {
@@ -156,7 +235,9 @@ async function pageTopic(topic) {
       { title: "Min offset", value: (q) => q.minOffset, num: true },
       { title: "Max offset", value: (q) => q.maxOffset, num: true },
       { title: "Last update", value: (q) => fmtTime(q.lastUpdateTimestamp) },
-    ], t.queues, "topic-queues")}</div>`);
+    ], t.queues, "topic-queues")}</div>
+    ${overview.admin ? topicForm(t) : ""}`);
+  bindTopicForm((path) => { if (path.endsWith("/delete")) location.hash = "#/topics"; });
 }
 
 // --- consumer groups ---------------------------------------------------------------------------------
@@ -168,7 +249,9 @@ async function pageGroups() {
     { title: "Members online", value: (g) => g.members, num: true },
     { title: "Lag", value: (g) => (g.diffTotal == null ? "" : g.diffTotal), num: true },
     { title: "Consume TPS", value: (g) => fmtNum(g.consumeTps, 1), num: true },
-  ], data.groups, "groups")}</div>`);
+  ], data.groups, "groups")}</div>
+    ${overview.admin ? groupForm(null) : ""}`);
+  bindGroupForm((path, r) => { location.hash = `#/group/${enc(r.group)}`; });
 }
 
 async function pageGroup(group) {
@@ -207,7 +290,9 @@ async function pageGroup(group) {
       { title: "Consumer offset", value: (r) => r.consumerOffset, num: true },
       { title: "Lag", html: (r) => `<span class="${r.diff > 0 ? "lag-pos" : ""}">${esc(r.diff)}</span>`, num: true },
       { title: "Last consumed", value: (r) => fmtTime(r.lastTimestamp) },
-    ], rows, "lag")}</div>`);
+    ], rows, "lag")}</div>
+    ${overview.admin ? groupForm(g) : ""}`);
+  bindGroupForm((path) => { if (path.endsWith("/delete")) location.hash = "#/groups"; });
   const form = document.getElementById("reset-form");
   if (form) form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
@@ -218,6 +303,22 @@ async function pageGroup(group) {
       out.innerHTML = `<span class="ok"> reset ${r.offsets.length} queues${r.consumersNotified ? " (consumers told)" : ""}</span>`;
     } catch (e) { out.innerHTML = `<span class="error">${esc(e.message)}</span>`; }
   });
+}
+
+// --- producers ---------------------------------------------------------------------------------------
+
+async function pageProducers() {
+  const data = await api("/api/producers");
+  const errors = data.errors.map((e) => `<div class="error">${esc(e.brokerName)} (${esc(e.addr)}): ${esc(e.error)}</div>`).join("");
+  show(`<h1>Producers</h1>${errors}<div class="card">${table([
+    { title: "Broker", value: (p) => p.brokerName },
+    { title: "Producer group", value: (p) => p.group },
+    { title: "Client id", value: (p) => p.clientId },
+    { title: "Address", value: (p) => p.clientAddr },
+    { title: "Language", value: (p) => p.language },
+    { title: "Version", value: (p) => p.version },
+    { title: "Last heartbeat", value: (p) => fmtTime(p.lastUpdateTimestamp) },
+  ], data.producers, "producers")}</div>`);
 }
 
 // --- messages ----------------------------------------------------------------------------------------
@@ -282,6 +383,27 @@ function bodyViews(b64) {
   return { text, json, hex: hex.join("\n") };
 }
 
+const TRACE_TYPES = { Pub: "sent", SubBefore: "delivered", SubAfter: "consumed" };
+
+// The message's trace records (written by clients with message trace on), below its page.
+async function loadTrace(msgId) {
+  const el = () => document.getElementById("trace");
+  try {
+    const t = await api(`/api/trace?id=${enc(msgId)}`);
+    if (!el()) return;
+    el().innerHTML = t.traces.length
+      ? table([
+          { title: "Type", value: (v) => `${v.type} (${TRACE_TYPES[v.type] || ""})` },
+          { title: "Group", value: (v) => v.group },
+          { title: "Client host", value: (v) => v.clientHost },
+          { title: "Time", value: (v) => fmtTime(v.timestamp) },
+          { title: "Cost", value: (v) => (v.costTime == null ? "" : `${v.costTime} ms`), num: true },
+          { title: "Status", html: (v) => (v.status == null ? `<span class="muted">retry ${esc(v.retryTimes)}</span>` : `<span class="${v.status === "success" ? "ok" : "lag-pos"}">${esc(v.status)}</span>`) },
+        ], t.traces, "trace")
+      : '<p class="muted" data-testid="no-trace">no trace records (clients write them with message trace on)</p>';
+  } catch (e) { if (el()) el().innerHTML = `<div class="error">${esc(e.message)}</div>`; }
+}
+
 async function pageMessage(topic, id) {
   const m = await api(`/api/message?topic=${enc(topic)}&id=${enc(id)}`);
   const views = bodyViews(m.body);
@@ -311,7 +433,10 @@ async function pageMessage(topic, id) {
       <button class="secondary" data-mode="text">Text</button>
       <button class="secondary" data-mode="json" ${views.json == null ? "disabled title='not JSON'" : ""}>JSON</button>
       <button class="secondary" data-mode="hex">Hex</button></div>
-      <pre class="body" data-testid="body"></pre></div>`);
+      <pre class="body" data-testid="body"></pre></div>
+    <h2>Message trace <span class="muted">RMQ_SYS_TRACE_TOPIC</span></h2>
+    <div class="card" id="trace"><p class="muted">loading…</p></div>`);
+  loadTrace(m.msgId);
   const pre = app.querySelector("pre.body");
   const choose = (k) => {
     pre.textContent = views[k] ?? "";
@@ -327,6 +452,38 @@ async function pageMessage(topic, id) {
       out.innerHTML = `<span class="ok" data-testid="resend-result">sent to ${esc(r.topic)} as ${esc(r.msgId)}</span>`;
     } catch (e) { out.innerHTML = `<span class="error">${esc(e.message)}</span>`; }
   });
+}
+
+// --- login (the brokers have ACL on) -----------------------------------------------------------------
+
+async function pageLogin() {
+  show(`<h1>Log in</h1><div class="card"><p class="muted">Changes need an ACL admin account of the brokers; without one the dashboard is read-only.</p>
+    <form id="login-form">
+      <label>Access key <input name="accessKey" required autocomplete="username"></label>
+      <label>Secret key <input name="secretKey" type="password" required autocomplete="current-password"></label>
+      <button type="submit">Log in</button><span id="login-result" data-testid="login-result"></span></form></div>`);
+  const form = document.getElementById("login-form");
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    try {
+      await api("/api/login", { accessKey: form.accessKey.value.trim(), secretKey: form.secretKey.value });
+      await loadOverview();
+      location.hash = "#/cluster";
+    } catch (e) { document.getElementById("login-result").innerHTML = `<span class="error">${esc(e.message)}</span>`; }
+  });
+}
+
+async function loadOverview() {
+  try { overview = await api("/api/overview"); } catch (e) { /* shown by the page */ }
+  const mode = document.getElementById("mode");
+  mode.textContent = overview.admin ? "admin" : "read-only";
+  mode.classList.toggle("admin", overview.admin);
+  const user = document.getElementById("user");
+  user.innerHTML = !overview.login ? ""
+    : overview.user ? `<span data-testid="user">${esc(overview.user)}</span> <button class="secondary" id="logout">Log out</button>`
+    : '<a href="#/login" data-testid="login-link">Log in</a>';
+  const out = document.getElementById("logout");
+  if (out) out.addEventListener("click", async () => { await api("/api/logout", {}); await loadOverview(); route(); });
 }
 
 // --- routing -----------------------------------------------------------------------------------------
@@ -347,6 +504,8 @@ async function route() {
       case "topic": await pageTopic(parts[1]); break;
       case "groups": await pageGroups(); break;
       case "group": await pageGroup(parts[1]); break;
+      case "producers": await pageProducers(); break;
+      case "login": await pageLogin(); break;
       case "messages": await pageMessages(params); break;
       case "message": await pageMessage(parts[1], parts[2]); break;
       default: show(`<div class="error">no page ${esc(parts[0])}</div>`);
@@ -356,10 +515,7 @@ async function route() {
 }
 
 async function main() {
-  try { overview = await api("/api/overview"); } catch (e) { /* shown by the page */ }
-  const mode = document.getElementById("mode");
-  mode.textContent = overview.admin ? "admin" : "read-only";
-  mode.classList.toggle("admin", overview.admin);
+  await loadOverview();
   document.getElementById("namesrv").textContent = "name server " + overview.namesrvAddr;
   window.addEventListener("hashchange", route);
   await route();
