@@ -17,6 +17,8 @@ from rmq.broker.config import BrokerConfig
 from rmq.broker.controller import BrokerController
 from rmq.broker.metrics_collector import BrokerCollector
 from rmq.broker.pop.wire import ORDER_REVIVE_QUEUE, POLLING_TIMEOUT, ExtraInfo
+from rmq.client.admin_types import ConsumeStats
+from rmq.common import fastjson
 from rmq.common.codes import RequestCode, ResponseCode
 from rmq.remoting.command import create_request
 from rmq.store import decode_records
@@ -418,6 +420,14 @@ async def test_metrics_show_pop_groups_in_flight_and_the_revive_service(broker):
     info = await d.call(create_request(RequestCode.GET_BROKER_RUNTIME_INFO, {}))
     table = json.loads(bytes(info.body))["table"]
     assert table["popInflightMessages"] == "2"
+    # consumerProgress (GET_CONSUME_STATS): the queue's in-flight count (rmq's own field); 5.x's pullOffset.
+    stats = await d.call(
+        create_request(RequestCode.GET_CONSUME_STATS, {"consumerGroup": "MG", "topic": "MT"})
+    )
+    progress = ConsumeStats()
+    progress.merge_body(fastjson.loads(bytes(stats.body)))
+    (row,) = progress.rows()
+    assert (row.consumer_offset, row.pull_offset, row.inflight) == (3, 3, 2)
     assert int(table["popReviveBehindRecords"]) >= 0 and table["popReviveBehindMs"] == "0"
     assert samples[("rocketmq_consumer_lag_messages", labels)] == 2  # popped, not acked: not consumed
     assert samples[("rocketmq_consumer_ready_messages", labels)] == 0

@@ -94,12 +94,16 @@ class TopicOffset:
 @dataclass(slots=True)
 class OffsetWrapper:
     """One queue of ``consumerProgress``: the broker's max offset, the group's committed offset and the store
-    time of the last consumed message (0 if none)."""
+    time of the last consumed message (0 if none); from a 5.x broker or rmq, where its pulls got to
+    (``pullOffset``, else the committed offset), and from rmq the messages in flight (pulled and not
+    committed; for a POP group, popped and not acked)."""
 
     mq: MessageQueue
     broker_offset: int
     consumer_offset: int
     last_timestamp: int
+    pull_offset: int = -1
+    inflight: int = 0
 
     @property
     def diff(self) -> int:
@@ -110,7 +114,9 @@ class OffsetWrapper:
             **_mq_dict(self.mq),
             "brokerOffset": self.broker_offset,
             "consumerOffset": self.consumer_offset,
+            "pullOffset": self.pull_offset if self.pull_offset >= 0 else self.consumer_offset,
             "diff": self.diff,
+            "inflight": self.inflight,
             "lastTimestamp": self.last_timestamp,
         }
 
@@ -126,6 +132,10 @@ class ConsumeStats:
     def diff_total(self) -> int:
         return sum(o.diff for o in self.offsets.values())
 
+    @property
+    def inflight_total(self) -> int:
+        return sum(o.inflight for o in self.offsets.values())
+
     def rows(self) -> list[OffsetWrapper]:
         return [self.offsets[mq] for mq in sorted(self.offsets)]
 
@@ -137,12 +147,15 @@ class ConsumeStats:
                 int(v.get("brokerOffset", 0)),
                 int(v.get("consumerOffset", 0)),
                 int(v.get("lastTimestamp", 0)),
+                int(v.get("pullOffset", -1)),
+                int(v.get("inflight", 0)),
             )
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "consumeTps": self.consume_tps,
             "diffTotal": self.diff_total,
+            "inflightTotal": self.inflight_total,
             "offsets": [o.to_dict() for o in self.rows()],
         }
 

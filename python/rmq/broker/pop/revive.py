@@ -150,6 +150,15 @@ class ReviveService:
                 out[key] = out.get(key, 0) + len(p.ck.diffs) - len(p.acked)
         return out
 
+    def inflight_of(self, group: str, topic: str) -> dict[int, int]:
+        """Queue id -> the messages of ``topic`` ``group`` popped from it and neither acked nor revived."""
+        out: dict[int, int] = {}
+        for pend in list(self.pending):
+            for p in list(pend.values()):
+                if p.ck.cid == group and p.ck.topic == topic:
+                    out[p.ck.queue_id] = out.get(p.ck.queue_id, 0) + len(p.ck.diffs) - len(p.acked)
+        return out
+
     def behind(self) -> list[tuple[int, int, int]]:
         """Per revive queue: (queue id, records written but not yet done with, ms since its oldest pending
         checkpoint became due (0 when none is overdue)). "Done with": before the oldest checkpoint still

@@ -267,23 +267,30 @@ class AdminProcessors:
             if info is not None:
                 topics |= set(info.subscriptions)
         entries = []
+        pulled = s.metrics.pulled
         for topic in sorted(topics):
             tc = s.topics.get(topic)
             if tc is None:
                 continue
             own_retention = tc.attributes and retention_ms(tc.attributes) is not None
+            popped = s.pop_revive.inflight_of(group, topic) if s.pop_revive is not None else {}
             for qid in range(tc.write_queue_nums):
                 broker_off = s.store.max_offset(topic, qid)
                 consumer_off = max(s.offsets.query(group, topic, qid), 0)
                 if own_retention:  # messages its retention.hours hides are not counted as lag
                     consumer_off = max(consumer_off, s.store.min_offset(topic, qid))
                 last = s.store.store_time_at(topic, qid, consumer_off - 1) if consumer_off > 0 else None
+                # 5.x's pullOffset: where the group's pulls got to (never behind its committed offset).
+                pull_off = min(max(pulled.get((group, topic, qid), consumer_off), consumer_off), broker_off)
                 entries.append(
                     (
                         _mq_key(topic, s.config.broker_name, qid),
                         {
                             "brokerOffset": broker_off,
                             "consumerOffset": consumer_off,
+                            "pullOffset": pull_off,
+                            # rmq's own: pulled and not committed, or (POP) popped and not acked yet
+                            "inflight": pull_off - consumer_off + popped.get(qid, 0),
                             "lastTimestamp": last or 0,
                         },
                     )
