@@ -638,8 +638,9 @@ async def update_global_white_addrs(admin: Admin, body: dict[str, Any]) -> dict[
 
 
 async def write_perms(admin: Admin) -> dict[str, Any]:
-    """Each broker's write permission as every name server's routes hold it (read from the route of the
-    topic named after the broker, which each broker registers: ``brokerTopicEnable``)."""
+    """Each broker's write permission as every name server's routes hold it, read from the route of the
+    topic named after the broker, which each broker registers (``None``: unknown, that topic having neither
+    read nor write permission, as with ``brokerTopicEnable=false``)."""
     info = await admin.cluster_info()
     namesrvs = list(admin.instance.api.namesrv_addrs)
     brokers = []
@@ -650,12 +651,17 @@ async def write_perms(admin: Admin) -> dict[str, Any]:
                 try:
                     route = await admin.topic_route(broker_name, ns)
                     perms = [q.perm for q in route.queue_datas if q.broker_name == broker_name]
-                    writable = bool(perms) and all(p & PermName.WRITE for p in perms)
+                    rw = PermName.READ | PermName.WRITE
+                    # Neither read nor write: the topic is off (brokerTopicEnable=false), it tells nothing.
+                    writable = (
+                        None if not any(p & rw for p in perms) else all(p & PermName.WRITE for p in perms)
+                    )
                     perm = perms[0] if perms else None
                     row["namesrvs"].append({"namesrvAddr": ns, "perm": perm, "writable": writable})
                 except _SOFT_ERRORS as exc:
                     row["namesrvs"].append({"namesrvAddr": ns, "error": str(exc)})
-            row["writable"] = all(n.get("writable") for n in row["namesrvs"])
+            known = [n.get("writable") for n in row["namesrvs"] if n.get("writable") is not None]
+            row["writable"] = all(known) if known else None
             brokers.append(row)
     return {"namesrvAddrs": namesrvs, "brokers": brokers}
 

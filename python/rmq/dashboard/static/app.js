@@ -545,8 +545,8 @@ async function pageOps() {
     <div class="card">${table([
       { title: "Cluster", value: (b) => b.cluster },
       { title: "Broker", value: (b) => b.brokerName },
-      { title: "Write permission", html: (b) => (b.writable ? '<span class="ok">writable</span>' : '<span class="lag-pos">read only</span>') },
-      { title: "Per name server", value: (b) => b.namesrvs.map((n) => `${n.namesrvAddr}: ${n.error ? n.error : "perm " + n.perm}`).join(", ") },
+      { title: "Write permission", html: (b) => (b.writable == null ? '<span class="muted">unknown</span>' : b.writable ? '<span class="ok">writable</span>' : '<span class="lag-pos">read only</span>') },
+      { title: "Per name server", value: (b) => b.namesrvs.map((n) => `${n.namesrvAddr}: ${n.error ? n.error : "perm " + n.perm + (n.writable == null ? "" : n.writable ? " (read, write)" : " (no write)")}`).join(", ") },
       ...(overview.admin ? [{ title: "", html: (b) => `<button type="button" class="danger" data-wipe="${esc(b.brokerName)}">Wipe write perm</button> <button type="button" data-add="${esc(b.brokerName)}">Add write perm</button>` }] : []),
     ], data.brokers, "write-perms")}<span id="perm-result" data-testid="perm-result"></span></div>`);
   const form = document.getElementById("namesrv-form");
