@@ -386,7 +386,12 @@ class Dashboard:
             except (MQClientError, RemotingError, OSError, TimeoutError, ValueError) as exc:
                 log.warning("dashboard: %s (%s) failed: %s", what, shown, exc)
                 raise
-            log.info("dashboard: %s done on %s: %s", what, ", ".join(result.get("brokers", [])), shown)
+            log.info(
+                "dashboard: %s done on %s: %s",
+                what,
+                ", ".join(result.get("brokers") or result.get("namesrvs") or []),
+                shown,
+            )
             return result
 
         return run
@@ -413,7 +418,7 @@ class Dashboard:
         for each in (self.admin, *(s[1] for s in self._sessions.values())):
             each.instance.api.namesrv_addrs = list(addrs)
         log.info("dashboard: name servers switched from %s to %s", old, self.namesrv_addr)
-        return {"namesrvAddr": self.namesrv_addr, "previous": old, "brokers": []}
+        return {"namesrvAddr": self.namesrv_addr, "previous": old, "namesrvs": addrs}
 
     def _who(self, req: Request) -> str:
         session = self._session(req) if self.login else None
