@@ -410,6 +410,10 @@ def test_ops_write_perm_and_name_server_switch(world: World) -> None:
         assert world.get("/api/cluster")[0] == 200
     finally:
         assert world.post("/api/ops/namesrv", {"namesrvAddr": world.ns})[0] == 200
+    logged = "\n".join(world.broker.log)
+    assert f"wiping a broker's write permission done on {world.broker_name}" in logged
+    assert f"switching the name servers done on {other}" in logged
+    assert f"name servers switched from {world.ns} to {other}" in logged
 
 
 def test_acl_page_with_acl_off(world: World) -> None:
