@@ -375,3 +375,49 @@ def test_dashboard_properties() -> None:
     cfg.set("dashboardPort", "70000")
     with pytest.raises(ConfigError, match="dashboardPort: 70000 is not a TCP port"):
         cfg.validate()
+
+
+def test_ops_write_perm_and_name_server_switch(world: World) -> None:
+    status, ops = world.get("/api/ops")
+    assert (status, ops["namesrvAddrs"]) == (200, [world.ns])
+    (row,) = [b for b in ops["brokers"] if b["brokerName"] == world.broker_name]
+    assert row["writable"] is True and row["namesrvs"][0]["perm"] & 2
+    try:
+        status, r = world.post("/api/ops/wipeWritePerm", {"brokerName": world.broker_name})
+        assert status == 200 and r["namesrvs"][world.ns] >= 1, r
+        (row,) = [b for b in world.get("/api/ops")[1]["brokers"] if b["brokerName"] == world.broker_name]
+        assert row["writable"] is False and not row["namesrvs"][0]["perm"] & 2
+    finally:
+        status, r = world.post("/api/ops/addWritePerm", {"brokerName": world.broker_name})
+    assert status == 200 and r["namesrvs"][world.ns] >= 1, r
+    (row,) = [b for b in world.get("/api/ops")[1]["brokers"] if b["brokerName"] == world.broker_name]
+    assert row["writable"] is True
+    assert world.post("/api/ops/wipeWritePerm", {})[0] == 400
+    # Name servers: each must answer before the switch.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{s.getsockname()[1]}"  # bound, not listening: refused
+        status, err = world.post("/api/ops/namesrv", {"namesrvAddr": f"{world.ns};{dead}"})
+    assert status == 400 and f"name server {dead} does not answer" in err["error"], err
+    assert world.post("/api/ops/namesrv", {"namesrvAddr": "nohostport"})[0] == 400
+    port = world.ns.rsplit(":", 1)[1]
+    other = f"localhost:{port}"
+    status, r = world.post("/api/ops/namesrv", {"namesrvAddr": other})
+    try:
+        assert (status, r["namesrvAddr"], r["previous"]) == (200, other, world.ns), r
+        assert world.get("/api/overview")[1]["namesrvAddr"] == other
+        assert world.get("/api/ops")[1]["namesrvAddrs"] == [other]
+        assert world.get("/api/cluster")[0] == 200
+    finally:
+        assert world.post("/api/ops/namesrv", {"namesrvAddr": world.ns})[0] == 200
+    logged = "\n".join(world.broker.log)
+    assert f"wiping a broker's write permission done on {world.broker_name}" in logged
+    assert f"switching the name servers done on {other}" in logged
+    assert f"name servers switched from {world.ns} to {other}" in logged
+
+
+def test_acl_page_with_acl_off(world: World) -> None:
+    status, data = world.get("/api/acl")
+    assert status == 200 and data["aclEnabled"] is False
+    (row,) = [b for b in data["brokers"] if b["addr"] == world.broker.broker_addr]
+    assert "ACL is off" in row["error"], row

@@ -17,7 +17,7 @@ from urllib.parse import quote
 import pytest
 from rmq.client.sync import Admin
 
-from tests.acl.aclenv import ADMIN, APP
+from tests.acl.aclenv import ADMIN, APP, SECRETS
 from tests.brokerproc import BrokerProcess
 from tests.dashboard.world import (
     FIRST,
@@ -28,6 +28,7 @@ from tests.dashboard.world import (
     dlq_message,
     eventually,
     group_flags,
+    login,
     name,
 )
 
@@ -298,3 +299,58 @@ def test_browser_login(acl_broker: BrokerProcess, page: Any, screenshot: Callabl
     page.click("#logout")
     page.wait_for_selector('[data-testid="login-link"]')
     assert page.inner_text("#mode") == "read-only"
+
+
+def test_browser_ops(world: World, page: Any, screenshot: Callable[[str], None]) -> None:
+    """Wipe and add a broker's write permission; a name server list with a dead address is refused."""
+    page.on("dialog", lambda dialog: dialog.accept())
+    open_page(page, world, "ops", "ops")
+    assert page.inner_text('[data-testid="namesrv-list"]') == world.ns
+    row = f'[data-testid="write-perms"] tr:has-text("{world.broker_name}")'
+    assert "writable" in page.inner_text(row)
+    try:
+        page.click(f'button[data-wipe="{world.broker_name}"]')
+        page.wait_for_selector(f'{row}:has-text("read only")')
+        assert "wiped write perm of" in page.inner_text('[data-testid="perm-result"]')
+        screenshot("15-ops")
+    finally:
+        with Admin(namesrv_addr=world.ns) as admin:
+            admin.add_write_perm_of_broker(world.ns, world.broker_name)
+    page.fill("#namesrv-form input[name=addrs]", f"{world.ns};127.0.0.1:1")
+    page.click("#namesrv-form button[type=submit]")
+    page.wait_for_selector("#namesrv-result .error")
+    assert "name server 127.0.0.1:1 does not answer" in page.inner_text("#namesrv-result")
+    page.fill("#namesrv-form input[name=addrs]", world.ns)
+    page.click("#namesrv-form button[type=submit]")
+    page.wait_for_selector("#namesrv-result .ok")
+
+
+def test_browser_acl(
+    world: World, acl_broker: BrokerProcess, page: Any, screenshot: Callable[[str], None]
+) -> None:
+    """ACL off: the page says so. ACL on: the accounts (secret keys masked); logged in, an account made and
+    deleted from the page."""
+    open_page(page, world, "acl", "acl")
+    assert "ACL is off" in page.inner_text('[data-testid="acl-off-all"]')
+    page.on("dialog", lambda dialog: dialog.accept())
+    base = f"http://127.0.0.1:{acl_broker.ready['dashboard']}"
+    open_page_at(page, base, "acl", "acl")
+    assert APP[0] in page.inner_text('[data-testid="acl-accounts"]') and page.is_hidden("#acl-form")
+    assert not any(s in page.content() for s in SECRETS)
+    cookie = login(base).split("=", 1)[1]
+    page.context.add_cookies([{"name": "rmq_dashboard_session", "value": cookie, "url": base}])
+    page.reload()
+    page.wait_for_selector("#acl-form")
+    ak = name("web")
+    page.fill("#acl-form input[name=accessKey]", ak)
+    page.fill("#acl-form input[name=secretKey]", "web-secret-0005")
+    page.fill("#acl-form input[name=topicPerms]", "Orders=PUB, Payments=SUB")
+    page.select_option("#acl-form select[name=topicDefault]", "DENY")
+    page.click("#acl-form button[type=submit]")
+    row = f'[data-testid="acl-accounts"] tr:has-text("{ak}")'
+    page.wait_for_selector(row)
+    assert "Orders=PUB, Payments=SUB" in page.inner_text(row) and "DENY" in page.inner_text(row)
+    assert "web-secret-0005" not in page.content()
+    screenshot("16-acl")
+    page.click(f'button[data-delete="{ak}"]')
+    page.wait_for_selector(row, state="detached")

@@ -4,11 +4,12 @@ logged-in account, logout."""
 
 from __future__ import annotations
 
+import json
 from http.cookies import SimpleCookie
 
-from tests.acl.aclenv import ADMIN, APP
+from tests.acl.aclenv import ADMIN, APP, SECRETS
 from tests.brokerproc import BrokerProcess
-from tests.dashboard.world import http_json, http_json_cookie, name
+from tests.dashboard.world import http_json, http_json_cookie, login, name
 
 
 def test_login_with_an_acl_admin_account(acl_broker: BrokerProcess) -> None:
@@ -44,3 +45,44 @@ def test_login_with_an_acl_admin_account(acl_broker: BrokerProcess) -> None:
     assert http_json(base + "/api/logout", {}, cookie=cookie)[0] == 200
     assert http_json(base + "/api/overview", cookie=cookie)[1]["admin"] is False
     assert http_json(base + "/api/topic/delete", {"topic": topic}, cookie=cookie)[0] == 403
+
+
+def test_acl_page(acl_broker: BrokerProcess) -> None:
+    """The ACL config as getAclConfig shows it, never a secret key; account and white list changes need a
+    login and reach the broker's rules file (its version counts them)."""
+    base = f"http://127.0.0.1:{acl_broker.ready['dashboard']}"
+    status, data = http_json(base + "/api/acl")
+    assert status == 200 and data["aclEnabled"] is True, data
+    (row,) = data["brokers"]
+    assert row["globalWhiteAddrs"] == ["10.10.103.*"]
+    accounts = {a["accessKey"]: a for a in row["accounts"]}
+    assert accounts[APP[0]]["topicPerms"][0] == "AclTopic=PUB|SUB" and accounts[ADMIN[0]]["admin"] is True
+    assert not any(s in json.dumps(data) for s in SECRETS)
+    (version,) = row["versions"]
+    assert version["aclFilePath"].endswith("plain_acl.yml")
+    account = {"accessKey": name("dash"), "secretKey": "dash-secret-0004", "topicPerms": ["T1=PUB"]}
+    assert http_json(base + "/api/acl/account/update", account)[0] == 403
+    cookie = login(base)
+    status, r = http_json(base + "/api/acl/account/update", {**account, "admin": False}, cookie=cookie)
+    assert (status, r["brokers"]) == (200, [acl_broker.broker_addr]) and "secretKey" not in r["account"]
+    status, err = http_json(
+        base + "/api/acl/account/update", {**account, "secretKey": "short"}, cookie=cookie
+    )
+    assert status == 400 and "more than 6 characters" in err["error"]
+    row = http_json(base + "/api/acl")[1]["brokers"][0]
+    (added,) = [a for a in row["accounts"] if a["accessKey"] == account["accessKey"]]
+    assert added["topicPerms"] == ["T1=PUB"] and added.get("secretKey") in (None, "******")
+    assert row["versions"][0]["counter"] > version["counter"]
+    white = ["10.10.103.*", "192.168.0.*"]
+    assert http_json(base + "/api/acl/white", {"globalWhiteAddrs": white}, cookie=cookie)[0] == 200
+    assert http_json(base + "/api/acl")[1]["brokers"][0]["globalWhiteAddrs"] == white
+    assert http_json(base + "/api/acl/white", {"globalWhiteAddrs": white[:1]}, cookie=cookie)[0] == 200
+    status, r = http_json(
+        base + "/api/acl/account/delete", {"accessKey": account["accessKey"]}, cookie=cookie
+    )
+    assert status == 200, r
+    row = http_json(base + "/api/acl")[1]["brokers"][0]
+    assert account["accessKey"] not in {a["accessKey"] for a in row["accounts"]}
+    logged = "\n".join(acl_broker.log)
+    assert f"creating or updating an ACL account done on {acl_broker.broker_addr}" in logged
+    assert "dash-secret-0004" not in logged

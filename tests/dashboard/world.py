@@ -13,6 +13,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from http.cookies import SimpleCookie
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -22,7 +23,7 @@ from rmq.client.sync import Admin, Producer, PushConsumer
 from rmq.common.codes import TRACE_TOPIC
 from rmq.common.route import TopicConfig
 
-from tests.acl.aclenv import INNER, RULES
+from tests.acl.aclenv import ADMIN, INNER, RULES
 from tests.brokerproc import BrokerProcess, start_broker
 
 QUEUES = 4
@@ -96,6 +97,15 @@ def http_json_cookie(url: str, body: Any = None, cookie: str = "") -> tuple[int,
             return resp.status, json.loads(resp.read()), resp.headers.get("Set-Cookie", "")
     except urllib.error.HTTPError as exc:
         return exc.code, json.loads(exc.read()), exc.headers.get("Set-Cookie", "")
+
+
+def login(base: str) -> str:
+    """The session cookie of a login as the ACL admin account."""
+    status, _, set_cookie = http_json_cookie(
+        base + "/api/login", {"accessKey": ADMIN[0], "secretKey": ADMIN[1]}
+    )
+    assert status == 200
+    return f"rmq_dashboard_session={SimpleCookie(set_cookie)['rmq_dashboard_session'].value}"
 
 
 def running_acl_broker(base: Path) -> Iterator[BrokerProcess]:

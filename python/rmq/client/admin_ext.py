@@ -232,9 +232,13 @@ class Admin(AdminInspectMixin, MessageReadMixin, MessageQueryMixin, AclAdminMixi
         body = self._body(await self._call(None, RequestCode.GET_ALL_TOPIC_LIST_FROM_NAMESERVER))
         return sorted(str(t) for t in body.get("topicList") or ())
 
-    async def topic_route(self, topic: str) -> TopicRouteData:
-        """GET_ROUTEINFO_BY_TOPIC (105); :class:`TopicNotExistError` for an unknown topic."""
-        return await self.instance.api.get_route(topic, self.timeout_ms)
+    async def topic_route(self, topic: str, namesrv_addr: str | None = None) -> TopicRouteData:
+        """GET_ROUTEINFO_BY_TOPIC (105) from the name servers (or the one at ``namesrv_addr``);
+        :class:`TopicNotExistError` for an unknown topic."""
+        if namesrv_addr is None:
+            return await self.instance.api.get_route(topic, self.timeout_ms)
+        response = await self._call(namesrv_addr, RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": topic})
+        return TopicRouteData.from_json(response.body or b"{}")
 
     async def _route_masters(self, topic: str) -> list[tuple[str, str]]:
         route = await self.topic_route(topic)

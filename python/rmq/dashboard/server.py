@@ -35,6 +35,20 @@ on a read-only dashboard, 404 not found, 502 refused by a broker, 504 unreachabl
     POST /api/group/reset                {group, topic, timestamp}: reset offsets by time (admin only)
     POST /api/dlq/resend                 {topic, msgId}: resend a dead-letter message (admin only)
 
+    /api/acl                             per master: ACL on or off, global white list, accounts (secret keys
+                                         masked), each rules file's version
+    POST /api/acl/account/update         {accessKey, secretKey, admin=false, whiteRemoteAddress,
+                                          defaultTopicPerm, defaultGroupPerm, topicPerms, groupPerms}: create
+                                          or update an account on every broker (admin only)
+    POST /api/acl/account/delete         {accessKey}: delete it from every broker (admin only)
+    POST /api/acl/white                  {globalWhiteAddrs: [..]}: replace every broker's global white list
+    /api/ops                             the name servers used and each broker's write permission in their
+                                         routes
+    POST /api/ops/namesrv                {namesrvAddr: "a:9876;b:9876"}: use these name servers from now on,
+                                         each checked first (400 naming one that does not answer; admin only)
+    POST /api/ops/wipeWritePerm          {brokerName}: take its write permission (every name server; admin)
+    POST /api/ops/addWritePerm           {brokerName}: give it back (admin only)
+
     POST /api/login                      {accessKey, secretKey}: with ``login`` (ACL on), a session cookie for
                                          an ACL admin account (403 for any other)
     POST /api/logout                     ends the session
@@ -168,6 +182,24 @@ class Dashboard:
             ),
             ("POST", "/api/group/delete"): self._operation(
                 "deleting a subscription group", views.delete_group
+            ),
+            ("GET", "/api/acl"): lambda r: views.acl(self.admin),
+            ("POST", "/api/acl/account/update"): self._operation(
+                "creating or updating an ACL account", views.update_acl_account
+            ),
+            ("POST", "/api/acl/account/delete"): self._operation(
+                "deleting an ACL account", views.delete_acl_account
+            ),
+            ("POST", "/api/acl/white"): self._operation(
+                "replacing the ACL global white list", views.update_global_white_addrs
+            ),
+            ("GET", "/api/ops"): lambda r: views.write_perms(self.admin),
+            ("POST", "/api/ops/namesrv"): self._operation("switching the name servers", self._switch_namesrv),
+            ("POST", "/api/ops/wipeWritePerm"): self._operation(
+                "wiping a broker's write permission", views.wipe_write_perm
+            ),
+            ("POST", "/api/ops/addWritePerm"): self._operation(
+                "adding a broker's write permission", views.add_write_perm
             ),
             ("POST", "/api/login"): self._login,
             ("POST", "/api/logout"): self._logout,
@@ -347,16 +379,46 @@ class Dashboard:
         async def run(req: Request) -> dict[str, Any]:
             admin = self._check_admin(what, req)
             body = req.json()
-            log.info("dashboard: %s asked by %s%s: %s", what, req.peer, self._who(req), body)
+            shown = {k: views.SECRET_MASK if k == "secretKey" else v for k, v in body.items()}
+            log.info("dashboard: %s asked by %s%s: %s", what, req.peer, self._who(req), shown)
             try:
                 result = await change(admin, body)
             except (MQClientError, RemotingError, OSError, TimeoutError, ValueError) as exc:
-                log.warning("dashboard: %s (%s) failed: %s", what, body, exc)
+                log.warning("dashboard: %s (%s) failed: %s", what, shown, exc)
                 raise
-            log.info("dashboard: %s done on %s: %s", what, ", ".join(result.get("brokers", [])), body)
+            log.info(
+                "dashboard: %s done on %s: %s",
+                what,
+                ", ".join(result.get("brokers") or result.get("namesrvs") or []),
+                shown,
+            )
             return result
 
         return run
+
+    async def _switch_namesrv(self, admin: Admin, body: dict[str, Any]) -> dict[str, Any]:
+        """Use another name server list (``"a:9876;b:9876"``) from now on, for the reads and every session;
+        each must answer GET_NAMESRV_CONFIG first (:class:`ValueError`, 400, naming the one that does not)."""
+        text = body.get("namesrvAddr")
+        if not isinstance(text, str):
+            raise ValueError("want {namesrvAddr: 'host:port;host:port'}")
+        addrs = [a.strip() for a in text.replace(",", ";").split(";") if a.strip()]
+        if not addrs:
+            raise ValueError("namesrvAddr names no name server")
+        for addr in addrs:
+            host, sep, port = addr.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"name server {addr!r} is not host:port")
+            try:
+                await admin.namesrv_config([addr])
+            except (MQClientError, RemotingError, OSError, TimeoutError) as exc:
+                raise ValueError(f"name server {addr} does not answer: {exc}") from None
+        old = self.namesrv_addr
+        self.namesrv_addr = ";".join(addrs)
+        for each in (self.admin, *(s[1] for s in self._sessions.values())):
+            each.instance.api.namesrv_addrs = list(addrs)
+        log.info("dashboard: name servers switched from %s to %s", old, self.namesrv_addr)
+        return {"namesrvAddr": self.namesrv_addr, "previous": old, "namesrvs": addrs}
 
     def _who(self, req: Request) -> str:
         session = self._session(req) if self.login else None

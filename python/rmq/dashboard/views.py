@@ -14,18 +14,23 @@ from typing import Any, Final
 from rmq.admin.base import Exit, exit_code_of
 from rmq.admin.message import message_dict as admin_message_dict
 from rmq.admin.message import message_traces
+from rmq.client.admin_acl import PlainAccessConfig
 from rmq.client.admin_ext import DLQ_GROUP_TOPIC_PREFIX, RETRY_GROUP_TOPIC_PREFIX, Admin, AdminNotFoundError
 from rmq.client.admin_types import SubscriptionGroupConfig
 from rmq.client.errors import ConsumerNotOnlineError, MQClientError
 from rmq.client.message import RESERVED_PROPERTIES, Message, MessageExt, MessageQueue
-from rmq.common.codes import MASTER_ID, MessageConst
+from rmq.common.codes import MASTER_ID, MessageConst, PermName
 from rmq.common.route import TopicConfig
 from rmq.common.topic import check_group, check_topic
 from rmq.remoting import RemotingError
 
 __all__ = [
+    "SECRET_MASK",
     "SYSTEM_TOPICS",
+    "acl",
+    "add_write_perm",
     "cluster",
+    "delete_acl_account",
     "delete_group",
     "delete_topic",
     "group_detail",
@@ -38,8 +43,12 @@ __all__ = [
     "topic_detail",
     "topic_kind",
     "topics",
+    "update_acl_account",
+    "update_global_white_addrs",
     "update_group",
     "update_topic",
+    "wipe_write_perm",
+    "write_perms",
 ]
 
 log = logging.getLogger(__name__)
@@ -505,3 +514,173 @@ async def group_config(admin: Admin, group: str) -> dict[str, Any] | None:
         if config:
             return config
     return None
+
+
+# --- ACL --------------------------------------------------------------------------------------------------
+
+SECRET_MASK: Final = "******"
+
+
+async def acl(admin: Admin) -> dict[str, Any]:
+    """Every master's ACL config as ``rmqadmin getAclConfig`` / ``clusterAclConfigVersion`` show it: the
+    global white list, the accounts (their secret keys masked, whatever the broker sends) and each rules
+    file's version; a broker with ACL off (or refusing) gets ``error`` instead."""
+    brokers = []
+    for ref in await admin.masters():
+        row: dict[str, Any] = {"cluster": ref.cluster, "brokerName": ref.broker_name, "addr": ref.addr}
+        try:
+            versions = await admin.examine_broker_cluster_acl_version_info(ref.addr)
+            config = await admin.examine_broker_cluster_acl_config(ref.addr)
+        except _SOFT_ERRORS as exc:
+            row.update(aclEnabled=False, error=str(exc))
+            brokers.append(row)
+            continue
+        accounts = []
+        for account in config.plain_access_configs:
+            shown = account.to_json()
+            if shown.get("secretKey"):
+                shown["secretKey"] = SECRET_MASK
+            accounts.append(shown)
+        row.update(
+            aclEnabled=True,
+            globalWhiteAddrs=config.global_white_addrs,
+            accounts=accounts,
+            versions=[
+                {"aclFilePath": path, "counter": counter, "timestamp": ts}
+                for path, (counter, ts) in sorted(versions.all_versions.items())
+            ],
+        )
+        brokers.append(row)
+    return {"brokers": brokers, "aclEnabled": any(b["aclEnabled"] for b in brokers)}
+
+
+async def _every_broker(admin: Admin) -> list[str]:
+    """Every broker, masters and slaves (each has its own rules files, as ``rmqadmin updateAclConfig -c``)."""
+    info = await admin.cluster_info()
+    return [
+        addr
+        for bd in sorted(info.broker_addr_table.values(), key=lambda b: b.broker_name)
+        for _bid, addr in sorted(bd.broker_addrs.items())
+    ]
+
+
+def _perms(body: dict[str, Any], key: str) -> list[str] | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = value.split(",")
+    if not isinstance(value, list) or not all(isinstance(p, str) for p in value):
+        raise ValueError(f"field {key} must be a list of 'name=PERM' strings")
+    out = [p.strip() for p in value if p.strip()]
+    bad = [p for p in out if "=" not in p]
+    if bad:
+        raise ValueError(f"field {key}: {bad[0]!r} is not 'name=PERM'")
+    return out
+
+
+async def update_acl_account(admin: Admin, body: dict[str, Any]) -> dict[str, Any]:
+    """Create or update an account on every broker, as ``rmqadmin updateAclConfig -c``; the fields not given
+    keep each broker's value. The answer never holds the secret key."""
+    access_key = _field(body, "accessKey", str).strip()
+    secret_key = _field(body, "secretKey", str).strip()
+    if not access_key:
+        raise ValueError("missing field 'accessKey'")
+    if len(secret_key) <= 6:
+        raise ValueError("the secretKey must be more than 6 characters")
+    optional = {
+        key: (_field(body, key, str).strip() if body.get(key) is not None else None)
+        for key in ("whiteRemoteAddress", "defaultTopicPerm", "defaultGroupPerm")
+    }
+    config = PlainAccessConfig(
+        access_key=access_key,
+        secret_key=secret_key,
+        admin=_field(body, "admin", bool, False),
+        white_remote_address=optional["whiteRemoteAddress"],
+        default_topic_perm=optional["defaultTopicPerm"] or None,
+        default_group_perm=optional["defaultGroupPerm"] or None,
+        topic_perms=_perms(body, "topicPerms"),
+        group_perms=_perms(body, "groupPerms"),
+    )
+    addrs = await _every_broker(admin)
+    for addr in addrs:
+        await admin.create_and_update_plain_access_config(addr, config)
+    shown = config.to_json()
+    shown.pop("secretKey", None)
+    return {"accessKey": access_key, "brokers": addrs, "account": shown}
+
+
+async def delete_acl_account(admin: Admin, body: dict[str, Any]) -> dict[str, Any]:
+    """Delete the account from every broker, as ``rmqadmin deleteAclConfig -c``."""
+    access_key = _field(body, "accessKey", str).strip()
+    if not access_key:
+        raise ValueError("missing field 'accessKey'")
+    addrs = await _every_broker(admin)
+    for addr in addrs:
+        await admin.delete_plain_access_config(addr, access_key)
+    return {"accessKey": access_key, "brokers": addrs}
+
+
+async def update_global_white_addrs(admin: Admin, body: dict[str, Any]) -> dict[str, Any]:
+    """Replace the global white list of every broker's main rules file, as ``rmqadmin
+    updateGlobalWhiteAddr -c``."""
+    value = _field(body, "globalWhiteAddrs", list)
+    if not all(isinstance(a, str) for a in value):
+        raise ValueError("field globalWhiteAddrs must be a list of address patterns")
+    addresses = [a.strip() for a in value if a.strip()]
+    addrs = await _every_broker(admin)
+    for addr in addrs:
+        await admin.update_global_white_addr_config(addr, addresses)
+    return {"globalWhiteAddrs": addresses, "brokers": addrs}
+
+
+# --- operations -------------------------------------------------------------------------------------------
+
+
+async def write_perms(admin: Admin) -> dict[str, Any]:
+    """Each broker's write permission as every name server's routes hold it, read from the route of the
+    topic named after the broker, which each broker registers (``None``: unknown, that topic having neither
+    read nor write permission, as with ``brokerTopicEnable=false``)."""
+    info = await admin.cluster_info()
+    namesrvs = list(admin.instance.api.namesrv_addrs)
+    brokers = []
+    for cluster_name, names in sorted(info.cluster_addr_table.items()):
+        for broker_name in sorted(names):
+            row: dict[str, Any] = {"cluster": cluster_name, "brokerName": broker_name, "namesrvs": []}
+            for ns in namesrvs:
+                try:
+                    route = await admin.topic_route(broker_name, ns)
+                    perms = [q.perm for q in route.queue_datas if q.broker_name == broker_name]
+                    rw = PermName.READ | PermName.WRITE
+                    # Neither read nor write: the topic is off (brokerTopicEnable=false), it tells nothing.
+                    writable = (
+                        None if not any(p & rw for p in perms) else all(p & PermName.WRITE for p in perms)
+                    )
+                    perm = perms[0] if perms else None
+                    row["namesrvs"].append({"namesrvAddr": ns, "perm": perm, "writable": writable})
+                except _SOFT_ERRORS as exc:
+                    row["namesrvs"].append({"namesrvAddr": ns, "error": str(exc)})
+            known = [n.get("writable") for n in row["namesrvs"] if n.get("writable") is not None]
+            row["writable"] = all(known) if known else None
+            brokers.append(row)
+    return {"namesrvAddrs": namesrvs, "brokers": brokers}
+
+
+async def _write_perm(admin: Admin, body: dict[str, Any], wipe: bool) -> dict[str, Any]:
+    broker_name = _field(body, "brokerName", str).strip()
+    if not broker_name:
+        raise ValueError("missing field 'brokerName'")
+    request = admin.wipe_write_perm_of_broker if wipe else admin.add_write_perm_of_broker
+    namesrvs = list(admin.instance.api.namesrv_addrs)
+    counts = {ns: await request(ns, broker_name) for ns in namesrvs}
+    return {"brokerName": broker_name, "namesrvs": counts, "brokers": [broker_name]}
+
+
+async def wipe_write_perm(admin: Admin, body: dict[str, Any]) -> dict[str, Any]:
+    """Take write permission from the broker in every name server's routes (``rmqadmin wipeWritePerm``)."""
+    return await _write_perm(admin, body, wipe=True)
+
+
+async def add_write_perm(admin: Admin, body: dict[str, Any]) -> dict[str, Any]:
+    """Give the broker write permission back in every name server's routes (``rmqadmin addWritePerm``)."""
+    return await _write_perm(admin, body, wipe=False)

@@ -454,6 +454,125 @@ async function pageMessage(topic, id) {
   });
 }
 
+// --- ACL (the brokers' plain_acl.yml: accounts and global white list) -------------------------------
+
+function aclAccountForm() {
+  const perms = ["", "PUB|SUB", "PUB", "SUB", "DENY"];
+  const sel = (n) => `<select name="${n}">${perms.map((p) => `<option value="${p}">${p || "(keep)"}</option>`).join("")}</select>`;
+  return `<div class="card" data-testid="acl-ops"><h2 style="margin-top:0">Create or update account</h2>
+    <form id="acl-form">
+      <label>Access key <input name="accessKey" required></label>
+      <label>Secret key <input name="secretKey" type="password" required autocomplete="new-password"></label>
+      <label>White address <input name="white" placeholder="192.168.1.*"></label>
+      <label>Default topic perm ${sel("topicDefault")}</label>
+      <label>Default group perm ${sel("groupDefault")}</label>
+      <label>Topic perms <input name="topicPerms" placeholder="topicA=PUB,topicB=SUB"></label>
+      <label>Group perms <input name="groupPerms" placeholder="groupA=SUB"></label>
+      <label class="check"><input type="checkbox" name="admin"> admin</label>
+      <button type="submit">Save on every broker</button>
+      <span id="acl-result" data-testid="acl-result"></span></form></div>`;
+}
+
+async function pageAcl() {
+  const data = await api("/api/acl");
+  const canChange = overview.admin && data.aclEnabled;
+  const list = (v) => (v == null ? "" : v.join(", "));
+  const brokers = data.brokers.map((b) => `<h2>${esc(b.brokerName)} <span class="muted">${esc(b.addr)} · ${esc(b.cluster)}</span></h2>
+    ${b.aclEnabled ? `<div class="card"><dl class="kv">
+        <dt>Global white addresses</dt><dd data-testid="global-white">${esc(list(b.globalWhiteAddrs)) || '<span class="muted">none</span>'}</dd>
+      </dl>
+      ${table([
+        { title: "Access key", value: (a) => a.accessKey },
+        { title: "Secret key", value: (a) => (a.secretKey ? "******" : "") },
+        { title: "White address", value: (a) => a.whiteRemoteAddress },
+        { title: "Admin", value: (a) => (a.admin ? "yes" : "no") },
+        { title: "Default topic perm", value: (a) => a.defaultTopicPerm },
+        { title: "Default group perm", value: (a) => a.defaultGroupPerm },
+        { title: "Topic perms", value: (a) => list(a.topicPerms) },
+        { title: "Group perms", value: (a) => list(a.groupPerms) },
+        ...(canChange ? [{ title: "", html: (a) => `<button type="button" class="danger" data-delete="${esc(a.accessKey)}">Delete</button>` }] : []),
+      ], b.accounts, "acl-accounts")}
+      <h2>Rules files</h2>${table([
+        { title: "File", value: (v) => v.aclFilePath },
+        { title: "Version", value: (v) => v.counter, num: true },
+        { title: "Last update", value: (v) => fmtTime(v.timestamp) },
+      ], b.versions, "acl-versions")}</div>`
+    : `<div class="card muted" data-testid="acl-off">${esc(b.error)}</div>`}`).join("");
+  const white = data.brokers.find((b) => b.aclEnabled);
+  show(`<h1>ACL</h1>
+    ${data.aclEnabled ? "" : '<p class="muted" data-testid="acl-off-all">ACL is off on every broker (aclEnable=false): nothing to show or change.</p>'}
+    ${brokers}
+    ${canChange ? aclAccountForm() + `<div class="card"><h2 style="margin-top:0">Global white list</h2><form id="white-form">
+        <label>Addresses (comma separated) <input name="addrs" size="50" value="${esc(list(white.globalWhiteAddrs))}"></label>
+        <button type="submit">Replace on every broker</button><span id="white-result" data-testid="white-result"></span></form></div>` : ""}`);
+  if (!canChange) return;
+  const split = (v) => v.split(",").map((x) => x.trim()).filter((x) => x);
+  bindOperation("acl-form", "acl-result", {
+    path: "/api/acl/account/update",
+    body: (f) => {
+      const b = { accessKey: f.accessKey.value.trim(), secretKey: f.secretKey.value, admin: f.admin.checked };
+      if (f.white.value.trim()) b.whiteRemoteAddress = f.white.value.trim();
+      if (f.topicDefault.value) b.defaultTopicPerm = f.topicDefault.value;
+      if (f.groupDefault.value) b.defaultGroupPerm = f.groupDefault.value;
+      if (f.topicPerms.value.trim()) b.topicPerms = split(f.topicPerms.value);
+      if (f.groupPerms.value.trim()) b.groupPerms = split(f.groupPerms.value);
+      return b;
+    },
+    done: (r) => `saved ${r.accessKey} on ${r.brokers.length} broker(s)`,
+  }, {}, () => setTimeout(route, 600));
+  bindOperation("white-form", "white-result", {
+    path: "/api/acl/white",
+    body: (f) => ({ globalWhiteAddrs: split(f.addrs.value) }),
+    done: (r) => `replaced on ${r.brokers.length} broker(s)`,
+  }, {}, () => setTimeout(route, 600));
+  app.querySelectorAll("button[data-delete]").forEach((b) => b.addEventListener("click", async () => {
+    if (!confirm(`Delete account ${b.dataset.delete} from every broker?`)) return;
+    try { await api("/api/acl/account/delete", { accessKey: b.dataset.delete }); route(); } catch (e) { alert(e.message); }
+  }));
+}
+
+// --- operations (name servers, broker write permission) ---------------------------------------------
+
+async function pageOps() {
+  const data = await api("/api/ops");
+  show(`<h1>Operations</h1>
+    <div class="card"><h2 style="margin-top:0">Name servers</h2>
+      <p>In use: <span data-testid="namesrv-list">${esc(data.namesrvAddrs.join(";"))}</span></p>
+      ${overview.admin ? `<form id="namesrv-form">
+        <label>Name server list (host:port;host:port) <input name="addrs" size="50" value="${esc(data.namesrvAddrs.join(";"))}"></label>
+        <button type="submit">Switch</button><span id="namesrv-result" data-testid="namesrv-result"></span></form>` : ""}</div>
+    <h2>Broker write permission</h2>
+    <div class="card">${table([
+      { title: "Cluster", value: (b) => b.cluster },
+      { title: "Broker", value: (b) => b.brokerName },
+      { title: "Write permission", html: (b) => (b.writable == null ? '<span class="muted">unknown</span>' : b.writable ? '<span class="ok">writable</span>' : '<span class="lag-pos">read only</span>') },
+      { title: "Per name server", value: (b) => b.namesrvs.map((n) => `${n.namesrvAddr}: ${n.error ? n.error : "perm " + n.perm + (n.writable == null ? "" : n.writable ? " (read, write)" : " (no write)")}`).join(", ") },
+      ...(overview.admin ? [{ title: "", html: (b) => `<button type="button" class="danger" data-wipe="${esc(b.brokerName)}">Wipe write perm</button> <button type="button" data-add="${esc(b.brokerName)}">Add write perm</button>` }] : []),
+    ], data.brokers, "write-perms")}<span id="perm-result" data-testid="perm-result"></span></div>`);
+  const form = document.getElementById("namesrv-form");
+  if (form) form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const out = document.getElementById("namesrv-result");
+    try {
+      const r = await api("/api/ops/namesrv", { namesrvAddr: form.addrs.value });
+      await loadOverview();
+      document.getElementById("namesrv").textContent = "name server " + overview.namesrvAddr;
+      out.innerHTML = `<span class="ok">switched from ${esc(r.previous)} to ${esc(r.namesrvAddr)}</span>`;
+    } catch (e) { out.innerHTML = `<span class="error">${esc(e.message)}</span>`; }
+  });
+  const perm = async (path, broker) => {
+    try {
+      const r = await api(path, { brokerName: broker });
+      await route();
+      document.getElementById("perm-result").innerHTML = `<span class="ok">${esc(path.endsWith("wipeWritePerm") ? "wiped" : "added")} write perm of ${esc(r.brokerName)} (${esc(Object.entries(r.namesrvs).map(([n, c]) => `${n}: ${c} topics`).join(", "))})</span>`;
+    } catch (e) { document.getElementById("perm-result").innerHTML = `<span class="error">${esc(e.message)}</span>`; }
+  };
+  app.querySelectorAll("button[data-wipe]").forEach((b) => b.addEventListener("click", () => {
+    if (confirm(`Take write permission from ${b.dataset.wipe} in every name server?`)) perm("/api/ops/wipeWritePerm", b.dataset.wipe);
+  }));
+  app.querySelectorAll("button[data-add]").forEach((b) => b.addEventListener("click", () => perm("/api/ops/addWritePerm", b.dataset.add)));
+}
+
 // --- login (the brokers have ACL on) -----------------------------------------------------------------
 
 async function pageLogin() {
@@ -506,6 +625,8 @@ async function route() {
       case "group": await pageGroup(parts[1]); break;
       case "producers": await pageProducers(); break;
       case "login": await pageLogin(); break;
+      case "acl": await pageAcl(); break;
+      case "ops": await pageOps(); break;
       case "messages": await pageMessages(params); break;
       case "message": await pageMessage(parts[1], parts[2]); break;
       default: show(`<div class="error">no page ${esc(parts[0])}</div>`);
