@@ -21,7 +21,7 @@ from rmq.client import ConsumeConcurrentlyStatus, Message, MessageExt
 from rmq.client.sync import Producer
 from rmq.monitoring import ALERT_RULES, GRAFANA_DASHBOARD, files
 
-from tests.brokerproc import BrokerProcess
+from tests.brokerproc import BrokerProcess, start_broker
 from tests.integration.test_metrics import Samples, broker, name, namesrv, push_consumer, scrape  # noqa: F401 (fixtures)
 
 # A PromQL token: a string, a range or subquery selector, a name, or an operator / punctuation character.
@@ -162,7 +162,7 @@ def test_files_are_in_the_package_and_well_formed() -> None:
             names.append(r["alert"])
     assert len(names) == len(set(names))
 
-    # What the issue asks for: disk, lag, flush / dispatch behind, broker group losing a slave, DLQ growth,
+    # What the issue asks for: disk, lag, flush / dispatch / slave behind, a group losing a slave, DLQ growth,
     # busy refusals in the rules; and the dashboard's panels.
     alerting = set().union(*(q.metrics for _, q, _ in alert_queries(rules)))
     assert alerting >= {
@@ -175,6 +175,7 @@ def test_files_are_in_the_package_and_well_formed() -> None:
         "rocketmq_send_busy_refusals_total",
         "rocketmq_namesrv_brokers",
         "rocketmq_namesrv_broker_heartbeat_age",
+        "rocketmq_ha_slave_behind_bytes",
     }
     shown = set().union(*(q.metrics for _, q, _ in dashboard_queries(dash)))
     assert shown >= {
@@ -212,6 +213,7 @@ def served(samples: Samples) -> dict[str, dict[str, set[str]]]:
 def test_every_query_uses_names_and_labels_the_broker_serves(
     broker: BrokerProcess,  # noqa: F811 (the fixture imported above)
     namesrv: tuple[str, int],  # noqa: F811
+    tmp_path: Path,
 ) -> None:
     dash, rules = load()
     queries = dashboard_queries(dash) + alert_queries(rules)
@@ -226,6 +228,8 @@ def test_every_query_uses_names_and_labels_the_broker_serves(
             return ConsumeConcurrentlyStatus.RECONSUME_LATER
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
+    # A slave of the module's broker, so the master serves its replication gauges.
+    slave = start_broker(tmp_path / "slave", "brokerRole=SLAVE", "brokerId=1", namesrv=broker.namesrv_addr)
     with Producer(name("pgMon"), namesrv_addr=broker.namesrv_addr) as producer:
         for body in (b"one", b"two", b"dead"):
             assert producer.send(Message(topic, body)).ok
@@ -241,6 +245,7 @@ def test_every_query_uses_names_and_labels_the_broker_serves(
                 time.sleep(0.3)
         finally:
             consumer.shutdown()
+            slave.stop()
     assert len(received) >= 3
     unknown = sorted((where, m) for where, q, _ in queries for m in q.metrics if m not in table)
     assert not unknown, f"metrics not served by the broker or the name server: {unknown}"

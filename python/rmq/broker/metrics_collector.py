@@ -85,6 +85,7 @@ class BrokerCollector:
         yield from self._pop()
         yield from self._connections()
         yield from self._storage()
+        yield from self._ha()
         yield from self._broker()
 
     # --- in -------------------------------------------------------------------------------------------------
@@ -401,6 +402,30 @@ class BrokerCollector:
             )
             fam.add_metric(self._values(), int(time.time() * 1000) - earliest)
             yield fam
+
+    # --- replication ----------------------------------------------------------------------------------------
+    def _ha(self) -> Iterator[Metric]:
+        """A master's slaves (rmq's own: RocketMQ 5.x serves no replication metric): how many are connected
+        and, per slave, the CommitLog bytes it has not acknowledged yet."""
+        ha = self.s.ha_master
+        if ha is None:
+            return
+        slaves = [(c.addr, c.ack_offset) for c in list(ha.connections)]
+        fam = self._family(
+            GaugeMetricFamily, "rocketmq_ha_slaves", "Slaves connected to this master (rmq's own)", []
+        )
+        fam.add_metric(self._values(), len(slaves))
+        yield fam
+        end = self.s.store.commitlog_max_offset()
+        fam = self._family(
+            GaugeMetricFamily,
+            "rocketmq_ha_slave_behind_bytes",
+            "CommitLog bytes a connected slave has not acknowledged yet (rmq's own)",
+            ["slave"],
+        )
+        for addr, acked in sorted(slaves):
+            fam.add_metric(self._values(str(addr)), max(0, end - max(acked, 0)))
+        yield fam
 
     # --- broker ---------------------------------------------------------------------------------------------
     def _broker(self) -> Iterator[Metric]:
