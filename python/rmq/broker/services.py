@@ -108,13 +108,13 @@ class BrokerServices:
     """ACL (None: off): why the request's account may not have a permission (SUB unless given) on a topic
     known only once the record the request names by offset is read, or None when it may."""
     transaction_stats: Callable[[], dict[str, str]] = dict
+    """The transaction service's figures for GET_BROKER_RUNTIME_INFO (``transactionHalfOffset``, ...)."""
     grpc_endpoint: Any = None
     """The gRPC endpoint this broker's process serves (``rmq.proxy.server.ProxyServer``), or None: its 5.x
     clients and call latency are exported with the broker's metrics (``protocol_type="grpc"``)."""
     pop_revive: ReviveService | None = None
     """POP's revive service (None until POP is served: a master): its in-flight messages and revive
     counters for the metrics."""
-    """The transaction service's figures for GET_BROKER_RUNTIME_INFO (``transactionHalfOffset``, ...)."""
     fast_send: Any = None
     """The network thread's SEND fast path (``rmq._store.NetServer``), or None: ``allow_topic`` lets a
     vetted topic's sends and batches bypass Python, ``forget_topic`` / ``forget_topics`` undo it (called
