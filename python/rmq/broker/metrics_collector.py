@@ -337,22 +337,10 @@ class BrokerCollector:
         yield fam
 
     def _grpc_clients(self) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str, str], int]]:
-        """The 5.x clients of the gRPC endpoint this process serves: producers by (language, version),
-        consumers by (group, language, version). Their requests reach the broker through the endpoint's one
-        Remoting client, which the remoting rows count (as a Java client)."""
-        producers: dict[tuple[str, str], int] = {}
-        consumers: dict[tuple[str, str, str], int] = {}
+        """The 5.x clients of the gRPC endpoint this process serves. Their requests reach the broker through
+        the endpoint's one Remoting client, which the remoting rows count (as a Java client)."""
         endpoint = self.s.grpc_endpoint
-        if endpoint is None:
-            return producers, consumers
-        for sess in endpoint.registry.sessions():
-            lang, version = (sess.language or "unknown").lower(), sess.version or "unknown"
-            if sess.is_producer:
-                producers[(lang, version)] = producers.get((lang, version), 0) + 1
-            elif sess.group:
-                key = (sess.group, lang, version)
-                consumers[key] = consumers.get(key, 0) + 1
-        return producers, consumers
+        return endpoint.registry.census() if endpoint is not None else ({}, {})
 
     # --- storage --------------------------------------------------------------------------------------------
     def _storage(self) -> Iterator[Metric]:

@@ -169,9 +169,9 @@ class BrokerServices:
             out["popDeadLetteredMessages"] = str(revive.dead)
         endpoint = self.grpc_endpoint
         if endpoint is not None:
-            sessions = endpoint.registry.sessions()
-            out["grpcProducers"] = str(sum(1 for x in sessions if x.is_producer))
-            out["grpcConsumers"] = str(sum(1 for x in sessions if x.group and not x.is_producer))
+            producers, consumers = endpoint.registry.census()
+            out["grpcProducers"] = str(sum(producers.values()))
+            out["grpcConsumers"] = str(sum(consumers.values()))
         return out
 
     def fast_send_stats(self) -> dict[str, str]:

@@ -102,6 +102,20 @@ class ClientRegistry:
                 out.setdefault(sess.group, {}).update(sess.subscriptions)
         return out
 
+    def census(self) -> tuple[dict[tuple[str, str], int], dict[tuple[str, str, str], int]]:
+        """The live clients: producers by (language, version), consumers by (group, language, version);
+        language in lower case, ``unknown`` where a client sent none."""
+        producers: dict[tuple[str, str], int] = {}
+        consumers: dict[tuple[str, str, str], int] = {}
+        for sess in self.sessions():
+            lang, version = (sess.language or "unknown").lower(), sess.version or "unknown"
+            if sess.is_producer:
+                producers[(lang, version)] = producers.get((lang, version), 0) + 1
+            elif sess.group:
+                key = (sess.group, lang, version)
+                consumers[key] = consumers.get(key, 0) + 1
+        return producers, consumers
+
     def simple_consumer_groups(self) -> set[str]:
         """Groups with a SimpleConsumer among their clients (they consume "actively", as Apache's proxy
         tells the brokers; PushConsumers' groups "passively")."""
