@@ -186,6 +186,28 @@ async def test_change_invisible_time(broker):
     await until("all acked", lambda: _async(ctl.pop.revive.inflight() == 0))
 
 
+async def test_change_invisible_in_the_pop_millisecond(broker, monkeypatch):
+    """A change in the same millisecond as the pop it changes: the new checkpoint (start offset = the
+    message's, pop time = now) must not share its key with the old one, else the ack of the old one
+    also acks the new one and the message is never revived."""
+    from rmq.broker.pop import processors
+
+    ctl, d = broker
+    await d.create_topic("CM", 1)
+    await d.create_group("CMG")
+    await d.send("CM", 0, b"one")
+    dispatched(ctl)
+    frozen = processors.now_ms()
+    monkeypatch.setattr(processors, "now_ms", lambda: frozen)
+    (m,) = await pop_all(d, "CMG", "CM", 1, invisible_ms=60_000)
+    assert m.handle.pop_time == frozen and m.handle.ck_queue_offset == m.queue_offset
+    assert (await d.change_invisible(m, 200)).code == ResponseCode.SUCCESS
+    assert m.handle.pop_time > frozen
+    monkeypatch.undo()
+    back = await pop_all(d, "CMG", "CM", 1, invisible_ms=60_000)
+    assert [x.body for x in back] == [b"one"] and back[0].reconsume_times == 1
+
+
 async def test_batch_ack(broker):
     ctl, d = broker
     await d.create_topic("BT", 2)

@@ -611,7 +611,10 @@ class PopProcessors:
         refusal = self._check_revive_qid(info.revive_qid)
         if refusal:
             return answer(ResponseCode.MESSAGE_ILLEGAL, refusal)
-        now = now_ms()
+        # The new checkpoint's key is (topic, queue, offset, group, pop time): in the millisecond of the pop
+        # it changes, it would be the old checkpoint's key, and the ack of the old one below would ack it
+        # too (the message never revived). Its pop time is therefore always after the old one's.
+        now = max(now_ms(), info.pop_time + 1)
         ck = CheckPoint(topic, queue_id, group, offset, now, invisible_time, [0], info.broker_name)
         self.revive.add_checkpoint(ck, info.revive_qid)
         old = AckRecord(
