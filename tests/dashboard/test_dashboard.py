@@ -421,3 +421,50 @@ def test_acl_page_with_acl_off(world: World) -> None:
     assert status == 200 and data["aclEnabled"] is False
     (row,) = [b for b in data["brokers"] if b["addr"] == world.broker.broker_addr]
     assert "ACL is off" in row["error"], row
+
+
+async def test_pop_group_in_flight_and_grpc_clients(world: World) -> None:
+    """A POP consumer (5.x's way, over Remoting here) pops the topic's messages and keeps them invisible:
+    the groups list, the group's page and the cluster's broker row show them in flight until acked; the
+    broker row also carries the revive backlog and the 5.x (gRPC) client counts."""
+    from tests.broker.popdriver import PopDriver
+
+    group = name("popg")
+    d = PopDriver(world.broker.broker_addr, world.broker_name)
+    try:
+        await d.create_group(group)
+        popped = []
+        deadline = time.monotonic() + 30
+        while len(popped) < FIRST + MORE and time.monotonic() < deadline:
+            popped += (await d.pop(group, world.topic, invisible_ms=300_000)).messages
+        assert len(popped) == FIRST + MORE
+
+        def fetch(path: str) -> dict:
+            status, data = world.get(path)
+            assert status == 200, data
+            return data
+
+        # in flight once the broker's revive service has read the pops' checkpoints
+        g = await asyncio.to_thread(
+            eventually,
+            lambda: (x := fetch(f"/api/group?group={group}"))["stats"]["inflightTotal"] and x,
+            "the checkpoints read by the revive service",
+        )
+        per_queue = {o["queueId"]: o["inflight"] for o in g["stats"]["offsets"] if o["topic"] == world.topic}
+        assert g["stats"]["inflightTotal"] == FIRST + MORE and sum(per_queue.values()) == FIRST + MORE
+        rows = (await asyncio.to_thread(fetch, "/api/groups"))["groups"]
+        assert next(r for r in rows if r["group"] == group)["inflight"] == FIRST + MORE
+        brokers = (await asyncio.to_thread(fetch, "/api/cluster"))["brokers"]
+        (row,) = [b for b in brokers if b["addr"] == world.broker.broker_addr]
+        assert row["popInflight"] >= FIRST + MORE
+        assert row["reviveBehindRecords"] >= 0 and row["reviveBehindMs"] == 0  # nothing due for 300 s
+        assert row["grpcProducers"] >= 0 and row["grpcConsumers"] >= 0
+
+        assert (await d.batch_ack(popped)).code == 0
+        await asyncio.to_thread(
+            eventually,
+            lambda: fetch(f"/api/group?group={group}")["stats"]["inflightTotal"] == 0,
+            "the acks read by the revive service",
+        )
+    finally:
+        await d.close()

@@ -150,8 +150,30 @@ async def cluster(admin: Admin) -> dict[str, Any]:
                     bootTimestamp=int(t.get("bootTimestamp") or 0),
                     runtime=t.get("runtime", ""),
                 )
+                row.update(_pop_and_grpc(t))
                 brokers.append(row)
     return {"clusters": sorted(info.cluster_addr_table), "brokers": brokers}
+
+
+def _pop_and_grpc(t: dict[str, str]) -> dict[str, int | None]:
+    """A broker's POP and gRPC figures from its runtime info (rmq's own keys; None where a broker has
+    none, as an Apache broker): messages popped and neither acked nor revived, revive records not yet
+    done with and how late the oldest due checkpoint is, 5.x producers and consumers connected."""
+
+    def num(key: str) -> int | None:
+        v = t.get(key)
+        try:
+            return None if v is None else int(v)
+        except ValueError:
+            return None
+
+    return {
+        "popInflight": num("popInflightMessages"),
+        "reviveBehindRecords": num("popReviveBehindRecords"),
+        "reviveBehindMs": num("popReviveBehindMs"),
+        "grpcProducers": num("grpcProducers"),
+        "grpcConsumers": num("grpcConsumers"),
+    }
 
 
 # --- topics -----------------------------------------------------------------------------------------------
@@ -225,7 +247,13 @@ async def groups(admin: Admin) -> dict[str, Any]:
     gate = asyncio.Semaphore(GROUP_CONCURRENCY)
 
     async def row(name: str) -> dict[str, Any]:
-        out: dict[str, Any] = {"group": name, "members": 0, "diffTotal": None, "consumeTps": 0.0}
+        out: dict[str, Any] = {
+            "group": name,
+            "members": 0,
+            "diffTotal": None,
+            "inflight": None,
+            "consumeTps": 0.0,
+        }
         async with gate:
             try:
                 out["members"] = len((await admin.consumer_connection(name)).connections)
@@ -234,6 +262,7 @@ async def groups(admin: Admin) -> dict[str, Any]:
             try:
                 stats = await admin.consume_stats(name)
                 out["diffTotal"] = stats.diff_total
+                out["inflight"] = stats.inflight_total
                 out["consumeTps"] = stats.consume_tps
             except _SOFT_ERRORS:
                 pass  # nothing consumed yet

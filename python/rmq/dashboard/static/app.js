@@ -151,6 +151,9 @@ async function pageCluster() {
     { title: "Today in", value: (b) => b.msgPutToday, num: true },
     { title: "Today out", value: (b) => b.msgGetToday, num: true },
     { title: "Disk used", value: (b) => (b.diskRatio == null ? "" : (b.diskRatio * 100).toFixed(1) + "%" + (b.diskFull ? " FULL" : "")), num: true },
+    { title: "POP in flight", value: (b) => (b.popInflight == null ? "" : b.popInflight), num: true },
+    { title: "Revive backlog", value: (b) => (b.reviveBehindRecords == null ? "" : `${b.reviveBehindRecords} (${fmtNum(b.reviveBehindMs / 1000, 1)} s late)`), num: true },
+    { title: "gRPC clients", value: (b) => (b.grpcProducers == null ? "" : `${b.grpcProducers} producers · ${b.grpcConsumers} consumers`) },
     { title: "Up since", value: (b) => fmtTime(b.bootTimestamp) },
   ];
   const last = r.samples[r.samples.length - 1] || { put: 0, get: 0 };
@@ -248,6 +251,7 @@ async function pageGroups() {
     { title: "Group", html: (g) => `<a href="#/group/${enc(g.group)}">${esc(g.group)}</a>` },
     { title: "Members online", value: (g) => g.members, num: true },
     { title: "Lag", value: (g) => (g.diffTotal == null ? "" : g.diffTotal), num: true },
+    { title: "In flight (POP)", value: (g) => (g.inflight == null ? "" : g.inflight), num: true },
     { title: "Consume TPS", value: (g) => fmtNum(g.consumeTps, 1), num: true },
   ], data.groups, "groups")}</div>
     ${overview.admin ? groupForm(null) : ""}`);
@@ -271,6 +275,7 @@ async function pageGroup(group) {
         <dt>Model</dt><dd>${esc(g.messageModel || "")} ${esc(g.consumeType || "")}</dd>
         <dt>Subscriptions</dt><dd>${Object.entries(g.subscriptions).map(([t, s]) => `${esc(t)} (${esc(s)})`).join(", ") || '<span class="muted">none</span>'}</dd>
         <dt>Total lag</dt><dd data-testid="lag-total">${g.stats ? esc(g.stats.diffTotal) : ""}</dd>
+        <dt>In flight (POP)</dt><dd data-testid="inflight-total" title="popped, neither acked nor revived yet">${g.stats ? esc(g.stats.inflightTotal) : ""}</dd>
         <dt>Consume TPS</dt><dd>${g.stats ? fmtNum(g.stats.consumeTps, 1) : ""}</dd>
       </dl></div>
       <div class="card"><h2 style="margin-top:0">Members</h2>${table([
@@ -289,6 +294,7 @@ async function pageGroup(group) {
       { title: "Broker offset", value: (r) => r.brokerOffset, num: true },
       { title: "Consumer offset", value: (r) => r.consumerOffset, num: true },
       { title: "Lag", html: (r) => `<span class="${r.diff > 0 ? "lag-pos" : ""}">${esc(r.diff)}</span>`, num: true },
+      { title: "In flight", value: (r) => r.inflight, num: true },
       { title: "Last consumed", value: (r) => fmtTime(r.lastTimestamp) },
     ], rows, "lag")}</div>
     ${overview.admin ? groupForm(g) : ""}`);
