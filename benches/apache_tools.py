@@ -6,6 +6,7 @@ Usage (from the repository root, with the package built and Java 17 + Maven on t
     python benches/apache_tools.py                  # both tools, 3 runs each per broker (~8 min); rewrites
                                                     # the apache-tools section of benches/RESULTS.md
     python benches/apache_tools.py --only tx --repeat 1 --no-write
+    python benches/apache_tools.py --broker-cpus 0 --load-cpus 1   # broker and tool on disjoint CPUs
 
 The tools are Apache's, unchanged, from Maven Central (``scripts/peers example-4.7.0 example-5.5.0``: no 4.8
 or 4.9 ``rocketmq-example`` was ever published there):
@@ -21,9 +22,10 @@ first line go by (warm-up: its JIT, the broker's), and measures from the first l
 after it: the rate is the mean of those lines, the broker's CPU (user + system from /proc: rmq's one
 process, name server included; Apache's broker plus name server) over the same time divided by the
 messages that rate makes. One broker per tool and kind serves its ``--repeat`` runs in turn (the later runs
-meet the history of the earlier ones); rows are the run with the median rate. The tool's JVM runs on the
-same cores: its CPU per message and share of a core are reported, as are the CPU used by other processes
-just before a run and the hypervisor's steal.
+meet the history of the earlier ones); rows are the run with the median rate. ``--broker-cpus`` and
+``--load-cpus`` pin the broker processes and the tool's JVM to disjoint CPU sets (``benches/pinning.py``);
+either way the broker's and the tool's CPU per message and share of a core are reported, as are the CPU
+used by other processes just before a run and the hypervisor's steal.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ sys.path.insert(0, str(REPO))
 
 import apache_bench as ab  # noqa: E402
 import broker_bench as bb  # noqa: E402
+from pinning import cpu_sets, pin_sentence, pinned  # noqa: E402
 
 BEGIN = "<!-- apache-tools:begin -->"
 END = "<!-- apache-tools:end -->"
@@ -95,6 +98,8 @@ TOOLS = {
 class Run:
     rate: float = 0.0
     broker_cpu_us: float | None = None
+    broker_pct: float | None = None
+    """The broker's CPU over the measured lines, in % of one core."""
     gen_cpu_us: float | None = None
     gen_pct: float | None = None
     background: float | None = None
@@ -147,7 +152,8 @@ def measure(tool: Tool, libs: Path, b: ab.Brokers, windows: int, home: Path) -> 
         TOPIC,
         *tool.args,
     ]
-    child = bb.Child(argv)
+    with pinned(ab.PIN.load):  # the tool's JVM on --load-cpus
+        child = bb.Child(argv)
     timeout = 60.0
     try:
         next_rate(child, tool, timeout)  # warm-up
@@ -176,6 +182,7 @@ def measure(tool: Tool, libs: Path, b: ab.Brokers, windows: int, home: Path) -> 
         run.broker_cpu_us = 1e6 * (srv1 - srv0) / msgs
         run.gen_cpu_us = 1e6 * (gen1 - gen0) / msgs
     run.gen_pct = 100.0 * (gen1 - gen0) / max(1e-9, t1 - t0)
+    run.broker_pct = 100.0 * (srv1 - srv0) / max(1e-9, t1 - t0)
     run.steal = 100.0 * (steal1[0] - steal0[0]) / max(1.0, steal1[1] - steal0[1])
     failed = sum(int(m.group(1)) for ln in run.lines if (m := re.search(r"Send Failed: (\d+)", ln)))
     if failed:
@@ -242,11 +249,13 @@ def section(rows: list[Row], a: argparse.Namespace, elapsed: float) -> str:
         "",
         "- *Broker CPU/msg*: user + system CPU of the broker (rmq: its one process, name server included; "
         "Apache: broker plus name server) over the measured lines, divided by the messages (transactions) "
-        "their rate makes. *Tool*: the tool's JVM CPU per message and its share of one core; it shares the "
-        "machine's cores with the broker. *Other load*: CPU use of other processes just before the run, "
+        "their rate makes, and its share of one core. *Tool*: the tool's JVM CPU per message and its share "
+        "of one core. *Other load*: CPU use of other processes just before the run, "
         "and the 1-minute load average. *Steal*: CPU time the hypervisor gave to other guests.",
+        pin_sentence(ab.PIN.broker, ab.PIN.load, "the broker processes", "the tool's JVM").rstrip("\n"),
         "",
-        "| tool | broker | rate | broker CPU/msg | tool CPU/msg, % of a core | other load | steal | notes |",
+        "| tool | broker | rate | broker CPU/msg, % of a core | tool CPU/msg, % of a core | other load "
+        "| steal | notes |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
@@ -256,7 +265,8 @@ def section(rows: list[Row], a: argparse.Namespace, elapsed: float) -> str:
             if (r.background or 0.0) > ab.PROVISIONAL_ABOVE:
                 bg += " (provisional: other jobs running)"
             lines.append(
-                f"| {row.tool.what} | {kind} | {r.rate:,.0f} {row.tool.unit}/s | {fmt_cpu(r.broker_cpu_us)} "
+                f"| {row.tool.what} | {kind} | {r.rate:,.0f} {row.tool.unit}/s | {fmt_cpu(r.broker_cpu_us)}, "
+                f"{r.broker_pct or 0:.0f}% "
                 f"| {gen} | {bg} | {r.steal or 0:.0f}% | {r.note} |"
             )
     lines += [
@@ -304,7 +314,13 @@ def main() -> int:
     ap.add_argument("--store-root", default=None, help="parent directory of the stores")
     ap.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
     ap.add_argument("--no-write", action="store_true", help="print only, leave RESULTS.md alone")
+    ap.add_argument("--broker-cpus", default=None, help="CPU list for the broker processes (e.g. 0)")
+    ap.add_argument("--load-cpus", default=None, help="CPU list for the tool's JVM (e.g. 1)")
     a = ap.parse_args()
+    try:
+        ab.PIN.broker, ab.PIN.load = cpu_sets(a.broker_cpus, a.load_cpus)
+    except ValueError as e:
+        ap.error(str(e))
     unknown = set(a.only.split(",")) - set(TOOLS)
     if unknown:
         ap.error(f"--only: unknown {sorted(unknown)}; choose from {sorted(TOOLS)}")
