@@ -43,6 +43,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as _dt
+import os
 import shutil
 import sys
 import tempfile
@@ -236,11 +237,27 @@ def fmt_cpu(us: float | None, pct: float | None) -> str:
     return f"{us:.1f} µs, {pct or 0:.0f}%"
 
 
+BUSY_PCT = 90.0
+"""A side using this share of its CPUs (its pinned set, else the machine's) or more is a row's limit."""
+
+
+def limits(r: ab.Run) -> str:
+    """Which side was busy enough to be what limited the rate: server, load, both or neither."""
+
+    def busy(pct: float | None, cpus: set[int] | None) -> bool:
+        return pct is not None and pct >= BUSY_PCT * (len(cpus) if cpus else os.cpu_count() or 1)
+
+    server, load = busy(r.server_pct, ab.PIN.broker), busy(r.gen_pct, ab.PIN.load)
+    if r.rate is None:
+        return ""
+    return "both" if server and load else "server" if server else "**load**" if load else "neither"
+
+
 def table(rows: list[ab.Row]) -> list[str]:
     out = [
         "| scenario | server | msgs/s | p50 / p99 send | server CPU/msg, % of a core "
-        "| load JVM CPU/msg, % of a core (busiest thread) | other load before | notes |",
-        "|---|---|---:|---|---|---|---|---|",
+        "| load JVM CPU/msg, % of a core (busiest thread) | busy side | other load before | notes |",
+        "|---|---|---:|---|---|---|---|---|---|",
     ]
     for row in rows:
         for kind, r in (("rmq", row.rmq), ("Apache 5.5.0 proxy", row.apache)):
@@ -254,7 +271,8 @@ def table(rows: list[ab.Row]) -> list[str]:
                 notes.append("errors: " + ", ".join(f"{k} ×{v}" for k, v in r.problems.items()))
             out.append(
                 f"| {row.scenario} | {kind} | {ab.fmt_rate(r.rate)} | {lat} "
-                f"| {fmt_cpu(r.server_cpu_us, r.server_pct)} | {gen} | {bg} | {'; '.join(notes)} |"
+                f"| {fmt_cpu(r.server_cpu_us, r.server_pct)} | {gen} | {limits(r)} | {bg} "
+                f"| {'; '.join(notes)} |"
             )
     return out
 
@@ -304,7 +322,9 @@ def section(rows: list[ab.Row], a: argparse.Namespace, args: str, elapsed: float
         "one process (name server, broker and gRPC endpoint); Apache's proxy JVM (broker inside) plus its "
         "name server — and their CPU as a share of one core. *Load JVM*: the client's CPU per message and "
         "share of a core, with its busiest thread. *Other load before*: CPU used by other processes just "
-        "before the round (% of the machine) and the 1-minute load average.",
+        "before the round (% of the machine) and the 1-minute load average. *Busy side*: the side(s) using "
+        f"{BUSY_PCT:.0f}% or more of their CPUs over the window, what limited the rate (**load**: the "
+        "client, so that row does not compare the servers).",
         "",
         *table(rows),
         "",
