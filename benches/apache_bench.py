@@ -66,7 +66,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -111,6 +111,7 @@ APACHE_BROKER_JVM = [
 # The load generator: full JIT (C1-only would make the client the bottleneck), a heap that never GCs hard.
 GEN_JVM = ["-server", "-Xms512m", "-Xmx512m", "-XX:+UseParallelGC", "-Xss512k"]
 
+T = TypeVar("T")
 _STOP: list[Callable[[], None]] = []
 QUIET = [0.0, 10.0]  # --wait-quiet S, --quiet-below PCT
 
@@ -172,6 +173,8 @@ def gen_bound(r: Run) -> str | None:
 class Java:
     """The BenchLoad program in a child JVM; its stdout lines are read through ``broker_bench.Child``."""
 
+    MAIN = "rmqpeer.BenchLoad"
+
     def __init__(self, classes: Path, libs: Path, home: Path) -> None:
         self.classes, self.libs, self.home = classes, libs, home
 
@@ -187,7 +190,7 @@ class Java:
             f"-Dlogback.configurationFile={apache._driver_logback(home)}",
             "-cp",
             f"{self.classes}:{self.libs}/*",
-            "rmqpeer.BenchLoad",
+            self.MAIN,
             mode,
             *(f"{k}={v}" for k, v in kv.items()),
         ]
@@ -274,7 +277,9 @@ def measured(
         out = java.result(child, 120)
     finally:
         child.stop()
-    run.msgs = int(out["msgs"]) if mode == "produce" else int(kv["count"])  # type: ignore[call-overload]
+    # A drain counts its backlog (a push consumer's last batch may overshoot it); a timed window its messages.
+    window = out["msgs"] if mode == "produce" else out.get("window_msgs", kv["count"])
+    run.msgs = int(window)  # type: ignore[call-overload]
     run.rate = out.get("rate")
     run.p50, run.p99 = out.get("p50_us"), out.get("p99_us")
     if run.msgs:
@@ -515,29 +520,35 @@ def produce_load(a: argparse.Namespace) -> dict[str, object]:
     return {"threads": a.threads, "producers": a.producers, "size": BODY}
 
 
+def produce_rounds(
+    java: Java,
+    servers: list[int],
+    a: argparse.Namespace,
+    label: str,
+    during: Callable[[threading.Event], Callable[[Run], None]] | None = None,
+    **kv: object,
+) -> Run:
+    """``a.repeat`` produce runs of ``a.duration`` s after ``a.warmup`` s (the first run ``a.broker_warmup``
+    more: a fresh broker's JIT), each logged as ``label``: the run with the median rate. ``kv``: where to
+    send; the load is :func:`produce_load`'s unless ``kv`` names it."""
+    runs = []
+    for i in range(a.repeat):
+        warm = a.warmup + (a.broker_warmup if i == 0 else 0.0)
+        load = {**produce_load(a), **kv, "warmup": warm, "duration": a.duration}
+        r = measured(java, "produce", servers, warm + a.duration + 120, during=during, **load)
+        log(f"  {label} run {i + 1}: {describe(r)}")
+        runs.append(r)
+    return median(runs)
+
+
 def run_pair(a: argparse.Namespace, root: Path, java: Java, flush: str, want_consume: bool) -> list[Row]:
     """Produce (and consume) rows for one flush type: rmq's broker, then Apache's, same load."""
     got: dict[str, dict[str, Run]] = {}
     for kind in ("rmq", "Apache"):
         log(f"{kind} {flush}: starting")
         with brokers(kind, root / kind, flush) as b:
-            runs = []
-            for i in range(a.repeat):
-                warm = a.warmup + (a.broker_warmup if i == 0 else 0.0)
-                r = measured(
-                    java,
-                    "produce",
-                    b.pids,
-                    warm + a.duration + 120,
-                    namesrv=b.namesrv,
-                    topic=TOPIC,
-                    warmup=warm,
-                    duration=a.duration,
-                    **produce_load(a),
-                )
-                log(f"  {kind} {flush} produce run {i + 1}: {describe(r)}")
-                runs.append(r)
-            got.setdefault("produce", {})[kind] = median(runs)
+            run = produce_rounds(java, b.pids, a, f"{kind} {flush} produce", namesrv=b.namesrv, topic=TOPIC)
+            got.setdefault("produce", {})[kind] = run
             if want_consume:
                 for consumer, run in consume(a, java, b).items():
                     got.setdefault(f"consume ({CONSUMERS[consumer]})", {})[kind] = run
@@ -547,18 +558,25 @@ def run_pair(a: argparse.Namespace, root: Path, java: Java, flush: str, want_con
 CONSUMERS = {"push": "DefaultMQPushConsumer", "lite": "DefaultLitePullConsumer"}
 
 
-def consume(a: argparse.Namespace, java: Java, b: Brokers) -> dict[str, Run]:
-    """A backlog written by the produce load, then drained by each ``--consumer`` kind (a new group each
-    time, from the first offset): the run with the median rate of each."""
-    log(f"  {b.kind}: writing a backlog of {a.backlog:,} messages")
-    fill = java.start("produce", namesrv=b.namesrv, topic=BACKLOG_TOPIC, count=a.backlog, **produce_load(a))
+def write_backlog(java: Java, a: argparse.Namespace, kind: str, namesrv: str, broker: str) -> int:
+    """``a.backlog`` messages of the produce load to BACKLOG_TOPIC, unmeasured (on the load's CPUs): the
+    topic's messages then (its queues' max offsets summed)."""
+    log(f"  {kind}: writing a backlog of {a.backlog:,} messages")
+    with pinned(PIN.load):
+        fill = java.start("produce", namesrv=namesrv, topic=BACKLOG_TOPIC, count=a.backlog, **produce_load(a))
     try:
         out = java.result(fill, 900)
     finally:
         fill.stop()
     if out.get("sent_ok", 0) < a.backlog:
-        raise RuntimeError(f"{b.kind}: backlog of {a.backlog} got {out}")
-    total = sum(bb.max_offsets(b.master, BACKLOG_TOPIC, QUEUES))
+        raise RuntimeError(f"{kind}: backlog of {a.backlog} got {out}")
+    return sum(bb.max_offsets(broker, BACKLOG_TOPIC, QUEUES))
+
+
+def consume(a: argparse.Namespace, java: Java, b: Brokers) -> dict[str, Run]:
+    """A backlog written by the produce load, then drained by each ``--consumer`` kind (a new group each
+    time, from the first offset): the run with the median rate of each."""
+    total = write_backlog(java, a, b.kind, b.namesrv, b.master)
     out = {}
     for consumer in a.consumer.split(","):
         runs = []
@@ -589,24 +607,8 @@ def run_sync_master(a: argparse.Namespace, root: Path, java: Java) -> Row:
     for kind in ("rmq", "Apache"):
         log(f"{kind} SYNC_MASTER + slave: starting")
         with brokers(kind, root / kind, "ASYNC_FLUSH", role="SYNC_MASTER", slave=True) as b:
-            runs = []
-            for i in range(a.repeat):
-                warm = a.warmup + (a.broker_warmup if i == 0 else 0.0)
-                r = measured(
-                    java,
-                    "produce",
-                    b.pids,
-                    warm + a.duration + 120,
-                    during=lag_sampler(b),
-                    namesrv=b.namesrv,
-                    topic=TOPIC,
-                    warmup=warm,
-                    duration=a.duration,
-                    **produce_load(a),
-                )
-                log(f"  {kind} SYNC_MASTER run {i + 1}: {describe(r)}")
-                runs.append(r)
-            got[kind] = median(runs)
+            label = f"{kind} SYNC_MASTER"
+            got[kind] = produce_rounds(java, b.pids, a, label, lag_sampler(b), namesrv=b.namesrv, topic=TOPIC)
     return Row("produce, SYNC_MASTER + slave", "ASYNC_FLUSH", got["rmq"], got["Apache"])
 
 
@@ -815,13 +817,27 @@ def run_problems(rows: list[Row]) -> list[str]:
     return out
 
 
-def write_section(path: Path, text: str) -> None:
-    """Replace the text between this bench's markers in ``path`` (append it the first time)."""
+def run_all(bench: Callable[[], T]) -> T:
+    """``bench()`` with SIGTERM turned into an exit; every broker and child process it started is stopped
+    after it, however it ends."""
+    signal.signal(signal.SIGTERM, bb._on_signal)
+    try:
+        return bench()
+    finally:
+        for stop in reversed(_STOP):
+            with contextlib.suppress(Exception):
+                stop()
+        bb._kill_children()
+
+
+def write_section(path: Path, text: str, begin: str = BEGIN, end: str = END) -> None:
+    """Replace the text between a bench's markers (this one's by default) in ``path`` (append it the first
+    time)."""
     old = path.read_text() if path.exists() else ""
-    block = f"{BEGIN}\n{text}\n{END}"
-    i, j = old.find(BEGIN), old.find(END)
+    block = f"{begin}\n{text}\n{end}"
+    i, j = old.find(begin), old.find(end)
     if i != -1 and j > i:
-        new = old[:i] + block + old[j + len(END) :]
+        new = old[:i] + block + old[j + len(end) :]
     else:
         new = old.rstrip("\n") + "\n\n" + block + "\n"
     path.write_text(new)
@@ -881,15 +897,8 @@ def main() -> int:
         ap.error(f"--consumer: unknown {sorted(unknown)}; choose from {sorted(CONSUMERS)}")
     if shutil.which("java") is None or shutil.which("javac") is None:
         raise SystemExit("java and javac (JDK 17) are needed: the Apache peer and the load are Java")
-    signal.signal(signal.SIGTERM, bb._on_signal)
     t0 = time.monotonic()
-    try:
-        rows = bench(a)
-    finally:
-        for stop in reversed(_STOP):
-            with contextlib.suppress(Exception):
-                stop()
-        bb._kill_children()
+    rows = run_all(lambda: bench(a))
     text = section(rows, a, time.monotonic() - t0, run_problems(rows))
     print(text)
     if not a.no_write:

@@ -31,11 +31,9 @@ used by other processes just before a run and the hypervisor's steal.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import datetime as _dt
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -291,17 +289,6 @@ def section(rows: list[Row], a: argparse.Namespace, elapsed: float) -> str:
     return "\n".join(lines)
 
 
-def write_section(path: Path, text: str) -> None:
-    old = path.read_text() if path.exists() else ""
-    block = f"{BEGIN}\n{text}\n{END}"
-    i, j = old.find(BEGIN), old.find(END)
-    if i != -1 and j > i:
-        new = old[:i] + block + old[j + len(END) :]
-    else:
-        new = old.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(new)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(
         description="Apache's benchmark tools against rmq and Apache (see the docstring)"
@@ -324,19 +311,12 @@ def main() -> int:
     unknown = set(a.only.split(",")) - set(TOOLS)
     if unknown:
         ap.error(f"--only: unknown {sorted(unknown)}; choose from {sorted(TOOLS)}")
-    signal.signal(signal.SIGTERM, bb._on_signal)
     t0 = time.monotonic()
-    try:
-        rows = bench(a)
-    finally:
-        for stop in reversed(ab._STOP):
-            with contextlib.suppress(Exception):
-                stop()
-        bb._kill_children()
+    rows = ab.run_all(lambda: bench(a))
     text = section(rows, a, time.monotonic() - t0)
     print(text)
     if not a.no_write:
-        write_section(a.out, text)
+        ab.write_section(a.out, text, BEGIN, END)
         ab.log(f"wrote the apache-tools section of {a.out}")
     return 0
 

@@ -59,9 +59,12 @@ class Apache5Peer:
         ApachePeer(self.namesrv, self.proxy, self.namesrv_addr, self.broker_addr, self.home).stop(timeout)
 
 
-def start_apache5(home: Path, *props: str, timeout: float = 180.0) -> Apache5Peer:
+def start_apache5(
+    home: Path, *props: str, timeout: float = 180.0, jvm: list[str] | None = None
+) -> Apache5Peer:
     """Start the 5.x name server and the proxy with its broker (DefaultCluster, broker-a) under ``home``;
-    ``props`` are extra broker.conf lines. Returns once the proxy says it started."""
+    ``props`` are extra broker.conf lines; ``jvm`` replaces the proxy's JVM options (default ``BROKER_JVM``).
+    Returns once the proxy says it started."""
     libs = peer_libs().server5
     log: list[str] = []
     _prepare_home(home)
@@ -95,7 +98,7 @@ def start_apache5(home: Path, *props: str, timeout: float = 180.0) -> Apache5Pee
     (home / "rmq-proxy.json").write_text(json.dumps(proxy_conf))
     proxy = _java(
         libs,
-        BROKER_JVM,
+        BROKER_JVM if jvm is None else jvm,
         home,
         "org.apache.rocketmq.proxy.ProxyStartup",
         "-pm",
