@@ -307,10 +307,7 @@ def spark_child(cfg: dict[str, Any]) -> None:
             raise SystemExit(f"{side}: the topic holds {sum(got.values())} rows in {len(got)} queues: {got}")
     out["per_queue"] = {"rmq": sorted(got_rmq.values()), "kafka": sorted(got_kafka.values())}
     say(f"filled both topics in {out['fill_s']} s; per queue rmq {sorted(got_rmq.values())}")
-    for key in ("count", "decode"):  # warm-up: JIT, Python workers, page cache
-        for side in ("rmq", "kafka"):
-            cases[(key, side)]()
-    direct("").count()
+    direct("").count()  # with the checks above, the warm-up: JIT, Python workers, page cache
     ours = [me, *brokers.values()]
     for i in range(cfg["runs"]):
         for key, _what, _target, kinds, _vs in ROWS:
@@ -322,23 +319,6 @@ def spark_child(cfg: dict[str, Any]) -> None:
                 run = measure(key, side)
                 run["other"] = load
                 out["runs"].setdefault(key, {}).setdefault(side, []).append(run)
-    # What the sinks left: every row at least once (the at-least-once sinks may repeat a row on a retry).
-    runs_of = {k: len(out["runs"].get(k, {}).get("rmq", [])) for k in ("sink", "sink_eos")}
-
-    def topic_rows(side: str, topic: str) -> int:
-        if side == "rmq":
-            r = spark.read.format("rocketmq").option("nameServer", ns).option("topics", topic)
-            return int(r.option("columns", "").load().count())
-        k = spark.read.format("kafka").option("kafka.bootstrap.servers", bs).option("subscribe", topic)
-        return int(k.option("startingOffsets", "earliest").load().count())
-
-    out["sink_counts"] = {
-        "rmq": topic_rows("rmq", SINK_TOPIC) if runs_of["sink"] else 0,
-        "rmq_eos": topic_rows("rmq", EOS_TOPIC) if runs_of["sink_eos"] else 0,
-        "kafka": topic_rows("kafka", SINK_TOPIC) if runs_of["sink"] else 0,
-        "expected_rmq": runs_of["sink"] * n,
-        "expected_eos": runs_of["sink_eos"] * n,
-    }
     spark.stop()
     Path(cfg["result"]).write_text(json.dumps(out))
 
@@ -443,16 +423,17 @@ class Kafka:
             f"spark_kafka_bench: Kafka did not listen on {self.port} within 90 s:\n{self.tail()}"
         )
 
-    def create_topics(self, *topics: str) -> None:
-        """Topics of `QUEUES` partitions (benches/KafkaTopics.java), each partition led before it returns."""
-        bootstrap = f"127.0.0.1:{self.port}"
-        args = [self.java, "-cp", self.cp, str(HERE / "KafkaTopics.java"), bootstrap, str(QUEUES), *topics]
-        made = subprocess.run(args, capture_output=True, text=True, check=False, timeout=180)
-        if made.returncode != 0:
+    def topics(self, *args: str) -> str:
+        """What benches/KafkaTopics.java answers to `args`: ``create <partitions> <topic>...``,
+        ``end <topic>``."""
+        cmd = [self.java, "-cp", self.cp, str(HERE / "KafkaTopics.java"), f"127.0.0.1:{self.port}", *args]
+        done = subprocess.run(cmd, capture_output=True, text=True, check=False, timeout=180)
+        if done.returncode != 0:
             raise SystemExit(
-                f"spark_kafka_bench: creating Kafka topics {topics} failed:\n{made.stdout}"
-                f"{made.stderr[-3000:]}\n{self.tail()}"
+                f"spark_kafka_bench: KafkaTopics {' '.join(args)} failed:\n{done.stdout}"
+                f"{done.stderr[-3000:]}\n{self.tail()}"
             )
+        return done.stdout.strip()
 
     def tail(self) -> str:
         return self.log.read_text(errors="replace")[-3000:]
@@ -487,7 +468,7 @@ def bench(a: argparse.Namespace) -> dict[str, Any]:
             kafka = Kafka(kafka_lib, root / "kafka")
         for topic in (READ_TOPIC, SINK_TOPIC, EOS_TOPIC):
             bb.create_topic(rmq.broker_addr, rmq.namesrv_addr, topic, QUEUES)
-        kafka.create_topics(READ_TOPIC, SINK_TOPIC)
+        kafka.topics("create", str(QUEUES), READ_TOPIC, SINK_TOPIC)
         cfg = {
             "messages": a.messages,
             "runs": a.runs,
@@ -517,6 +498,16 @@ def bench(a: argparse.Namespace) -> dict[str, Any]:
                 f"{kafka.tail()}"
             )
         result: dict[str, Any] = json.loads(Path(cfg["result"]).read_text())
+        # What the sinks left, from the brokers' offsets: every row at least once (an at-least-once sink
+        # may repeat a row on a retry).
+        runs_of = {k: len(result["runs"].get(k, {}).get("rmq", [])) for k in ("sink", "sink_eos")}
+        result["sink_counts"] = {
+            "rmq": sum(bb.max_offsets(rmq.broker_addr, SINK_TOPIC, QUEUES)),
+            "rmq_eos": sum(bb.max_offsets(rmq.broker_addr, EOS_TOPIC, QUEUES)),
+            "kafka": int(kafka.topics("end", SINK_TOPIC)),
+            "expected_rmq": runs_of["sink"] * a.messages,
+            "expected_eos": runs_of["sink_eos"] * a.messages,
+        }
         result["kafka_jars"] = len(list(kafka_lib.glob("*.jar")))
         return result
     finally:
@@ -572,9 +563,10 @@ def render(res: dict[str, Any], a: argparse.Namespace, elapsed: float) -> str:
         f"- The same {a.messages:,} messages of 1 KiB (the hex SHA-256 of the row number, repeated) written"
         f" once by each side's sink into a topic of {QUEUES} queues (rmq) and of {QUEUES} partitions"
         f" (Kafka): per queue rmq {res['per_queue']['rmq']}, Kafka {res['per_queue']['kafka']}; every read"
-        f" row checked to return all {a.messages:,}. Medians of {a.runs} rounds (every run's rows/s listed),"
-        " each round running every row on both sides, which side first alternating; one unmeasured count and"
-        " full read per side first.",
+        f" row checked to return all {a.messages:,} (that check, a read of every row on each side, and one"
+        f" store-direct count are the warm-up; fill {res['fill_s']:.0f} s). Medians of {a.runs} rounds"
+        " (every run's rows/s listed), each round running every row on both sides, which side first"
+        " alternating.",
         pin_sentence(broker_cpus, load_cpus, "the brokers (rmq; Kafka)", "Spark's processes").rstrip("\n"),
         "- *Executor CPU/row*: user + system CPU of the Spark processes (driver Python, Spark's JVM, which"
         " runs the tasks in local mode, and its Python workers; from /proc) over the run ÷ rows."
@@ -609,8 +601,9 @@ def render(res: dict[str, Any], a: argparse.Namespace, elapsed: float) -> str:
     sc = res["sink_counts"]
     lines += [
         "",
-        f"- What the sinks left (counted after the run): rmq at-least-once {sc['rmq']:,} rows for"
-        f" {sc['expected_rmq']:,} written, exactly-once {sc['rmq_eos']:,} for {sc['expected_eos']:,},"
+        "- What the sinks left (the topics' end offsets after the run, from the brokers): rmq at-least-once"
+        f" {sc['rmq']:,} rows for {sc['expected_rmq']:,} written, exactly-once {sc['rmq_eos']:,} for"
+        f" {sc['expected_eos']:,},"
         f" Kafka {sc['kafka']:,} for {sc['expected_rmq']:,}. The store-direct rows read the rmq broker's"
         " store directory (`load(path)`, option `topics`), no broker involved (its broker CPU is the idle"
         " broker's).",
