@@ -3,7 +3,7 @@ same messages, in one run (issue 29 item 4).
 
 Usage (from the repository root, with the dev venv's Python: rmq and its dependencies, Java 17 and Maven)::
 
-    python benches/spark_kafka_bench.py --broker-cpus 0 --load-cpus 1   # full run, writes its section
+    python benches/spark_kafka_bench.py --broker-cpus 0 --load-cpus 1   # ~10 min, writes its section
     python benches/spark_kafka_bench.py --messages 2000 --runs 1 --no-write    # a smoke run
 
 What runs (every process is a child of this script, on loopback, stopped on exit):
@@ -617,7 +617,7 @@ def main() -> int:
         spark_child(json.loads(sys.argv[2]))
         return 0
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--messages", type=int, default=300_000, help="1 KiB messages per topic (300,000)")
+    ap.add_argument("--messages", type=int, default=150_000, help="1 KiB messages per topic (150,000)")
     ap.add_argument("--runs", type=int, default=3, help="rounds; medians reported (3)")
     ap.add_argument(
         "--skip", default="", help=f"comma list of rows to leave out: {','.join(k for k, *_ in ROWS)}"
