@@ -531,11 +531,13 @@ def render(
     return "\n".join(lines) + "\n"
 
 
-def write_section(path: Path, section: str) -> None:
+def write_section(path: Path, section: str, begin: str = BEGIN, end: str = END) -> None:
+    """Replace the text from `begin` to `end` in `path` with `section` (which carries both markers), or
+    append it."""
     text = path.read_text() if path.exists() else ""
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        _old, tail = rest.split(END, 1)
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        _old, tail = rest.split(end, 1)
         text = head + section.rstrip("\n") + tail
     else:
         text = text.rstrip("\n") + "\n\n" + section

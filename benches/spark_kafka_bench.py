@@ -3,7 +3,7 @@ same messages, in one run (issue 29 item 4).
 
 Usage (from the repository root, with the dev venv's Python: rmq and its dependencies, Java 17 and Maven)::
 
-    python benches/spark_kafka_bench.py --broker-cpus 0 --load-cpus 1   # ~10 min, writes its section
+    python benches/spark_kafka_bench.py --broker-cpus 0 --load-cpus 1   # ~5 min, writes its section
     python benches/spark_kafka_bench.py --messages 2000 --runs 1 --no-write    # a smoke run
 
 What runs (every process is a child of this script, on loopback, stopped on exit):
@@ -605,8 +605,8 @@ def render(res: dict[str, Any], a: argparse.Namespace, elapsed: float) -> str:
         f" {sc['rmq']:,} rows for {sc['expected_rmq']:,} written, exactly-once {sc['rmq_eos']:,} for"
         f" {sc['expected_eos']:,},"
         f" Kafka {sc['kafka']:,} for {sc['expected_rmq']:,}. The store-direct rows read the rmq broker's"
-        " store directory (`load(path)`, option `topics`), no broker involved (its broker CPU is the idle"
-        " broker's).",
+        " store directory (`load(path)`, option `topics`), no broker involved: their broker CPU is what the"
+        " rmq broker spent meanwhile on its own work (they follow the exactly-once sink row).",
         END,
     ]
     return "\n".join(lines) + "\n"
@@ -642,7 +642,7 @@ def main() -> int:
         sys.path.insert(0, str(HERE))
         from spark_bench import write_section
 
-        write_section(a.out, text)
+        write_section(a.out, text, BEGIN, END)
         print(f"wrote the spark-kafka section of {a.out}", file=sys.stderr)
     return 0
 
