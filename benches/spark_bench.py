@@ -1,6 +1,7 @@
 """PySpark reader benchmark: rows/s and MB/s reading a >= 1 GiB store of 1 KiB messages with
 ``spark.read.format("rocketmq")`` on ``local[2]``, beside the raw sequential read rate of the same
-CommitLog files measured in the same run.
+CommitLog files measured in the same run. The network source and the sink beside Spark's own Kafka source
+and sink (issue 29 item 4) are measured by ``benches/spark_kafka_bench.py``.
 
 Usage (from the repository root, with ``pip install -e '.[spark]'``)::
 
@@ -238,26 +239,35 @@ def _prebuilt_source(root: str, total_rows: int, partitions: int):  # type: igno
     return PrebuiltSource
 
 
-def spark_runs(root: Path, runs: int) -> tuple[dict[str, tuple[float, int]], dict[str, ParquetRow]]:
-    """Best seconds (and rows) of each Spark read; the queries beside Parquet."""
-    import rmq.spark
+def bench_session(app: str, jars: str, **conf: str):  # type: ignore[no-untyped-def]
+    """The benchmarks' Spark session: ``local[2]`` on loopback, no UI, a 2 GiB driver, `jars` as
+    ``spark.jars``, `conf` (Spark option names) on top."""
     from pyspark.sql import SparkSession
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    jar = rmq.spark.jar_path()
-    if jar is None:
-        raise SystemExit("this rmq install has no Spark JVM reader jar: build the wheel with scripts/wheel")
-    spark = (
+    builder = (
         SparkSession.builder.master("local[2]")
-        .appName("rmq-spark-bench")
+        .appName(app)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.memory", "2g")
-        .config("spark.jars", jar)
-        .getOrCreate()
+        .config("spark.jars", jars)
     )
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()
+
+
+def spark_runs(root: Path, runs: int) -> tuple[dict[str, tuple[float, int]], dict[str, ParquetRow]]:
+    """Best seconds (and rows) of each Spark read; the queries beside Parquet."""
+    import rmq.spark
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    jar = rmq.spark.jar_path()
+    if jar is None:
+        raise SystemExit("this rmq install has no Spark JVM reader jar: build the wheel with scripts/wheel")
+    spark = bench_session("rmq-spark-bench", jar)
     spark.sparkContext.setLogLevel("ERROR")
     rmq.spark.register(spark)
     if not rmq.spark.jvm_reader_available(spark):
@@ -521,11 +531,13 @@ def render(
     return "\n".join(lines) + "\n"
 
 
-def write_section(path: Path, section: str) -> None:
+def write_section(path: Path, section: str, begin: str = BEGIN, end: str = END) -> None:
+    """Replace the text from `begin` to `end` in `path` with `section` (which carries both markers), or
+    append it."""
     text = path.read_text() if path.exists() else ""
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        _old, tail = rest.split(END, 1)
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        _old, tail = rest.split(end, 1)
         text = head + section.rstrip("\n") + tail
     else:
         text = text.rstrip("\n") + "\n\n" + section
