@@ -14,6 +14,9 @@ Options (case-insensitive):
                             row names no queue, the same queue when it does
 ``maxInFlight``             rows a task has in flight at once (default 64; rows that name a queue or a
                             sharding key go one at a time, in row order)
+``batchSize``               at-least-once: rows that name no queue go as RocketMQ batches of up to this
+                            many messages of one topic (default 32; 1: one message per send); exactly-once
+                            sends each row alone (transactional messages are not batched)
 ``accessKey``/``secretKey`` ACL account; every request is signed (``securityToken`` optional)
 ``tls``                     ``true``: TLS to name servers and brokers; ``tlsCa``, ``tlsVerify``,
                             ``tlsCert``, ``tlsKey`` as :class:`rmq.client.config.ClientConfig`
@@ -60,6 +63,7 @@ _KNOWN = {
     "sendtimeoutms",
     "retries",
     "maxinflight",
+    "batchsize",
     "accesskey",
     "secretkey",
     "securitytoken",
@@ -83,6 +87,7 @@ class SinkOptions:
     send_timeout_ms: int
     retries: int
     max_in_flight: int
+    batch_size: int
     check_immunity_s: int
     client: ClientConfig
     sink_dir: str | None
@@ -188,6 +193,7 @@ def parse_sink_options(options: Mapping[str, str], streaming: bool) -> SinkOptio
         send_timeout_ms=_int(opts, "sendtimeoutms", "sendTimeoutMs", 3000, 1),
         retries=_int(opts, "retries", "retries", 2, 0),
         max_in_flight=_int(opts, "maxinflight", "maxInFlight", 64, 1),
+        batch_size=_int(opts, "batchsize", "batchSize", 32, 1),
         check_immunity_s=_int(opts, "checkimmunitysec", "checkImmunitySec", 60, 0),
         client=client,
         sink_dir=sink_dir,

@@ -4,9 +4,13 @@ transaction check-back reaches), and the send loop with its retries.
 
 Rows that name no queue go ``maxInFlight`` at a time; rows with ``queue_id`` or ``sharding_key`` go one
 at a time in row order (a retry goes to the same queue before the next row), so each queue gets its rows
-in the order of the task's input. A row that cannot be sent after ``1 + retries`` sends fails the task:
-no row is dropped. Broker refusals that another send would not change (no permission, no such topic,
-illegal message) fail at once.
+in the order of the task's input. At-least-once rows that name no queue go as RocketMQ batches of up to
+``batchSize`` messages of one topic (at most ``BATCH_BYTES`` of bodies and properties; a row with a delay
+level or a delivery time goes alone, as RocketMQ batches cannot carry them); a batch is sent again whole
+after a failed send, which at-least-once allows. Exactly-once rows go one at a time: each is its own
+transactional half message, which RocketMQ does not batch. A row (or batch) that cannot be sent after
+``1 + retries`` sends fails the task: no row is dropped. Broker refusals that another send would not
+change (no permission, no such topic, illegal message) fail at once.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from dataclasses import dataclass
 
 from rmq._store import decode_offset_msg_id
 from rmq.client import sync
-from rmq.client.errors import MQBrokerError, MQClientError, TopicNotExistError
+from rmq.client.errors import MessageIllegalError, MQBrokerError, MQClientError, TopicNotExistError
 from rmq.client.message import Message, MessageQueue
 from rmq.client.producer.producer import Producer
 from rmq.client.producer.selector import java_hash_code
@@ -48,6 +52,10 @@ class SinkTopicError(SinkSendError):
 _RETRYABLE = frozenset(
     int(c) for c in (ResponseCode.SYSTEM_ERROR, ResponseCode.SYSTEM_BUSY, ResponseCode.SERVICE_NOT_AVAILABLE)
 )
+
+BATCH_BYTES = 1 << 20
+"""A batch's bodies and properties at most (the broker's ``maxMessageSize``, 4 MiB by default, bounds a
+batch's whole body)."""
 
 _lock = threading.Lock()
 _producers: dict[tuple[str, str], sync.Producer] = {}
@@ -171,6 +179,94 @@ async def _send_one(
     ) from last
 
 
+def _batchable(row: OutRow) -> bool:
+    m = row.message
+    return m.delay_time_level <= 0 and not m.is_timer_message
+
+
+def _size(msg: Message) -> int:
+    return len(msg.body) + sum(len(k) + len(v) + 2 for k, v in msg.properties.items())
+
+
+def _batches(rows: list[OutRow], first_seq: int, most: int) -> list[tuple[int, list[OutRow]]]:
+    """Consecutive rows of one topic grouped into batches of up to `most` rows and ``BATCH_BYTES``, each
+    with the sequence number of its first row; a row that cannot be batched (or is bigger than
+    ``BATCH_BYTES``) is a batch of its own."""
+    out: list[tuple[int, list[OutRow]]] = []
+    cur: list[OutRow] = []
+    cur_bytes = 0
+    start = first_seq
+    for i, row in enumerate(rows):
+        size = _size(row.message)
+        alone = not _batchable(row) or size > BATCH_BYTES
+        if cur and (
+            alone
+            or len(cur) >= most
+            or cur_bytes + size > BATCH_BYTES
+            or row.message.topic != cur[0].message.topic
+        ):
+            out.append((start, cur))
+            cur, cur_bytes = [], 0
+        if not cur:
+            start = first_seq + i
+        cur.append(row)
+        cur_bytes += size
+        if alone:
+            out.append((start, cur))
+            cur, cur_bytes = [], 0
+    if cur:
+        out.append((start, cur))
+    return out
+
+
+async def _send_batch(producer: Producer, opts: SinkOptions, rows: list[OutRow], first: int) -> None:
+    """At-least-once: `rows` (one topic, batchable) as one RocketMQ batch, sent again whole on failure."""
+    topic = rows[0].message.topic
+    await _queues(producer, opts, topic)  # a clear error for an unknown topic
+    what = f"rows {first}..{first + len(rows) - 1}"
+    last: BaseException | None = None
+    for attempt in range(1 + opts.retries):
+        try:
+            await producer.send([r.message for r in rows])
+            return
+        except MQBrokerError as exc:
+            if exc.code not in _RETRYABLE:
+                raise SinkSendError(
+                    f"rocketmq sink: the broker refused a batch of {what} for topic {topic!r}: {exc}"
+                ) from exc
+            last = exc
+        except MessageIllegalError as exc:
+            raise SinkSendError(f"rocketmq sink: a batch of {what} for topic {topic!r}: {exc}") from exc
+        except (TimeoutError, RemotingError, MQClientError, OSError) as exc:
+            last = exc
+        log.warning(
+            "rocketmq sink: send %d of the batch of %s to topic %s failed: %s", attempt + 1, what, topic, last
+        )
+    raise SinkSendError(
+        f"rocketmq sink: a batch of {what} for topic {topic!r} not sent after {1 + opts.retries} sends"
+        f" (option retries): {last}"
+    ) from last
+
+
+async def _send_batches(producer: Producer, opts: SinkOptions, rows: list[OutRow], first_seq: int) -> None:
+    batches = _batches(rows, first_seq, opts.batch_size)
+    gate = asyncio.Semaphore(max(1, opts.max_in_flight // opts.batch_size))
+
+    async def one(first: int, batch: list[OutRow]) -> None:
+        async with gate:
+            if len(batch) == 1:
+                await _send_one(producer, opts, batch[0], first, plain)
+            else:
+                await _send_batch(producer, opts, batch, first)
+
+    tasks = [asyncio.ensure_future(one(first, b)) for first, b in batches]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for t in tasks:
+            t.cancel()
+
+
 async def _send_rows(
     producer: Producer, opts: SinkOptions, rows: list[OutRow], first_seq: int, make: MakeMessage, sent: Sent
 ) -> None:
@@ -194,6 +290,9 @@ async def _send_rows(
             )
 
     ordered = [r.queue_id is not None or r.sharding_key is not None for r in rows]
+    if make is plain and opts.batch_size > 1 and not any(ordered):
+        await _send_batches(producer, opts, rows, first_seq)
+        return
     if any(ordered):
         for i, row in enumerate(rows):
             result, attempt = await _send_one(producer, opts, row, first_seq + i, make)
