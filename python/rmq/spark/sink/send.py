@@ -20,7 +20,9 @@ import hashlib
 import logging
 import os
 import threading
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from rmq._store import decode_offset_msg_id
 from rmq.client import sync
@@ -39,6 +41,8 @@ from rmq.spark.sink.options import SinkOptions
 __all__ = ["Sent", "SinkSendError", "SinkTopicError", "end_halves", "plain", "producer_for", "send_rows"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class SinkSendError(RuntimeError):
@@ -154,29 +158,41 @@ async def _target(producer: Producer, opts: SinkOptions, row: OutRow, seq: int) 
     return queues[row.queue_id]
 
 
+async def _with_retries(
+    opts: SinkOptions, topic: str, what: str, send: Callable[[int], Awaitable[T]]
+) -> tuple[T, int]:
+    """``send(attempt)`` until it succeeds, at most ``1 + retries`` times; `what` ("row 5", "a batch of
+    rows 0..31") names it in the errors. A refusal another send would not change fails at once."""
+    last: BaseException | None = None
+    for attempt in range(1 + opts.retries):
+        try:
+            return await send(attempt), attempt
+        except MQBrokerError as exc:
+            if exc.code not in _RETRYABLE:
+                raise SinkSendError(
+                    f"rocketmq sink: the broker refused {what} for topic {topic!r}: {exc}"
+                ) from exc
+            last = exc
+        except MessageIllegalError as exc:
+            raise SinkSendError(f"rocketmq sink: {what} for topic {topic!r}: {exc}") from exc
+        except (TimeoutError, RemotingError, MQClientError, OSError) as exc:
+            last = exc
+        log.warning("rocketmq sink: send %d of %s to topic %s failed: %s", attempt + 1, what, topic, last)
+    raise SinkSendError(
+        f"rocketmq sink: {what} for topic {topic!r} not sent after {1 + opts.retries} sends"
+        f" (option retries): {last}"
+    ) from last
+
+
 async def _send_one(
     producer: Producer, opts: SinkOptions, row: OutRow, seq: int, make: MakeMessage
 ) -> tuple[SendResult, int]:
     mq = await _target(producer, opts, row, seq)
-    topic = row.message.topic
-    last: BaseException | None = None
-    for attempt in range(1 + opts.retries):
-        msg = make(row.message, seq, attempt)
-        try:
-            return await producer.send(msg, mq=mq), attempt
-        except MQBrokerError as exc:
-            if exc.code not in _RETRYABLE:
-                raise SinkSendError(
-                    f"rocketmq sink: the broker refused row {seq} for topic {topic!r}: {exc}"
-                ) from exc
-            last = exc
-        except (TimeoutError, RemotingError, MQClientError, OSError) as exc:
-            last = exc
-        log.warning("rocketmq sink: send %d of row %d to topic %s failed: %s", attempt + 1, seq, topic, last)
-    raise SinkSendError(
-        f"rocketmq sink: row {seq} for topic {topic!r} not sent after {1 + opts.retries} sends"
-        f" (option retries): {last}"
-    ) from last
+
+    def send(attempt: int) -> Awaitable[SendResult]:
+        return producer.send(make(row.message, seq, attempt), mq=mq)
+
+    return await _with_retries(opts, row.message.topic, f"row {seq}", send)
 
 
 def _batchable(row: OutRow) -> bool:
@@ -223,29 +239,12 @@ async def _send_batch(producer: Producer, opts: SinkOptions, rows: list[OutRow],
     """At-least-once: `rows` (one topic, batchable) as one RocketMQ batch, sent again whole on failure."""
     topic = rows[0].message.topic
     await _queues(producer, opts, topic)  # a clear error for an unknown topic
-    what = f"rows {first}..{first + len(rows) - 1}"
-    last: BaseException | None = None
-    for attempt in range(1 + opts.retries):
-        try:
-            await producer.send([r.message for r in rows])
-            return
-        except MQBrokerError as exc:
-            if exc.code not in _RETRYABLE:
-                raise SinkSendError(
-                    f"rocketmq sink: the broker refused a batch of {what} for topic {topic!r}: {exc}"
-                ) from exc
-            last = exc
-        except MessageIllegalError as exc:
-            raise SinkSendError(f"rocketmq sink: a batch of {what} for topic {topic!r}: {exc}") from exc
-        except (TimeoutError, RemotingError, MQClientError, OSError) as exc:
-            last = exc
-        log.warning(
-            "rocketmq sink: send %d of the batch of %s to topic %s failed: %s", attempt + 1, what, topic, last
-        )
-    raise SinkSendError(
-        f"rocketmq sink: a batch of {what} for topic {topic!r} not sent after {1 + opts.retries} sends"
-        f" (option retries): {last}"
-    ) from last
+    messages = [r.message for r in rows]
+
+    def send(_attempt: int) -> Awaitable[SendResult]:
+        return producer.send(messages)
+
+    await _with_retries(opts, topic, f"a batch of rows {first}..{first + len(rows) - 1}", send)
 
 
 async def _send_batches(producer: Producer, opts: SinkOptions, rows: list[OutRow], first_seq: int) -> None:
