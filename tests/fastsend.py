@@ -69,6 +69,12 @@ class FastSendProbe:
         self.apache = bool(getattr(broker, "is_apache", False))
         self.before = None if self.apache else fast_send_stats(self.addr)
 
+    def taken(self) -> int | None:
+        """Sends the fast path answered since the probe was made (None against Apache)."""
+        if self.before is None:
+            return None
+        return delta(self.before, fast_send_stats(self.addr))["taken"]
+
     def assert_taken(self, requests: int, messages: int, new_topic: bool = False) -> None:
         if self.before is not None:
             assert_taken(delta(self.before, fast_send_stats(self.addr)), requests, messages, new_topic)

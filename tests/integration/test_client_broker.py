@@ -210,15 +210,24 @@ async def test_batch_send(broker: BrokerProcess, producer: Producer) -> None:
 
 async def test_batches_after_the_first_take_the_fast_path(broker: BrokerProcess, producer: Producer) -> None:
     topic = unique("T")
-    batches = [[Message(topic, b"b%d-%d" % (j, i), keys=f"key{i}") for i in range(10)] for j in range(4)]
+
+    def batch(j: int) -> list[Message]:
+        return [Message(topic, b"b%d-%d" % (j, i), keys=f"key{i}") for i in range(10)]
+
+    batches = [batch(j) for j in range(4)]
     probe = await asyncio.to_thread(FastSendProbe, broker)
     results = [await producer.send(msgs) for msgs in batches]
-    # The first batch created the topic through Python; the network thread stored the others.
-    await asyncio.to_thread(probe.assert_taken, 4, 30, True)
+    # The first batch created the topic through Python; the network thread stored the others, except those
+    # that reached it behind a request Python was still handling (declined "Queued", which a loaded machine
+    # can make all three): then more batches are sent, at most 20, until the network thread took one.
+    while await asyncio.to_thread(probe.taken) == 0 and len(batches) < 24:
+        batches.append(batch(len(batches)))
+        results.append(await producer.send(batches[-1]))
+    await asyncio.to_thread(probe.assert_taken, len(batches), 10 * (len(batches) - 1), True)
     collector = Collector()
     consumer = await push_consumer(broker, unique("cg"), topic, collector)
     try:
-        got = await collector.wait_for(40)
+        got = await collector.wait_for(10 * len(batches))
     finally:
         await consumer.shutdown()
     by_id = {m.msg_id: m for m in got}
