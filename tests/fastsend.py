@@ -48,7 +48,7 @@ def delta(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
 def assert_taken(d: dict[str, int], requests: int, messages: int, new_topic: bool = False) -> None:
     """Every one of ``requests`` send requests (``messages`` messages) was answered by the fast path, except
     the first to a ``new_topic`` (Python creates and vets it) and those that arrived on a connection behind a
-    request Python was still handling (``Queued``: a heartbeat, or that first send); nothing else declined."""
+    send Python was still handling (``Queued``: behind that first send); nothing else declined."""
     others = {r: d[r] for r in REASONS if r not in ("Topic", "Queued") and d[r]}
     assert not others, f"the fast path declined sends: {d}"
     assert d["Topic"] == (1 if new_topic else 0), d

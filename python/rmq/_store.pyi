@@ -328,6 +328,9 @@ class NetServer:
         FLUSH_SLAVE_TIMEOUT and SLAVE_NOT_AVAILABLE answers (no slave, slave lagging) since the last call,
         and the last lagging one's record end and the slave's ack then; None unless SYNC_MASTER."""
     def allow_topic(self, topic: str, read_queues: int, write_queues: int, multi_tag: bool) -> None: ...
+    def allow_half(self) -> None:
+        """Let transactional half messages to vetted topics take the fast path (RMQ_SYS_TRANS_HALF_TOPIC
+        exists and the broker takes transactional messages); forgotten with the vetted topics."""
     def forget_topic(self, topic: str) -> None: ...
     def forget_topics(self) -> None: ...
     def fast_puts(self) -> int: ...
@@ -338,8 +341,9 @@ class NetServer:
     def fast_send_stats(self) -> tuple[int, int, list[tuple[str, int]]]: ...
     def fast_send_metrics(
         self,
-    ) -> tuple[list[tuple[str, int, int, list[int]]], list[tuple[int, int, list[int], int]]]:
-        """``(topics, latency)``: per topic ``(topic, messages, bytes, sizes)`` the fast path stored (sizes
+    ) -> tuple[list[tuple[str, str, int, int, list[int]]], list[tuple[int, int, list[int], int]]]:
+        """``(topics, latency)``: per topic and message type (``normal``; ``transaction``, half messages)
+        ``(topic, message_type, messages, bytes, sizes)`` the fast path stored (sizes
         per bucket of :data:`SIZE_BOUNDS`, then larger; not cumulative), and per request and response code
         ``(code, response, buckets, sum_us)`` it answered (per bucket of :data:`LATENCY_BOUNDS_MS`)."""
     def shutdown(self) -> None: ...

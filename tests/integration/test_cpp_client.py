@@ -465,13 +465,17 @@ def test_send_sync_then_pull_from_start(broker: BrokerProcess, producer: CppProd
 def test_send_oneway_then_pull(broker: BrokerProcess, producer: CppProducer, homes: Path) -> None:
     run = uuid.uuid4().hex[:8]
     topic = f"CppOneway_{run}"
+    # The first send to a new topic is Python's (it creates and vets the topic), and a burst of oneway sends
+    # right behind it may all reach the broker before Python is done with it (then all queue behind it, in
+    # order, to Python): the topic is made first, so the oneway sends can take the fast path.
+    create_topic(producer, broker, topic, run)
     sent = make_messages(topic, run, 40)
     before = fast_send_stats(broker.broker_addr)
     producer.send_ok("oneway", sent)
-    got = pull_all(broker, homes, topic, len(sent))
-    assert_taken(delta(before, fast_send_stats(broker.broker_addr)), 40, 39, new_topic=True)
-    assert_exactly_once(sent, got)
-    assert_intact(sent, got)
+    got = pull_all(broker, homes, topic, len(sent) + 1)
+    assert_taken(delta(before, fast_send_stats(broker.broker_addr)), 40, 40)
+    assert_exactly_once(sent, main_only(got, run))
+    assert_intact(sent, main_only(got, run))
     check_queue_offsets(got)
 
 

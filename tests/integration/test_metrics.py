@@ -19,6 +19,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from rmq.client import ClientConfig, ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageExt
 from rmq.client.sync import Admin, Producer, PushConsumer
+from rmq.common.codes import RequestCode, ResponseCode
+from rmq.remoting import create_request
+from rmq.remoting.client import invoke_sync
 
 from tests.brokerproc import BrokerProcess, start_broker
 from tests.fastsend import fast_send_stats
@@ -121,6 +124,15 @@ def test_broker_metrics_follow_traffic(broker: BrokerProcess, namesrv: tuple[str
         delayed.delay_time_level = 1
         assert producer.send(delayed).ok
         sent_b, requests = 11, requests + 11
+        # Two transactional half messages (never decided): the first parked by the Python path, the next by
+        # the network thread; both are TB's transaction messages.
+        for i in range(2):
+            half = {"a": "PG_HALF", "b": tb, "c": "TBW102", "d": "4", "e": "0", "f": "4", "h": "0"}
+            half.update({"g": str(int(time.time() * 1000)), "j": "0", "k": "false", "m": "false"})
+            half["i"] = f"TRAN_MSG\x01true\x02PGROUP\x01PG_HALF\x02UNIQ_KEY\x01H{i}"
+            r = invoke_sync(broker.broker_addr, create_request(RequestCode.SEND_MESSAGE_V2, half, b"h"), 5000)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+        sent_b, requests = sent_b + 2, requests + 2
         fast = fast_send_stats(broker.broker_addr)
         assert fast["messages"] - fast_before["messages"] > 0, "no send took the fast path"
 
@@ -171,6 +183,7 @@ def test_broker_metrics_follow_traffic(broker: BrokerProcess, namesrv: tuple[str
     assert value(samples, "rocketmq_messages_in_total", topic=ta, message_type="normal", **node) == sent_a
     assert value(samples, "rocketmq_messages_in_total", topic=tb, message_type="normal") == 10
     assert value(samples, "rocketmq_messages_in_total", topic=tb, message_type="delay") == 1
+    assert value(samples, "rocketmq_messages_in_total", topic=tb, message_type="transaction") == 2
     assert value(samples, "rocketmq_messages_in_total", topic=tb) == sent_b
     assert value(samples, "rocketmq_throughput_in_total", topic=ta) > body_bytes_a  # records: body + header
     assert value(samples, "rocketmq_message_size_count", topic=ta) == sent_a

@@ -305,3 +305,63 @@ async def test_client_header_shapes_take_the_fast_path_and_store_like_python(bro
     ids = [i for a in native_answers for i in a.ext_fields["msgId"].split(",")]
     offsets = sorted(r[3] for q in (1, 2) for r in native_records[q])
     assert sorted(decode_offset_msg_id(i)[1] for i in ids) == offsets
+
+
+async def test_half_messages_take_the_fast_path_and_commit_like_python(brokers):
+    """Transactional half messages: after the first (which the Python path parks, creating the half topic),
+    the network thread parks them itself, with the same records and answers as the Python path; their
+    commits and rollbacks (END_TRANSACTION, Python's) work the same on both."""
+    started, client = brokers
+    results = []
+    for b in started:
+        addr = b.broker_addr
+        answers = []
+        # The first vets the topic and allows half messages; four more.
+        for i in range(5):
+            p = f"KEYS{KV}k{i}{SEP}TRAN_MSG{KV}true{SEP}PGROUP{KV}TG{SEP}UNIQ_KEY{KV}U{i}{SEP}WAIT{KV}true"
+            request = send_request("TxFast", b"half-%d" % i, p, i % 2)
+            request.ext_fields["f"] = "4"  # sysFlag: TRANSACTION_PREPARED_TYPE, as the clients send it
+            request.ext_fields["g"] = str(1_700_000_000_000 + i)  # born timestamps alike on both
+            if i == 1:
+                before = await asyncio.to_thread(fast_send_stats, addr)
+            r = await client.invoke(addr, request, 5000)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+            answers.append(r)
+        taken = delta(before, await asyncio.to_thread(fast_send_stats, addr))
+        halves = await pull_n(client, addr, "RMQ_SYS_TRANS_HALF_TOPIC", 0, 5)
+        # Commit 0, 2 and 3, roll 1 and 4 back.
+        for i, r in enumerate(answers):
+            end = {
+                "producerGroup": "TG",
+                "tranStateTableOffset": r.ext_fields["queueOffset"],
+                "commitLogOffset": str(decode_offset_msg_id(r.ext_fields["msgId"])[1]),
+                "commitOrRollback": "12" if i in (1, 4) else "8",
+                "msgId": f"U{i}",
+            }
+            done = await client.invoke(addr, create_request(RequestCode.END_TRANSACTION, end), 5000)
+            assert done.code == ResponseCode.SUCCESS, done.remark
+        committed = {q: await pull_n(client, addr, "TxFast", q, 2 if q == 0 else 0) for q in (0, 1)}
+        results.append((answers, halves, committed, taken))
+
+    native_answers, native_halves, native_committed, native_taken = results[0]
+    py_answers, py_halves, py_committed, _ = results[1]
+    assert native_taken["taken"] == 4 and native_taken["declined"] == 0, native_taken
+    for a, p in zip(native_answers, py_answers, strict=True):
+        assert {k: v for k, v in a.ext_fields.items() if k != "msgId"} == {
+            k: v for k, v in p.ext_fields.items() if k != "msgId"
+        }
+    assert [a.ext_fields["queueId"] for a in native_answers] == ["0", "1", "0", "1", "0"]
+    # body, properties, sysflag, flag, queue offset, born timestamp, reconsume times, topic, queue
+    fields = (12, 13, 4, 5, 2, 6, 10, 0, 1)
+    assert len(native_halves) == len(py_halves) == 5
+    assert [[r[i] for i in fields] for r in native_halves] == [[r[i] for i in fields] for r in py_halves]
+    props = native_halves[3][13]
+    assert f"__transactionId__{KV}U3" in props and f"REAL_TOPIC{KV}TxFast{SEP}REAL_QID{KV}1" in props
+    assert "WAIT" not in props
+    # The commits: 0 and 2 on queue 0, 3 on queue 1, the same records on both brokers.
+    assert [r[12] for r in native_committed[0]] == [r[12] for r in py_committed[0]] == [b"half-0", b"half-2"]
+    assert [r[12] for r in native_committed[1]] == [r[12] for r in py_committed[1]] == [b"half-3"]
+    for q in (0, 1):
+        assert [[r[i] for i in fields] for r in native_committed[q]] == [
+            [r[i] for i in fields] for r in py_committed[q]
+        ]

@@ -95,6 +95,29 @@ def test_java_sends_take_the_fast_path(
     assert msgs == expected(topic)
 
 
+def test_java_transaction_half_messages_take_the_fast_path(
+    java: tuple[PeerLibs, Path], broker: BrokerProcess, tmp_path: Path
+) -> None:
+    """The Java TransactionProducer's half messages: the broker's first is parked by the Python path (it
+    creates RMQ_SYS_TRANS_HALF_TOPIC), the others by the network thread; commits, rollbacks and check-backs
+    come out as in ``test_java_client``'s run against both brokers."""
+    libs, classes = java
+    topic, group = unique("JFastTx"), unique("JFastTxG")
+    vet(broker, topic)
+    before = fast_send_stats(broker.broker_addr)
+    got = run_driver(
+        libs, classes, tmp_path, "transaction", namesrv=broker.namesrv_addr, topic=topic, group=group, count=9
+    )
+    d = delta(before, fast_send_stats(broker.broker_addr))
+    assert d["taken"] + d["declined"] == 9, d
+    assert d["Special"] == 1 and d["declined"] == d["Special"] + d["Queued"], d
+    assert d["taken"] >= 7, d
+    assert got["states"] == {"SEND_OK/COMMIT_MESSAGE": 3, "SEND_OK/ROLLBACK_MESSAGE": 3, "SEND_OK/UNKNOW": 3}
+    assert got["checked"] == ["2", "5", "8"]
+    # The committed ones (and vet()'s message, which has no seq).
+    assert [m.get("seq") for m in got["messages"] if m["body"] != "warm"] == ["0", "2", "3", "5", "6", "8"]
+
+
 CLIENT5_SRC = Path(__file__).resolve().parent / "java" / "src5" / "rmqpeer5" / "Client5.java"
 
 

@@ -89,16 +89,17 @@ class BrokerCollector:
         yield from self._broker()
 
     # --- in -------------------------------------------------------------------------------------------------
-    def _messages_in(self, fast_topics: list[tuple[str, int, int, list[int]]]) -> Iterator[Metric]:
+    def _messages_in(self, fast_topics: list[tuple[str, str, int, int, list[int]]]) -> Iterator[Metric]:
         # (topic, message type) -> [messages, bytes, per size bucket...]
         rows: dict[tuple[str, str], list[int]] = {
             k: list(v) for k, v in list(self.s.metrics.messages_in.items())
         }
-        for topic, messages, nbytes, sizes in fast_topics:
+        for topic, mtype, messages, nbytes, sizes in fast_topics:
             if messages == 0:
                 continue
-            # The fast path only takes plain messages (it declines delayed, timer and transactional ones).
-            row = rows.setdefault((topic, "normal"), [0] * (len(SIZE_BOUNDS) + 3))
+            # The fast path takes plain messages and transactional half messages (it declines delayed and
+            # timer ones).
+            row = rows.setdefault((topic, mtype), [0] * (len(SIZE_BOUNDS) + 3))
             row[0] += messages
             row[1] += nbytes
             for i, n in enumerate(sizes):

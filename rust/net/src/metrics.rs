@@ -45,9 +45,10 @@ impl TopicIn {
         self.sizes[bucket(&SIZE_BOUNDS, size)].fetch_add(1, Ordering::Relaxed);
     }
 
-    fn snapshot(&self, topic: &str) -> TopicInSnapshot {
+    fn snapshot(&self, topic: &str, message_type: &'static str) -> TopicInSnapshot {
         TopicInSnapshot {
             topic: topic.to_string(),
+            message_type,
             messages: self.messages.load(Ordering::Relaxed),
             bytes: self.bytes.load(Ordering::Relaxed),
             sizes: std::array::from_fn(|i| self.sizes[i].load(Ordering::Relaxed)),
@@ -59,6 +60,8 @@ impl TopicIn {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TopicInSnapshot {
     pub topic: String,
+    /// RocketMQ 5.x's `message_type` label: `normal`, or `transaction` (half messages).
+    pub message_type: &'static str,
     pub messages: u64,
     /// Sum of the stored records' sizes.
     pub bytes: u64,
@@ -126,20 +129,32 @@ pub struct LatencySnapshot {
     pub sum_us: u64,
 }
 
-/// The fast path's figures at one moment: per topic (every topic it ever took a send for) and
-/// per request code (only those it answered).
+/// The fast path's figures at one moment: per topic (every topic it was ever allowed to take,
+/// plain messages; and its half messages, once it took one) and per request code (only those
+/// it answered).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MetricsSnapshot {
     pub topics: Vec<TopicInSnapshot>,
     pub latency: Vec<LatencySnapshot>,
 }
 
+/// A topic's counters: plain messages, transactional half messages.
+pub(crate) type TopicCounters = (std::sync::Arc<TopicIn>, std::sync::Arc<TopicIn>);
+
 pub(crate) fn snapshot<'a>(
-    topics: impl Iterator<Item = (&'a String, &'a std::sync::Arc<TopicIn>)>,
+    topics: impl Iterator<Item = (&'a String, &'a TopicCounters)>,
     latency: &Latency,
 ) -> MetricsSnapshot {
+    let mut out = Vec::new();
+    for (t, (plain, half)) in topics {
+        out.push(plain.snapshot(t, "normal"));
+        let h = half.snapshot(t, "transaction");
+        if h.messages > 0 {
+            out.push(h);
+        }
+    }
     MetricsSnapshot {
-        topics: topics.map(|(t, c)| c.snapshot(t)).collect(),
+        topics: out,
         latency: latency.snapshot(),
     }
 }
@@ -154,7 +169,7 @@ mod tests {
         for size in [1, 1024, 1025, 4096, 600 << 10, 5 << 20] {
             t.add(size);
         }
-        let s = t.snapshot("T");
+        let s = t.snapshot("T", "normal");
         assert_eq!(s.messages, 6);
         assert_eq!(s.bytes, 1 + 1024 + 1025 + 4096 + (600 << 10) + (5 << 20));
         assert_eq!(s.sizes, [2, 2, 0, 1, 0, 0, 1]);

@@ -7,9 +7,12 @@
 //!
 //! The fast path only takes the common case and declines everything else (returns `None`,
 //! counted per [`Decline`] reason), so the Python processor keeps every rule and every error
-//! answer: unknown or not-yet-vetted topics, retry topics, delay levels, timer and
-//! transactional messages, empty or oversized bodies, malformed batches, header values it does
-//! not read as the Python path would, store errors. A topic becomes eligible when the Python
+//! answer: unknown or not-yet-vetted topics, retry topics, delay levels, timer messages,
+//! empty or oversized bodies, malformed batches, header values it does not read as the Python
+//! path would, store errors. A transactional half message (TRAN_MSG=true) is parked in
+//! RMQ_SYS_TRANS_HALF_TOPIC queue 0 as the Python path parks it, once the Python path allowed
+//! it ([`FastSend::allow_half`]: it created that topic and the broker takes transactional
+//! messages); one whose properties it does not read as the Python path would is declined. A topic becomes eligible when the Python
 //! side calls [`FastSend::allow_topic`] after it accepted a send to it. Every change to what
 //! vetted it (the topic's config, the broker's permission) reaches the fast path through one
 //! hook on the Python side, which calls [`FastSend::forget_topic`] for a change to one topic
@@ -18,7 +21,7 @@
 
 use std::borrow::Cow;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -42,6 +45,11 @@ pub use crate::header::{SEND_BATCH_MESSAGE, SEND_MESSAGE, SEND_MESSAGE_V2};
 const COMPRESSION_TYPE_MASK: i32 = 0x700;
 const MAX_PROPERTIES: usize = 32767;
 const SEP: char = '\u{2}';
+const KV: char = '\u{1}';
+/// Where a transactional half message waits for its producer's decision.
+pub const TRANS_HALF_TOPIC: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
+/// The properties the Python path sets on a half message (a producer's own are left to it).
+const HALF_KEYS: [&str; 3] = ["__transactionId__", "REAL_TOPIC", "REAL_QID"];
 
 /// Broker settings the fast path answers with.
 #[derive(Debug, Clone)]
@@ -65,6 +73,8 @@ struct Route {
     multi_tag: bool,
     /// The topic's counters (kept across forget / allow).
     counts: Arc<TopicIn>,
+    /// Its transactional half messages' counters (message type `transaction`).
+    half_counts: Arc<TopicIn>,
 }
 
 /// What [`FastSend::handle`] did with a request it took.
@@ -134,8 +144,11 @@ pub struct FastSend {
     sync_flush: bool,
     routes: RwLock<HashMap<String, Route>>,
     counters: Counters,
-    /// Every topic the fast path was allowed to take, with what it stored for it.
-    topic_in: Mutex<HashMap<String, Arc<TopicIn>>>,
+    /// Every topic the fast path was allowed to take, with what it stored for it: plain
+    /// messages, transactional half messages.
+    topic_in: Mutex<HashMap<String, metrics::TopicCounters>>,
+    /// Half messages may be taken ([`FastSend::allow_half`]); cleared with every vetted topic.
+    half_ok: AtomicBool,
     latency: Latency,
     /// SYNC_MASTER: answers wait for a slave.
     replication: Option<Replication>,
@@ -149,10 +162,13 @@ pub struct FastSend {
     fast_failure: Option<(u64, i64)>,
 }
 
-/// The properties a request carries for the store, and whether its producer waits for it.
+/// The properties a request carries for the store, whether its producer waits for it, and
+/// whether it is a transactional half message (its stored properties then name its topic and
+/// queue, as REAL_TOPIC and REAL_QID).
 struct Props {
     stored: String,
     wait: bool,
+    half: bool,
 }
 
 impl FastSend {
@@ -173,6 +189,7 @@ impl FastSend {
             routes: RwLock::new(HashMap::new()),
             counters: Counters::default(),
             topic_in: Mutex::new(HashMap::new()),
+            half_ok: AtomicBool::new(false),
             latency: Latency::default(),
             replication: None,
             flush_after_write: AtomicI64::new(0),
@@ -262,7 +279,7 @@ impl FastSend {
     /// Let sends to `topic` take the fast path (the caller checked the topic is writable on a
     /// writable broker and is not a system topic that refuses sends).
     pub fn allow_topic(&self, topic: &str, read_queues: i32, write_queues: i32, multi_tag: bool) {
-        let counts = self
+        let (counts, half_counts) = self
             .topic_in
             .lock()
             .entry(topic.to_string())
@@ -273,17 +290,31 @@ impl FastSend {
             write_queues,
             multi_tag,
             counts,
+            half_counts,
         };
         self.routes.write().insert(topic.to_string(), route);
     }
 
-    /// Forget one vetted topic (its config changed or it was deleted).
+    /// Let transactional half messages to vetted topics take the fast path (the caller created
+    /// RMQ_SYS_TRANS_HALF_TOPIC and the broker takes transactional messages:
+    /// `rejectTransactionMessage=false`). Forgotten with the vetted topics.
+    pub fn allow_half(&self) {
+        self.half_ok.store(true, Ordering::Relaxed);
+    }
+
+    /// Forget one vetted topic (its config changed or it was deleted); the half topic's
+    /// forgets the half messages' allowance.
     pub fn forget_topic(&self, topic: &str) {
+        if topic == TRANS_HALF_TOPIC {
+            self.half_ok.store(false, Ordering::Relaxed);
+        }
         self.routes.write().remove(topic);
     }
 
-    /// Forget every vetted topic (a broker-wide rule changed).
+    /// Forget every vetted topic and the half messages' allowance (a broker-wide rule
+    /// changed).
     pub fn forget_topics(&self) {
+        self.half_ok.store(false, Ordering::Relaxed);
         self.routes.write().clear();
     }
 
@@ -312,17 +343,7 @@ impl FastSend {
     /// the Python path without asking [`FastSend::handle`] (it queues behind a request the
     /// Python path is still handling on its connection, or the broker is too busy).
     pub fn note_declined(&self, frame_bytes: &[u8], why: Decline) {
-        let Some(p) = frame::parts(frame_bytes) else {
-            return;
-        };
-        let code_flag = match p.serialize_type {
-            SERIALIZE_JSON => serde_json::from_slice::<Code>(p.header)
-                .ok()
-                .map(|h| (h.code, h.flag)),
-            SERIALIZE_ROCKETMQ => frame::binary_code_flag(p.header),
-            _ => None,
-        };
-        if let Some((code, flag)) = code_flag {
+        if let Some((code, flag)) = code_flag(frame_bytes) {
             if flag & FLAG_RESPONSE == 0 && header::is_send(code) {
                 self.counters.declined(why);
             }
@@ -455,8 +476,14 @@ impl FastSend {
         if queue_id < 0 {
             queue_id = (random() % route.write_queues.max(1) as u32) as i32;
         }
-        let props = self.properties(f.properties, f.batch)?;
+        let props = self.properties(f.properties, f.batch, f.topic, queue_id)?;
         let mut sys_flag = f.sys_flag;
+        let (mut topic, mut store_queue_id) = (f.topic, queue_id);
+        if props.half {
+            // Parked as the Python path parks it; answered with the queue it is meant for.
+            (topic, store_queue_id) = (TRANS_HALF_TOPIC, 0);
+            sys_flag &= !sysflag::TRANSACTION_ROLLBACK_TYPE;
+        }
         if route.multi_tag {
             sys_flag |= sysflag::MULTI_TAGS;
         }
@@ -464,8 +491,8 @@ impl FastSend {
             self.put_batch(&f, queue_id, sys_flag, body, &props, born_host)?
         } else {
             let msg = MessageRef {
-                topic: f.topic,
-                queue_id,
+                topic,
+                queue_id: store_queue_id,
                 flag: f.flag,
                 sys_flag,
                 born_timestamp: f.born_timestamp,
@@ -482,8 +509,13 @@ impl FastSend {
         if let Some(acl) = &self.acl {
             acl.taken();
         }
+        let counts = if props.half {
+            &route.half_counts
+        } else {
+            &route.counts
+        };
         for r in &results {
-            route.counts.add(r.size as u64);
+            counts.add(r.size as u64);
         }
         let end = results
             .last()
@@ -641,14 +673,22 @@ impl FastSend {
     }
 
     /// The properties to store and whether the producer waits for the store (WAIT); a
-    /// delay, timer or transactional message is the Python path's. A single message's
+    /// delay or timer message is the Python path's, and a transactional one unless it is a
+    /// half message the fast path may take ([`FastSend::half_properties`]). A single message's
     /// properties are stored without WAIT (as RocketMQ does) and with CLUSTER; a batch's are
     /// what each of its messages gets appended to its own.
-    fn properties(&self, props: &str, batch: bool) -> Result<Props, Decline> {
-        if props.contains("DELAY\u{1}")
-            || props.contains("TRAN_MSG\u{1}")
-            || props.contains("TIMER_")
-        {
+    fn properties(
+        &self,
+        props: &str,
+        batch: bool,
+        topic: &str,
+        queue_id: i32,
+    ) -> Result<Props, Decline> {
+        if props.contains("DELAY\u{1}") || props.contains("TIMER_") {
+            return Err(Decline::Special);
+        }
+        let half = props.contains("TRAN_MSG\u{1}");
+        if half && (batch || !self.half_ok.load(Ordering::Relaxed) || !is_half(props)) {
             return Err(Decline::Special);
         }
         let mut props: Cow<'_, str> = Cow::Borrowed(props.trim_end_matches(SEP));
@@ -675,20 +715,90 @@ impl FastSend {
                 self.counters.batch_uniq_key_dropped();
             }
         }
-        let stored = if props.is_empty() {
-            self.cluster_prop.clone()
-        } else {
-            let mut stored = String::with_capacity(props.len() + 1 + self.cluster_prop.len());
-            stored.push_str(&props);
+        let mut stored = String::with_capacity(props.len() + 96 + self.cluster_prop.len());
+        stored.push_str(&props);
+        if half {
+            // As the Python path's `_park`: the transaction is named after the message (as
+            // RocketMQ 5.x's broker names it), then where a commit puts it.
+            if let Some(uniq) = value_of(&props, "UNIQ_KEY") {
+                push_entry(&mut stored, HALF_KEYS[0], uniq);
+            }
+            push_entry(&mut stored, HALF_KEYS[1], topic);
+            push_entry(
+                &mut stored,
+                HALF_KEYS[2],
+                itoa::Buffer::new().format(queue_id),
+            );
+        }
+        if !stored.is_empty() {
             stored.push(SEP);
-            stored.push_str(&self.cluster_prop);
-            stored
-        };
+        }
+        stored.push_str(&self.cluster_prop);
         if !batch && stored.len() > MAX_PROPERTIES {
             return Err(Decline::Properties);
         }
-        Ok(Props { stored, wait })
+        Ok(Props { stored, wait, half })
     }
+}
+
+/// A frame's request code and flag, when its header says (JSON or ROCKETMQ binary).
+fn code_flag(frame_bytes: &[u8]) -> Option<(i32, i32)> {
+    let p = frame::parts(frame_bytes)?;
+    match p.serialize_type {
+        SERIALIZE_JSON => serde_json::from_slice::<Code>(p.header)
+            .ok()
+            .map(|h| (h.code, h.flag)),
+        SERIALIZE_ROCKETMQ => frame::binary_code_flag(p.header),
+        _ => None,
+    }
+}
+
+/// Whether `frame_bytes` is a send request (SEND_MESSAGE, SEND_MESSAGE_V2,
+/// SEND_BATCH_MESSAGE), or a frame whose code cannot be told (counted as one).
+pub fn may_be_send(frame_bytes: &[u8]) -> bool {
+    code_flag(frame_bytes)
+        .is_none_or(|(code, flag)| flag & FLAG_RESPONSE == 0 && header::is_send(code))
+}
+
+/// Whether `props` (a single message's, TRAN_MSG among them) is a half message whose stored
+/// properties the fast path builds as the Python path does: TRAN_MSG is `true` (any case),
+/// every entry is `key\u{1}value` with neither empty, no key comes twice, and none of the
+/// properties the Python path sets on a half message is there already. Anything else is left
+/// to the Python path (which keeps the last of a repeated key, drops empty entries, ...).
+fn is_half(props: &str) -> bool {
+    let mut keys: Vec<&str> = Vec::with_capacity(12);
+    let mut tran = false;
+    for entry in props.trim_end_matches(SEP).split(SEP) {
+        let Some((k, v)) = entry.split_once(KV) else {
+            return false;
+        };
+        if k.is_empty() || v.is_empty() || keys.contains(&k) || HALF_KEYS.contains(&k) {
+            return false;
+        }
+        if k == "TRAN_MSG" {
+            tran = v.eq_ignore_ascii_case("true");
+        }
+        keys.push(k);
+    }
+    tran
+}
+
+/// The value of `key` in a property string (its first entry of that key).
+fn value_of<'a>(props: &'a str, key: &str) -> Option<&'a str> {
+    props.split(SEP).find_map(|e| {
+        let (k, v) = e.split_once(KV)?;
+        (k == key && !v.is_empty()).then_some(v)
+    })
+}
+
+/// Append `key\u{1}value` to a property string.
+fn push_entry(props: &mut String, key: &str, value: &str) {
+    if !props.is_empty() {
+        props.push(SEP);
+    }
+    props.push_str(key);
+    props.push(KV);
+    props.push_str(value);
 }
 
 /// `props` without its UNIQ_KEY entries (every entry, empty ones too, kept in order otherwise),

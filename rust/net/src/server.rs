@@ -7,9 +7,12 @@
 //! ([`Server::write`]), both through the connection's output buffer under its lock, so a
 //! response is written by whichever thread produced it without a hand-off.
 //!
-//! Order: once a frame of a connection went to the owner, later frames of that connection
-//! also go to the owner until it has processed them ([`Server::ack`]), so the fast path never
-//! overtakes a request the owner is still handling.
+//! Order: once a send of a connection went to the owner, later sends of that connection also
+//! go to the owner until it has processed them ([`Server::ack`]), so the fast path never
+//! overtakes a send the owner is still handling and a connection's messages are stored in the
+//! order they came. Other requests the owner handles (a oneway END_TRANSACTION, a heartbeat, a
+//! pull) do not hold sends back: RocketMQ's broker handles them on other threads than sends,
+//! in no order with them.
 //!
 //! The owner watches [`Server::event_fd`] (readable when events are waiting), calls
 //! [`Server::take_events`], handles them in order, then [`Server::ack`].
@@ -32,7 +35,7 @@ use rmq_store::service::Notifier;
 use crate::batch::{send_some, SendBatch};
 use crate::frame;
 use crate::held::{Replies, Waiters};
-use crate::send::{FastSend, Sent};
+use crate::send::{may_be_send, FastSend, Sent};
 use crate::stats::Decline;
 use crate::tls::{self, TlsMode, TlsServer, HANDSHAKE_RECORD};
 
@@ -83,6 +86,9 @@ pub enum Event {
         /// CLOCK_MONOTONIC ns when the thread read them (for the owner to tell how long they
         /// waited before it handled them: RocketMQ's `waitTimeMillsInSendQueue`).
         read_ns: u64,
+        /// Whether they hold a send (or a frame that may be one): the connection's later sends
+        /// wait for [`Server::ack`].
+        sends: bool,
     },
     Closed {
         conn: u64,
@@ -132,8 +138,12 @@ impl Output {
 struct Conn {
     stream: TcpStream,
     out: Mutex<Output>,
-    /// Data events handed to the owner and not yet acknowledged.
-    owner_pending: AtomicU32,
+    /// Data events holding a send (or a frame that may be one) handed to the owner and not yet
+    /// acknowledged: while there are any, this connection's sends go to the owner too, behind
+    /// them, so that its sends are stored in the order they came (other requests, such as a
+    /// oneway END_TRANSACTION or a heartbeat, do not hold the next send back: RocketMQ handles
+    /// them on other threads than its sends, in no order with them).
+    owner_sends: AtomicU32,
     /// CLOCK_MONOTONIC nanoseconds of the last bytes received.
     last_seen_ns: AtomicU64,
 }
@@ -239,7 +249,8 @@ enum Command {
 struct Shared {
     conns: RwLock<HashMap<u64, Arc<Conn>>>,
     events: Mutex<Vec<Event>>,
-    /// Data events per connection in the last `take_events`, released by `ack`.
+    /// The connections of the Data events holding a send in the last `take_events`, released
+    /// by `ack`.
     taken: Mutex<Vec<u64>>,
     notifier: Notifier,
     waker: Waker,
@@ -380,7 +391,10 @@ impl Server {
         let events = std::mem::take(&mut *self.shared.events.lock());
         let mut taken = self.shared.taken.lock();
         for e in &events {
-            if let Event::Data { conn, .. } = e {
+            if let Event::Data {
+                conn, sends: true, ..
+            } = e
+            {
                 taken.push(*conn);
             }
         }
@@ -397,7 +411,7 @@ impl Server {
         let conns = self.shared.conns.read();
         for id in taken {
             if let Some(c) = conns.get(&id) {
-                c.owner_pending.fetch_sub(1, Ordering::AcqRel);
+                c.owner_sends.fetch_sub(1, Ordering::AcqRel);
             }
         }
     }
@@ -624,7 +638,7 @@ impl Worker {
                             watching_writable: false,
                             tls: None,
                         }),
-                        owner_pending: AtomicU32::new(0),
+                        owner_sends: AtomicU32::new(0),
                         last_seen_ns: AtomicU64::new(monotonic_ns()),
                     });
                     self.shared.conns.write().insert(id, conn.clone());
@@ -794,7 +808,8 @@ impl Worker {
             l.conn.last_seen_ns.store(read_ns, Ordering::Relaxed);
             // Frame what we have.
             let mut pos = 0;
-            let mut diverted = l.conn.owner_pending.load(Ordering::Acquire) > 0;
+            let mut diverted = l.conn.owner_sends.load(Ordering::Acquire) > 0;
+            let mut sends = false;
             loop {
                 let total = match frame::next_frame_len(&l.rbuf[pos..l.rlen], max_frame) {
                     Ok(Some(t)) => t,
@@ -817,7 +832,7 @@ impl Worker {
                             *seed
                         };
                         // Too busy: left to the owner, which answers SYSTEM_BUSY as RocketMQ
-                        // does (and every later frame of this connection goes there, in order).
+                        // does (and every later send of this connection goes there, in order).
                         let busy = fs.fast_failure()
                             && fs.too_busy(monotonic_ns().saturating_sub(read_ns));
                         if busy {
@@ -850,7 +865,11 @@ impl Worker {
                 } else if let Some(fs) = &fast {
                     fs.note_declined(f, Decline::Queued);
                 }
-                diverted = true;
+                // To the owner, in order; a send keeps this connection's later sends behind it.
+                if fast.is_none() || may_be_send(f) {
+                    diverted = true;
+                    sends = true;
+                }
                 to_owner.extend_from_slice(f);
             }
             l.rbuf.copy_within(pos..l.rlen, 0);
@@ -869,11 +888,14 @@ impl Worker {
                 l.replies.clear();
             }
             if !to_owner.is_empty() {
-                l.conn.owner_pending.fetch_add(1, Ordering::AcqRel);
+                if sends {
+                    l.conn.owner_sends.fetch_add(1, Ordering::AcqRel);
+                }
                 self.owner_events.push(Event::Data {
                     conn: id,
                     frames: std::mem::take(&mut to_owner),
                     read_ns,
+                    sends,
                 });
             }
             if l.conn.buffered() > high_water {

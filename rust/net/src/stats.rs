@@ -22,7 +22,7 @@ pub enum Decline {
     Batch,
     /// The store refused the put (disk full, shut down, ...).
     Store,
-    /// The request arrived behind one the Python path is still handling on its connection.
+    /// The request arrived behind a send the Python path is still handling on its connection.
     Queued,
     /// ACL on: the fast path cannot vouch for its signature and permission ([`crate::acl`]);
     /// the Python validator answers it.

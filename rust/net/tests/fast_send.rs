@@ -436,3 +436,87 @@ fn fast_failure_refuses_what_waited_too_long_and_only_when_on() {
     let at_once = fast(s, true).with_fast_failure(0, 1000);
     assert!(at_once.too_busy(0), "a wait of 0 ms refuses everything");
 }
+
+#[test]
+fn parks_half_messages_as_the_python_path_once_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(dir.path(), false);
+    let fs = fast(s.clone(), true);
+    fs.allow_topic("T", 4, 4, true);
+    let ext = |props: &str| {
+        format!(
+            r#"{{"a":"pg","b":"T","c":"TBW102","d":"4","e":"2","f":"4","g":"1700000000000","h":"0","i":"{props}","j":"0","k":"false","m":"false"}}"#
+        )
+    };
+    let half = "KEYS\\u0001k1\\u0002TRAN_MSG\\u0001true\\u0002PGROUP\\u0001pg\\u0002UNIQ_KEY\\u0001AB12\\u0002WAIT\\u0001true\\u0002";
+    let frame = send_frame(SEND_MESSAGE_V2, 0, 7, &ext(half), b"half");
+    let mut rnd = || 0u32;
+    assert_eq!(
+        handle(&fs, &frame, &mut rnd),
+        None,
+        "not before the Python path allowed half messages"
+    );
+    fs.allow_half();
+    let v = reply_header(handle(&fs, &frame, &mut rnd));
+    assert_eq!(v["code"], 0);
+    assert_eq!(
+        v["extFields"]["queueId"], "2",
+        "answered with the queue it is meant for"
+    );
+    assert_eq!(v["extFields"]["queueOffset"], "0");
+    let rec = record(&s, v["extFields"]["msgId"].as_str().unwrap());
+    let r = decode(&rec, true).unwrap();
+    // Parked in the half topic's queue 0, transaction type bits cleared (the topic's MULTI_TAG
+    // flag kept), properties as `_park` writes them: WAIT dropped, then the transaction id
+    // (the message's), REAL_TOPIC, REAL_QID, CLUSTER.
+    assert_eq!(
+        (r.topic, r.queue_id, r.sys_flag),
+        ("RMQ_SYS_TRANS_HALF_TOPIC", 0, 2)
+    );
+    assert_eq!(
+        r.properties,
+        "KEYS\u{1}k1\u{2}TRAN_MSG\u{1}true\u{2}PGROUP\u{1}pg\u{2}UNIQ_KEY\u{1}AB12\u{2}__transactionId__\u{1}AB12\u{2}REAL_TOPIC\u{1}T\u{2}REAL_QID\u{1}2\u{2}CLUSTER\u{1}DefaultCluster"
+    );
+    assert_eq!(r.body, b"half");
+    // Counted as the topic's transaction messages.
+    let m = fs.metrics();
+    let types: Vec<(&str, &str, u64)> = m
+        .topics
+        .iter()
+        .map(|t| (t.topic.as_str(), t.message_type, t.messages))
+        .collect();
+    assert_eq!(types, [("T", "normal", 0), ("T", "transaction", 1)]);
+
+    // What the Python path would store otherwise is left to it.
+    for props in [
+        "TRAN_MSG\\u0001false",
+        "TRAN_MSG\\u0001true\\u0002TRAN_MSG\\u0001true",
+        "TRAN_MSG\\u0001true\\u0002REAL_TOPIC\\u0001X",
+        "TRAN_MSG\\u0001true\\u0002__transactionId__\\u0001X",
+        "TRAN_MSG\\u0001true\\u0002KEYS\\u0001",
+        "TRAN_MSG\\u0001true\\u0002\\u0002KEYS\\u0001k",
+        "TRAN_MSG\\u0001true\\u0002DELAY\\u00013",
+        "XTRAN_MSG\\u0001true",
+    ] {
+        let frame = send_frame(SEND_MESSAGE_V2, 0, 8, &ext(props), b"half");
+        assert_eq!(handle(&fs, &frame, &mut rnd), None, "{props}");
+    }
+    // A half message without UNIQ_KEY gets no transaction id, as in the Python path.
+    let frame = send_frame(SEND_MESSAGE_V2, 0, 9, &ext("TRAN_MSG\\u0001TRUE"), b"h");
+    let v = reply_header(handle(&fs, &frame, &mut rnd));
+    let rec = record(&s, v["extFields"]["msgId"].as_str().unwrap());
+    assert_eq!(
+        decode(&rec, true).unwrap().properties,
+        "TRAN_MSG\u{1}TRUE\u{2}REAL_TOPIC\u{1}T\u{2}REAL_QID\u{1}2\u{2}CLUSTER\u{1}DefaultCluster"
+    );
+    // A change to the broker's rules forgets the allowance with the topics; so does one to the
+    // half topic.
+    fs.forget_topics();
+    fs.allow_topic("T", 4, 4, true);
+    assert_eq!(handle(&fs, &frame, &mut rnd), None);
+    fs.allow_half();
+    assert!(handle(&fs, &frame, &mut rnd).is_some());
+    fs.forget_topic("RMQ_SYS_TRANS_HALF_TOPIC");
+    assert_eq!(handle(&fs, &frame, &mut rnd), None);
+    s.shutdown().unwrap();
+}

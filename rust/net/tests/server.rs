@@ -246,6 +246,53 @@ fn frames_after_a_diverted_one_wait_for_the_owner() {
 }
 
 #[test]
+fn sends_do_not_wait_for_other_requests_the_owner_handles() {
+    let Fixture {
+        _dir,
+        st,
+        server,
+        fs,
+        mut c,
+    } = fixture(false, 1);
+    // A oneway END_TRANSACTION (37) and a heartbeat (34) go to the owner; sends behind them,
+    // in the same read and after it, still take the fast path (RocketMQ orders sends only
+    // among themselves).
+    let end = frame(
+        37,
+        2,
+        1,
+        r#"{"producerGroup":"G","commitOrRollback":"8"}"#,
+        b"",
+    );
+    let heartbeat = frame(34, 0, 3, "{}", b"{}");
+    let mut first = end.clone();
+    first.extend(frame(310, 0, 2, r#"{"b":"T","e":"0"}"#, b"a"));
+    c.write_all(&first).unwrap();
+    assert_eq!(read_frame(&mut c)["opaque"], 2);
+    c.write_all(&heartbeat).unwrap();
+    let mut owner = Vec::new();
+    while owner.len() < end.len() + heartbeat.len() {
+        for e in next_events(&server) {
+            if let Event::Data { frames, sends, .. } = e {
+                assert!(!sends, "no send among them");
+                owner.extend(frames);
+            }
+        }
+    }
+    assert_eq!(owner, [end, heartbeat].concat());
+    c.write_all(&frame(310, 0, 4, r#"{"b":"T","e":"0"}"#, b"b"))
+        .unwrap();
+    assert_eq!(
+        read_frame(&mut c)["opaque"],
+        4,
+        "not acknowledged, not waited for"
+    );
+    assert_eq!(fs.puts(), 2);
+    server.shutdown();
+    st.shutdown().unwrap();
+}
+
+#[test]
 fn large_and_split_frames_are_reassembled() {
     let Fixture {
         _dir,

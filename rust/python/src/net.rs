@@ -125,6 +125,7 @@ impl NetServer {
                     conn,
                     frames,
                     read_ns,
+                    ..
                 } => PyTuple::new(
                     py,
                     [
@@ -301,6 +302,15 @@ impl NetServer {
         }
     }
 
+    /// Let transactional half messages to vetted topics take the fast path (the broker
+    /// created RMQ_SYS_TRANS_HALF_TOPIC and takes transactional messages); forgotten with the
+    /// vetted topics.
+    fn allow_half(&self) {
+        if let Some(f) = self.inner.fast_send() {
+            f.allow_half();
+        }
+    }
+
     /// Forget one vetted topic (its config changed or it was deleted).
     fn forget_topic(&self, topic: &str) {
         if let Some(f) = self.inner.fast_send() {
@@ -349,8 +359,8 @@ impl NetServer {
         (st.taken, st.messages, st.declined)
     }
 
-    /// `(topics, latency)`: per topic the fast path was allowed to take, `(topic, messages,
-    /// bytes, sizes)` it stored (bytes and sizes of the CommitLog records; `sizes` counts per
+    /// `(topics, latency)`: per topic the fast path was allowed to take, `(topic, message_type,
+    /// messages, bytes, sizes)` it stored (`normal`; `transaction`: half messages, once any) (bytes and sizes of the CommitLog records; `sizes` counts per
     /// size bucket of `SIZE_BOUNDS`, then larger, not cumulative); per request code and response
     /// code it answered, `(code, response, buckets, sum_us)` (answers per bucket of
     /// `LATENCY_BOUNDS_MS`, then slower); empty before `enable_fast_send`.
@@ -358,7 +368,7 @@ impl NetServer {
     fn fast_send_metrics(
         &self,
     ) -> (
-        Vec<(String, u64, u64, Vec<u64>)>,
+        Vec<(String, &'static str, u64, u64, Vec<u64>)>,
         Vec<(i32, i32, Vec<u64>, u64)>,
     ) {
         let m = self
@@ -369,7 +379,15 @@ impl NetServer {
         (
             m.topics
                 .into_iter()
-                .map(|t| (t.topic, t.messages, t.bytes, t.sizes.to_vec()))
+                .map(|t| {
+                    (
+                        t.topic,
+                        t.message_type,
+                        t.messages,
+                        t.bytes,
+                        t.sizes.to_vec(),
+                    )
+                })
                 .collect(),
             m.latency
                 .into_iter()

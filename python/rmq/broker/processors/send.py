@@ -391,7 +391,8 @@ class SendProcessor:
 
     def _vet(self, topic: str, tc: TopicConfig) -> None:
         """Let the network thread answer the next sends and batches to `topic` itself (it still
-        declines delayed, timer, transactional and malformed messages, which keep coming here)."""
+        declines delayed, timer and malformed messages, which keep coming here, and transactional half
+        messages until the first is parked here)."""
         if (
             PermName.is_writeable(self.s.config.broker_permission)
             and PermName.is_writeable(tc.perm)
@@ -455,6 +456,10 @@ class SendProcessor:
             pmap[MessageConst.REAL_TOPIC] = topic
             pmap[MessageConst.REAL_QUEUE_ID] = str(queue_id)
             self.s.topics.create_in_back(codes.TRANS_HALF_TOPIC, 1)
+            if self.s.fast_send is not None:
+                # The network thread parks the next ones to vetted topics the same way (until a change
+                # to the broker's config or the half topic makes it forget, and this allows it again).
+                self.s.fast_send.allow_half()
             sys_flag = MessageSysFlag.reset_transaction_type(sys_flag, MessageSysFlag.TRANSACTION_NOT_TYPE)
             return codes.TRANS_HALF_TOPIC, 0, sys_flag, properties_string(pmap)
         try:
