@@ -12,7 +12,8 @@
 //! path would, store errors. A transactional half message (TRAN_MSG=true) is parked in
 //! RMQ_SYS_TRANS_HALF_TOPIC queue 0 as the Python path parks it, once the Python path allowed
 //! it ([`FastSend::allow_half`]: it created that topic and the broker takes transactional
-//! messages); one whose properties it does not read as the Python path would is declined. A topic becomes eligible when the Python
+//! messages); one whose properties it does not read as the Python path would is declined.
+//! A topic becomes eligible when the Python
 //! side calls [`FastSend::allow_topic`] after it accepted a send to it. Every change to what
 //! vetted it (the topic's config, the broker's permission) reaches the fast path through one
 //! hook on the Python side, which calls [`FastSend::forget_topic`] for a change to one topic
@@ -674,7 +675,7 @@ impl FastSend {
 
     /// The properties to store and whether the producer waits for the store (WAIT); a
     /// delay or timer message is the Python path's, and a transactional one unless it is a
-    /// half message the fast path may take ([`FastSend::half_properties`]). A single message's
+    /// half message the fast path may take ([`is_half`]). A single message's
     /// properties are stored without WAIT (as RocketMQ does) and with CLUSTER; a batch's are
     /// what each of its messages gets appended to its own.
     fn properties(
