@@ -331,6 +331,24 @@ class NetServer:
     def allow_half(self) -> None:
         """Let transactional half messages to vetted topics take the fast path (RMQ_SYS_TRANS_HALF_TOPIC
         exists and the broker takes transactional messages); forgotten with the vetted topics."""
+    def allow_pull(
+        self,
+        group: str,
+        topic: str,
+        read_queues: int,
+        tag_codes: list[int] | None,
+        sub_version: int,
+        suggest: int,
+        sql_filter: Sql92Filter | None = None,
+    ) -> None:
+        """Let pulls of ``group`` on ``topic`` that find messages take the network thread's fast path (an
+        SQL92 subscription's compiled ``sql_filter`` shared with it)."""
+    def allow_pull_lite(self, group: str, topic: str, read_queues: int, suggest: int) -> None:
+        """Let pulls of ``group`` on ``topic`` carrying their own tag subscription take the fast path."""
+    def forget_pull_group(self, group: str) -> None: ...
+    def take_pulls(self) -> list[tuple[str, str, int, int, int, int, int, int | None]]:
+        """What the PULL fast path served since the last call: ``(group, topic, queue_id, requests,
+        messages, bytes, next_begin_offset, commit_offset or None)`` per queue."""
     def forget_topic(self, topic: str) -> None: ...
     def forget_topics(self) -> None: ...
     def fast_puts(self) -> int: ...

@@ -365,3 +365,145 @@ async def test_half_messages_take_the_fast_path_and_commit_like_python(brokers):
         assert [[r[i] for i in fields] for r in native_committed[q]] == [
             [r[i] for i in fields] for r in py_committed[q]
         ]
+
+
+def heartbeat_request(group: str, topic: str, expression: str, version: int) -> RemotingCommand:
+    from rmq.client.heartbeat import (
+        ConsumeFromWhere,
+        ConsumerData,
+        ConsumeType,
+        HeartbeatData,
+        MessageModel,
+        build_subscription,
+    )
+
+    sub = build_subscription(topic, expression)
+    sub.sub_version = version
+    consumer = ConsumerData(
+        group,
+        ConsumeType.CONSUME_PASSIVELY,
+        MessageModel.CLUSTERING,
+        ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+        [sub],
+    )
+    body = orjson.dumps(HeartbeatData("pull-test@1", [], [consumer]).to_dict())
+    return create_request(RequestCode.HEART_BEAT, None, body)
+
+
+def pull_request(group: str, topic: str, offset: int, commit: int, version: int, suspend_ms: int = 0):
+    """A push consumer's pull (the Java client's fields): suspend, commit offset, no subscription."""
+    f = {"consumerGroup": group, "topic": topic, "queueId": "0", "queueOffset": str(offset)}
+    f["maxMsgNums"] = "2"
+    f.update({"sysFlag": str(2 | (1 if commit >= 0 else 0)), "commitOffset": str(commit)})
+    f.update({"suspendTimeoutMillis": str(suspend_ms), "subVersion": str(version), "expressionType": "TAG"})
+    return create_request(RequestCode.PULL_MESSAGE, f)
+
+
+async def test_pulls_take_the_fast_path_and_answer_like_python(brokers):
+    """A push consumer's pulls that find messages are answered by the network thread once the Python path
+    answered the group's first: the same answers as the asyncio broker's (offsets, records, tags), the same
+    committed offsets and counts; nothing new is held for long polling by Python as before; a new
+    subscription, a group config change and a topic change take effect at once."""
+    started, client = brokers
+    results = []
+    for b in started:
+        addr = b.broker_addr
+        out: dict[str, object] = {}
+        for i in range(8):
+            props = f"TAGS{KV}{'ab'[i % 2]}{SEP}WAIT{KV}true"
+            r = await client.invoke(addr, send_request("PullFast", b"m%d" % i, props), 5000)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+        r = await client.invoke(addr, heartbeat_request("PFG", "PullFast", "a", 1000), 5000)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        await pull_n(client, addr, "PullFast", 0, 8)  # dispatched
+        before = await asyncio.to_thread(fast_send_stats, addr)
+        answers, offset = [], 0
+        q = {"consumerGroup": "PFG", "topic": "PullFast", "queueId": "0"}
+        for i, commit in enumerate((-1, 2, 5)):
+            r = await client.invoke(addr, pull_request("PFG", "PullFast", offset, commit, 1000), 5000)
+            records = decode_records(r.body) if r.body else []
+            answers.append((r.code, r.remark, dict(r.ext_fields), [(m[12], m[2]) for m in records]))
+            offset = int(r.ext_fields["nextBeginOffset"])
+            if i == 1:  # the commit the second pull carried (the network thread's on the native broker)
+                c = await client.invoke(addr, create_request(RequestCode.QUERY_CONSUMER_OFFSET, q), 5000)
+                out["first_commit"] = c.ext_fields.get("offset")
+        commit = 7
+        out["answers"] = answers
+        out["taken"] = delta(before, await asyncio.to_thread(fast_send_stats, addr))
+        # Nothing new: held (by Python) for the suspend time, then PULL_NOT_FOUND.
+        t0 = time.monotonic()
+        r = await client.invoke(addr, pull_request("PFG", "PullFast", offset, commit, 1000, 300), 5000)
+        out["empty"] = (r.code, r.ext_fields.get("nextBeginOffset"), time.monotonic() - t0 >= 0.25)
+        r = await client.invoke(addr, create_request(RequestCode.QUERY_CONSUMER_OFFSET, q), 5000)
+        out["committed"] = r.ext_fields.get("offset")
+        # A new subscription (tag b, a newer version): answered by it at once.
+        r = await client.invoke(addr, heartbeat_request("PFG", "PullFast", "b", 2000), 5000)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        r = await client.invoke(addr, pull_request("PFG", "PullFast", 0, -1, 2000), 5000)
+        out["resubscribed"] = [m[12] for m in decode_records(r.body)]
+        # The group may no longer consume: refused at once.
+        cfg = {"groupName": "PFG", "consumeEnable": False}
+        upd = create_request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, orjson.dumps(cfg))
+        assert (await client.invoke(addr, upd, 5000)).code == ResponseCode.SUCCESS
+        r = await client.invoke(addr, pull_request("PFG", "PullFast", 0, -1, 2000), 5000)
+        out["disabled"] = r.code
+        results.append(out)
+
+    native, py = results
+    assert native["answers"] == py["answers"]
+    codes_bodies = [(a[0], a[1], a[3]) for a in native["answers"][:2]]
+    assert codes_bodies == [
+        (ResponseCode.SUCCESS, "FOUND", [(b"m0", 0), (b"m2", 2)]),
+        (ResponseCode.SUCCESS, "FOUND", [(b"m4", 4), (b"m6", 6)]),
+    ]
+    assert native["answers"][0][2]["nextBeginOffset"] == "3"
+    assert native["answers"][2][0] != ResponseCode.SUCCESS, "only m7 (tag b) is left"
+    # The first found pull vets the pair (Python's); the second is the network thread's.
+    assert native["taken"]["pull_taken"] == 1 and native["taken"]["pull_messages"] == 2, native["taken"]
+    assert py["taken"]["pull_taken"] == 0
+    assert native["empty"] == py["empty"] and native["empty"][0] == ResponseCode.PULL_NOT_FOUND
+    assert native["empty"][2], "held for the suspend time"
+    assert native["first_commit"] == py["first_commit"] == "2"
+    assert native["committed"] == py["committed"] == "7", (native["committed"], py["committed"])
+    assert native["resubscribed"] == py["resubscribed"] == [b"m1", b"m3"]
+    assert native["disabled"] == py["disabled"] == ResponseCode.NO_PERMISSION
+
+
+async def test_lite_pulls_take_the_fast_path_with_their_own_subscription(brokers):
+    """A lite pull consumer's pulls carry their tag subscription (SUBSCRIPTION bit, no heartbeat needed):
+    once the Python path answered the first, the network thread reads each request's expression itself;
+    answers as the asyncio broker's, an expression it does not read (SQL92 without the broker's property
+    filter) refused by Python as before."""
+    started, client = brokers
+    results = []
+    for b in started:
+        addr = b.broker_addr
+        for i in range(6):
+            props = f"TAGS{KV}{'abc'[i % 3]}{SEP}WAIT{KV}true"
+            r = await client.invoke(addr, send_request("LiteFast", b"m%d" % i, props), 5000)
+            assert r.code == ResponseCode.SUCCESS, r.remark
+        await pull_n(client, addr, "LiteFast", 0, 6)
+        before = await asyncio.to_thread(fast_send_stats, addr)
+        answers = []
+        cases = (("a", "TAG"), ("b || c", "TAG"), (" * ", "TAG"), ("a", None), ("a>1", "SQL92"))
+        for expression, etype in cases:
+            f = {"consumerGroup": "LFG", "topic": "LiteFast", "queueId": "0", "queueOffset": "0"}
+            f.update({"maxMsgNums": "32", "sysFlag": str(2 | 4), "subscription": expression})
+            f["subVersion"] = "5"
+            f["suspendTimeoutMillis"] = "0"
+            if etype is not None:
+                f["expressionType"] = etype
+            r = await client.invoke(addr, create_request(RequestCode.PULL_MESSAGE, f), 5000)
+            records = decode_records(r.body) if r.body else []
+            answers.append((r.code, r.remark, dict(r.ext_fields), [m[12] for m in records]))
+        results.append((answers, delta(before, await asyncio.to_thread(fast_send_stats, addr))))
+    (native, taken), (py, _) = results
+    assert native == py
+    assert [a[3] for a in native[:4]] == [
+        [b"m0", b"m3"],
+        [b"m1", b"m2", b"m4", b"m5"],
+        [b"m0", b"m1", b"m2", b"m3", b"m4", b"m5"],
+        [b"m0", b"m3"],
+    ]
+    assert native[4][0] == ResponseCode.SYSTEM_ERROR, native[4]
+    assert taken["pull_taken"] == 3 and taken["pull_messages"] == 12, taken

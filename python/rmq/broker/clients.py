@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,12 @@ from rmq.remoting.context import RequestContext
 __all__ = ["ClientChannel", "ConsumerGroupInfo", "ConsumerManager", "ProducerManager"]
 
 log = logging.getLogger(__name__)
+
+
+def _rule(sub: SubscriptionData) -> tuple[str, str, int, tuple[int, ...] | None]:
+    """What a pull is answered by, of a subscription: a change to it ends what the fast path vetted."""
+    codes = None if sub.codes is None else tuple(sub.codes)
+    return (sub.expression_type, sub.sub_string, sub.sub_version, codes)
 
 
 def now_ms() -> int:
@@ -62,6 +69,13 @@ class ConsumerManager:
     def __init__(self, expiry_ms: int = 120_000) -> None:
         self.groups: dict[str, ConsumerGroupInfo] = {}
         self.expiry_ms = expiry_ms
+        self.on_subscription_change: Callable[[str], None] | None = None
+        """Called with a group whose subscription of some topic changed or ended (the network thread's
+        pull fast path forgets what it vetted for the group)."""
+
+    def _subscription_changed(self, group: str) -> None:
+        if self.on_subscription_change is not None:
+            self.on_subscription_change(group)
 
     def register(
         self,
@@ -95,13 +109,18 @@ class ConsumerManager:
             )
         new_subs = {s.topic: s for s in subscriptions}
         topics_changed = set(new_subs) != set(info.subscriptions)
+        changed = topics_changed
         for topic, sub in new_subs.items():
             cur = info.subscriptions.get(topic)
             if cur is None or sub.sub_version >= cur.sub_version:
+                if cur is not None and _rule(cur) != _rule(sub):
+                    changed = True
                 info.subscriptions[topic] = sub
         for topic in list(info.subscriptions):
             if topic not in new_subs:
                 del info.subscriptions[topic]
+        if changed:
+            self._subscription_changed(group)
         return added, topics_changed
 
     def unregister(self, group: str, channel_id: int) -> bool:
@@ -112,6 +131,7 @@ class ConsumerManager:
         log.info("consumer %s from %s left group %s", gone.client_id, gone.ctx.remote_addr, group)
         if not info.channels:
             del self.groups[group]
+            self._subscription_changed(group)
         return True
 
     def channel_closed(self, channel_id: int) -> list[str]:

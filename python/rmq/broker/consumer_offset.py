@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from rmq.broker.persist import load_json, persist_json
@@ -16,21 +17,38 @@ SEPARATOR = "@"
 class ConsumerOffsetManager:
     def __init__(self, config_dir: str) -> None:
         self.path = os.path.join(config_dir, "consumerOffset.json")
-        self.table: dict[str, dict[int, int]] = {}
+        self._table: dict[str, dict[int, int]] = {}
         self._dirty = False
+        self.drain: Callable[[], None] | None = None
+        """Applies the commits the network thread's pull fast path took since the last call (through
+        :meth:`commit_taken`); run before every read or write of the table, so they land in order."""
+
+    @property
+    def table(self) -> dict[str, dict[int, int]]:
+        """``topic@group`` -> queue id -> committed offset, the fast path's commits applied."""
+        if self.drain is not None:
+            self.drain()
+        return self._table
+
+    def commit_taken(self, group: str, topic: str, queue_id: int, offset: int) -> None:
+        """A commit the pull fast path took (applied by ``drain``, without draining again)."""
+        self._table.setdefault(topic + SEPARATOR + group, {})[queue_id] = offset
+        self._dirty = True
 
     def load(self) -> None:
         data = load_json(self.path)
         if not data:
             return
         for key, queues in (data.get("offsetTable") or {}).items():
-            self.table[str(key)] = {int(q): int(o) for q, o in (queues or {}).items()}
+            self._table[str(key)] = {int(q): int(o) for q, o in (queues or {}).items()}
 
     def persist(self) -> None:
         persist_json(self.path, self.to_dict())
         self._dirty = False
 
     def persist_if_dirty(self) -> None:
+        if self.drain is not None:
+            self.drain()
         if self._dirty:
             self.persist()
 
@@ -49,8 +67,9 @@ class ConsumerOffsetManager:
         """Take a master's offsets (a slave's copy, RocketMQ's ``putAll``): each ``topic@group`` the
         master has replaces ours, the others stay. ``table`` is GET_ALL_CONSUMER_OFFSET's
         ``offsetTable``; returns how many ``topic@group`` entries were taken."""
+        current = self.table
         for key, queues in table.items():
-            self.table[str(key)] = {int(q): int(o) for q, o in (queues or {}).items()}
+            current[str(key)] = {int(q): int(o) for q, o in (queues or {}).items()}
         self._dirty = True
         return len(table)
 

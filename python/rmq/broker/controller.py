@@ -256,6 +256,14 @@ class BrokerController:
             )
             net = self.remoting.net
             s.fast_send = net
+            # The pull fast path forgets a group when its config or its consumers' subscription changes
+            # (topic and broker config changes reach it through _send_rules_changed), and hands what it
+            # served to the Python side's counters and offset table before they are read.
+            assert net is not None
+            forget_group = net.forget_pull_group
+            s.consumers.on_subscription_change = forget_group
+            s.groups.on_change = lambda g: net.forget_topics() if g is None else forget_group(g)
+            s.offsets.drain = s.drain_pulls
             if self.acl is not None:
                 # With ACL on, the network thread takes a send only when it checked its signature and PUB
                 # permission against these rules (pushed again on every change); the validator answers

@@ -76,6 +76,7 @@ class BrokerCollector:
         return [*self.const.values(), *values]
 
     def collect(self) -> Iterator[Metric]:
+        self.s.drain_pulls()
         fast = self.s.fast_send
         topics, latency = fast.fast_send_metrics() if fast is not None else ([], [])
         yield from self._messages_in(topics)

@@ -44,6 +44,9 @@ class Counters:
     get_messages: int = 0
     get_requests: int = 0
     """Pulls answered (found or not), as Apache's getTotalTps counts them."""
+    fast_pull_requests: int = 0
+    fast_pull_messages: int = 0
+    """Of those, the pulls the network thread's fast path answered, and the messages they returned."""
     boot_ms: int = 0
     day: str = ""
     """The local date the morning marks below belong to ("" until the first :meth:`mark_day`)."""
@@ -119,7 +122,9 @@ class BrokerServices:
     """The network thread's SEND fast path (``rmq._store.NetServer``), or None: ``allow_topic`` lets a
     vetted topic's sends and batches bypass Python, ``forget_topic`` / ``forget_topics`` undo it (called
     only by the controller's one hook for topic and broker config changes), ``fast_puts`` counts them,
-    ``fast_send_stats`` counts what it took and declined."""
+    ``fast_send_stats`` counts what it took and declined. Its PULL fast path: ``allow_pull`` lets a vetted
+    (group, topic)'s pulls that find messages bypass Python, ``forget_pull_group`` and the topic hooks undo
+    it, ``take_pulls`` hands over what it served (:meth:`drain_pulls`)."""
 
     def __post_init__(self) -> None:
         self.fast_failure = FastFailure(self.config)
@@ -184,7 +189,9 @@ class BrokerServices:
         ``fastSendAclLoads``: times the validator pushed its rules to it. ``netThreadWakeups``: times the
         network thread woke up with events to handle (requests per wake-up tell how much each of its sleeps
         and system calls is shared). ``fastSendBatchUniqKeysDropped``: batches whose batch-level UNIQ_KEY it
-        dropped."""
+        dropped. ``fastPullTaken`` / ``fastPullMessages``: pulls its PULL fast path answered and the messages
+        they returned."""
+        self.drain_pulls()
         if self.fast_send is None:
             taken, messages, declined, wakeups, uniq = 0, 0, [], 0, 0
         else:
@@ -197,6 +204,8 @@ class BrokerServices:
             "fastSendTaken": str(taken),
             "fastSendMessages": str(messages),
             "fastSendDeclined": str(sum(n for _, n in declined)),
+            "fastPullTaken": str(self.counters.fast_pull_requests),
+            "fastPullMessages": str(self.counters.fast_pull_messages),
         }
         for reason, n in declined:
             out["fastSendDeclined" + reason.title().replace("_", "")] = str(n)
@@ -206,7 +215,29 @@ class BrokerServices:
             out["fastSendAclLoads"] = str(acl[2])
         return out
 
+    def drain_pulls(self) -> None:
+        """Count what the network thread's pull fast path served since the last call, as the Python path
+        counts its own pulls (requests, messages, per-group gets, the outgoing metrics and each queue's
+        last next offset), and apply the offsets those pulls committed. Called before anything reads
+        these figures or the offset table."""
+        fast = self.fast_send
+        if fast is None:
+            return
+        taken = fast.take_pulls()
+        if not taken:
+            return
+        for group, topic, queue_id, requests, messages, nbytes, next_offset, commit in taken:
+            self.counters.get_requests += requests
+            self.counters.get_messages += messages
+            self.counters.fast_pull_requests += requests
+            self.counters.fast_pull_messages += messages
+            self.group_gets.add(f"{topic}@{group}", messages)
+            self.metrics.got(topic, group, queue_id, messages, nbytes, next_offset)
+            if commit is not None:
+                self.offsets.commit_taken(group, topic, queue_id, commit)
+
     def sample_rates(self) -> None:
+        self.drain_pulls()
         self.put_rate.sample(self.put_messages())
         self.get_rate.sample(self.counters.get_messages)
         self.pull_rate.sample(self.counters.get_requests)

@@ -18,6 +18,7 @@ class StatsLog:
         self._last = self._sample()
 
     def _sample(self) -> tuple[float, int, int]:
+        self.s.drain_pulls()
         return time.monotonic(), self.s.put_messages(), self.s.counters.get_messages
 
     def line(self) -> str:

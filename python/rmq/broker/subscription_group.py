@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,6 +70,13 @@ class SubscriptionGroupManager:
         self.auto_create = auto_create
         self.table: dict[str, SubscriptionGroupConfig] = {}
         self.data_version = DataVersion()
+        self.on_change: Callable[[str | None], None] | None = None
+        """Called with a group whose config changed or that was deleted (None: any group may have): the
+        network thread's pull fast path forgets what it vetted for it."""
+
+    def _changed(self, group: str | None) -> None:
+        if self.on_change is not None:
+            self.on_change(group)
 
     def load(self) -> None:
         data = load_json(self.path)
@@ -110,16 +118,19 @@ class SubscriptionGroupManager:
         }
         self.data_version = version
         self.persist()
+        self._changed(None)
         return True
 
     def update(self, cfg: SubscriptionGroupConfig) -> None:
         self.table[cfg.group_name] = cfg
         self.data_version.next_version()
         self.persist()
+        self._changed(cfg.group_name)
 
     def delete(self, group: str) -> bool:
         if self.table.pop(group, None) is None:
             return False
         self.data_version.next_version()
         self.persist()
+        self._changed(group)
         return True

@@ -93,7 +93,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Value<'a> {
     }
 }
 
-type Field<'a> = Option<Value<'a>>;
+pub(crate) type Field<'a> = Option<Value<'a>>;
 
 /// The frame header's own fields, its `extFields` read as a send request's in the same pass
 /// (a frame whose `extFields` a send's could not be does not parse: see [`Code`]).
@@ -284,7 +284,10 @@ pub struct ParsedExt<'a>(RawFields<'a>, i32);
 
 /// An integer field as the Python path reads it (absent or empty: `default`, which `None`
 /// makes required); `None` for what it would refuse or read otherwise.
-fn int<T: std::str::FromStr + TryFrom<i64>>(v: &Field<'_>, default: Option<T>) -> Option<T> {
+pub(crate) fn int<T: std::str::FromStr + TryFrom<i64>>(
+    v: &Field<'_>,
+    default: Option<T>,
+) -> Option<T> {
     match v {
         None => default,
         Some(Value::Int(n)) => T::try_from(*n).ok(),

@@ -7,6 +7,8 @@
 //! * [`header`]: send request headers as the official clients spell them (sans-I/O);
 //! * [`send`]: the SEND fast path — SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE for
 //!   vetted topics stored and answered without leaving Rust;
+//! * [`pull`]: the PULL fast path — PULL_MESSAGE requests that find messages, for vetted
+//!   (group, topic) pairs, answered without leaving Rust;
 //! * [`metrics`]: per-topic messages, bytes and sizes the fast path stored, and its answers'
 //!   latency, for the broker's Prometheus metrics;
 //! * [`replica`]: SYNC_MASTER on the fast path — the slave's state as the HA master reports
@@ -24,6 +26,7 @@ pub mod frame;
 pub mod header;
 pub mod held;
 pub mod metrics;
+pub mod pull;
 pub mod replica;
 pub mod send;
 pub mod server;
@@ -32,6 +35,7 @@ pub mod tls;
 
 pub use acl::{AclAccount, AclGate, AclRules, AclStats};
 pub use metrics::{LatencySnapshot, MetricsSnapshot, TopicInSnapshot};
+pub use pull::{FastPull, QueueTaken};
 pub use replica::{ReplicaReport, Replication};
 pub use send::{FastSend, FastSendConfig};
 pub use server::{Event, Server, ServerOptions};

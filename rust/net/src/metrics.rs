@@ -1,4 +1,4 @@
-//! What the SEND fast path stored, per topic, and how long it took to answer, for the broker's
+//! What the SEND fast path stored, per topic, and how long it and the PULL fast path took to answer, for the broker's
 //! Prometheus metrics (RocketMQ 5.x's `rocketmq_messages_in_total`,
 //! `rocketmq_throughput_in_total`, `rocketmq_message_size`, `rocketmq_rpc_latency`).
 //!
@@ -17,10 +17,12 @@ pub const SIZE_BOUNDS: [u64; 6] = [1 << 10, 4 << 10, 512 << 10, 1 << 20, 2 << 20
 pub const LATENCY_BOUNDS_MS: [u64; 7] = [1, 3, 5, 10, 100, 1000, 3000];
 
 /// Request codes the fast path answers, in [`MetricsSnapshot::latency`] order.
-const CODES: [i32; 3] = [
+const CODES: [i32; 5] = [
     crate::header::SEND_MESSAGE,
     crate::header::SEND_MESSAGE_V2,
     crate::header::SEND_BATCH_MESSAGE,
+    crate::pull::PULL_MESSAGE,
+    crate::pull::LITE_PULL_MESSAGE,
 ];
 /// Response codes it answers with: SUCCESS, FLUSH_DISK_TIMEOUT.
 const RESPONSES: [i32; 2] = [crate::codes::SUCCESS, crate::codes::FLUSH_DISK_TIMEOUT];
@@ -181,7 +183,7 @@ mod tests {
         l.record(310, 0, Duration::from_micros(400));
         l.record(310, 0, Duration::from_millis(2));
         l.record(320, 10, Duration::from_secs(5));
-        l.record(11, 0, Duration::from_millis(1)); // not a fast-path code: ignored
+        l.record(12, 0, Duration::from_millis(1)); // not a fast-path code: ignored
         let s = l.snapshot();
         assert_eq!(s.len(), 2);
         assert_eq!((s[0].code, s[0].response), (310, 0));

@@ -37,6 +37,7 @@ use crate::acl::{AclGate, AclStats};
 use crate::frame::{self, FLAG_ONEWAY, FLAG_RESPONSE, SERIALIZE_JSON, SERIALIZE_ROCKETMQ};
 use crate::header::{self, Code, Header, SendHeader};
 use crate::metrics::{self, Latency, MetricsSnapshot, TopicIn};
+use crate::pull::{FastPull, LITE_PULL_MESSAGE, PULL_MESSAGE};
 use crate::replica::{Release, Replication};
 use crate::stats::{Counters, Decline, Stats};
 
@@ -161,6 +162,8 @@ pub struct FastSend {
     /// RocketMQ's fast failure: `(waitTimeMillsInSendQueue in ns, osPageCacheBusyTimeOutMills)`
     /// (None: `brokerFastFailureEnable=false`).
     fast_failure: Option<(u64, i64)>,
+    /// The PULL fast path ([`crate::pull`]), sharing the store and the latency histogram.
+    pull: FastPull,
 }
 
 /// The properties a request carries for the store, whether its producer waits for it, and
@@ -196,6 +199,7 @@ impl FastSend {
             flush_after_write: AtomicI64::new(0),
             acl: None,
             fast_failure: None,
+            pull: FastPull::default(),
         }
     }
 
@@ -277,6 +281,11 @@ impl FastSend {
         &self.store
     }
 
+    /// The PULL fast path's vetted pairs and what it served.
+    pub fn pull(&self) -> &FastPull {
+        &self.pull
+    }
+
     /// Let sends to `topic` take the fast path (the caller checked the topic is writable on a
     /// writable broker and is not a system topic that refuses sends).
     pub fn allow_topic(&self, topic: &str, read_queues: i32, write_queues: i32, multi_tag: bool) {
@@ -310,6 +319,7 @@ impl FastSend {
             self.half_ok.store(false, Ordering::Relaxed);
         }
         self.routes.write().remove(topic);
+        self.pull.forget_topic(topic);
     }
 
     /// Forget every vetted topic and the half messages' allowance (a broker-wide rule
@@ -317,6 +327,7 @@ impl FastSend {
     pub fn forget_topics(&self) {
         self.half_ok.store(false, Ordering::Relaxed);
         self.routes.write().clear();
+        self.pull.forget_all();
     }
 
     /// Messages stored by the fast path so far.
@@ -410,6 +421,16 @@ impl FastSend {
         random: &mut dyn FnMut() -> u32,
         out: &mut Vec<u8>,
     ) -> Option<Sent> {
+        if (h.code == PULL_MESSAGE || h.code == LITE_PULL_MESSAGE) && self.acl.is_none() {
+            // ACL on: every pull is left to the Python validator.
+            let started = Instant::now();
+            let text = header_text?;
+            let version = self.cfg.version;
+            return self
+                .pull
+                .handle(&self.store, text, version, &self.latency, started, out)
+                .map(|()| Sent::Replied);
+        }
         if h.flag & FLAG_RESPONSE != 0 || !header::is_send(h.code) {
             return None;
         }

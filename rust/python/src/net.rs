@@ -325,6 +325,76 @@ impl NetServer {
         }
     }
 
+    /// Let pulls of `group` on `topic` that find messages take the fast path (the broker
+    /// answered one FOUND: broker and topic readable, the group consuming, a tag subscription,
+    /// no ACL, a master). `tag_codes`: the subscription's (None: `*`); `suggest`: the
+    /// answers' `suggestWhichBrokerId`.
+    #[pyo3(signature = (group, topic, read_queues, tag_codes, sub_version, suggest, sql_filter = None))]
+    #[allow(clippy::too_many_arguments)]
+    fn allow_pull(
+        &self,
+        group: &str,
+        topic: &str,
+        read_queues: i32,
+        tag_codes: Option<Vec<i32>>,
+        sub_version: i64,
+        suggest: i64,
+        sql_filter: Option<PyRef<'_, crate::filter::PySql92Filter>>,
+    ) {
+        let sql = sql_filter.map(|f| f.inner().clone());
+        if let Some(f) = self.inner.fast_send() {
+            f.pull().allow(
+                group,
+                topic,
+                read_queues,
+                tag_codes,
+                sql,
+                sub_version,
+                suggest,
+            );
+        }
+    }
+
+    /// Let pulls of `group` on `topic` that carry their own tag subscription (a lite pull
+    /// consumer's) and find messages take the fast path.
+    fn allow_pull_lite(&self, group: &str, topic: &str, read_queues: i32, suggest: i64) {
+        if let Some(f) = self.inner.fast_send() {
+            f.pull().allow_lite(group, topic, read_queues, suggest);
+        }
+    }
+
+    /// Forget the vetted pulls of `group` (its config or its subscription changed).
+    fn forget_pull_group(&self, group: &str) {
+        if let Some(f) = self.inner.fast_send() {
+            f.pull().forget_group(group);
+        }
+    }
+
+    /// What the PULL fast path served since the last call: `(group, topic, queue_id,
+    /// requests, messages, bytes, next_begin_offset, commit_offset or None)` per queue.
+    #[allow(clippy::type_complexity)]
+    fn take_pulls(&self) -> Vec<(String, String, i32, u64, u64, u64, i64, Option<i64>)> {
+        let Some(f) = self.inner.fast_send() else {
+            return Vec::new();
+        };
+        f.pull()
+            .take_taken()
+            .into_iter()
+            .map(|((group, topic, queue), t)| {
+                (
+                    group,
+                    topic,
+                    queue,
+                    t.requests,
+                    t.messages,
+                    t.bytes,
+                    t.next_offset,
+                    t.commit,
+                )
+            })
+            .collect()
+    }
+
     /// Times the network thread woke up with events to handle.
     fn wakeups(&self) -> u64 {
         self.inner.wakeups()

@@ -267,6 +267,7 @@ class AdminProcessors:
             if info is not None:
                 topics |= set(info.subscriptions)
         entries = []
+        s.drain_pulls()
         pulled = s.metrics.pulled
         for topic in sorted(topics):
             tc = s.topics.get(topic)
@@ -361,6 +362,7 @@ class AdminProcessors:
     # --- broker -----------------------------------------------------------------------------------
     def get_broker_runtime_info(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         s = self.s
+        s.drain_pulls()
         store = s.store
         now = int(time.time() * 1000)
         boot = s.counters.boot_ms

@@ -215,6 +215,8 @@ class PullProcessor:
 
         self._commit(request, group, topic, queue_id, sys_flag, allow_suspend)
         suggest = self._suggest(gcfg, body if code == ResponseCode.SUCCESS else None)
+        if code == ResponseCode.SUCCESS and s.fast_send is not None:
+            self._vet(group, topic, tc.read_queue_nums, sys_flag, sub, suggest)
         if code == _MOVED and s.config.is_slave and not s.config.offset_check_in_slave:
             # A slave may be behind its master: it does not move the consumer's offset, it sends the
             # consumer back to the group's broker (RocketMQ's "PULL_OFFSET_MOVED:none correction").
@@ -231,6 +233,34 @@ class PullProcessor:
             },
             body if code == ResponseCode.SUCCESS else None,
         )
+
+    def _vet(
+        self, group: str, topic: str, read_queues: int, sys_flag: int, sub: SubscriptionData, suggest: int
+    ) -> None:
+        """Let the network thread answer this group's next pulls of ``topic`` that find messages; it leaves
+        the others here (nothing new, offsets moved, a lite pull's expression that is not a plain tag one).
+        A pull without its subscription is answered by the one the broker holds (an SQL92 one's compiled
+        expression is shared); a lite pull consumer's, with its subscription, by the tags it carries.
+        Only what it answers exactly as this processor would: no ACL, a master whose answers always
+        suggest the same broker (no ``slaveReadEnable``). Readable broker and topic and a consuming group
+        were checked on the way here; every change to them, to the group's config or to its subscription
+        makes the network thread forget (the controller's hooks)."""
+        cfg = self.s.config
+        if (
+            sys_flag & PullSysFlag.CLASS_FILTER
+            or (sub.sql is not None and not cfg.enable_property_filter)
+            or cfg.acl_enable
+            or self.s.read_check is not None
+            or cfg.is_slave
+            or cfg.slave_read_enable
+        ):
+            return
+        if sys_flag & PullSysFlag.SUBSCRIPTION:
+            # A lite pull consumer's: the network thread reads the tag expression each request carries.
+            self.s.fast_send.allow_pull_lite(group, topic, read_queues, suggest)
+        else:
+            fast = self.s.fast_send
+            fast.allow_pull(group, topic, read_queues, sub.codes, sub.sub_version, suggest, sub.sql)
 
     def _commit(
         self, request: RemotingCommand, group: str, topic: str, queue_id: int, sys_flag: int, first: bool

@@ -43,6 +43,7 @@ class StatsProcessors:
     def view_broker_stats_data(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         f = request.ext_fields
         name, key = header_str(f, "statsName"), header_str(f, "statsKey")
+        self.s.drain_pulls()
         now = int(time.time() * 1000)
         sums: list[WindowSum] | None = None
         if name == TOPIC_PUT_NUMS:
