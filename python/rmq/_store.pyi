@@ -346,6 +346,15 @@ class NetServer:
     def allow_pull_lite(self, group: str, topic: str, read_queues: int, suggest: int) -> None:
         """Let pulls of ``group`` on ``topic`` carrying their own tag subscription take the fast path."""
     def forget_pull_group(self, group: str) -> None: ...
+    def allow_end_transaction(self) -> None:
+        """Let END_TRANSACTION requests take the network thread's fast path (the op topic exists)."""
+    def tx_claim(self, half_offset: int) -> bool:
+        """Claim the right to decide a half offset: False if the fast path decided it or it is settled."""
+    def tx_release(self, half_offset: int) -> None: ...
+    def tx_floor(self, floor: int) -> None:
+        """Every half offset below ``floor`` is settled: the claims below it are dropped."""
+    def end_transaction_stats(self) -> tuple[int, int, int, int]:
+        """``(commits, rollbacks, commits stored without their op record, claims held)``."""
     def take_pulls(self) -> list[tuple[str, str, int, int, int, int, int, int | None]]:
         """What the PULL fast path served since the last call: ``(group, topic, queue_id, requests,
         messages, bytes, next_begin_offset, commit_offset or None)`` per queue."""

@@ -310,7 +310,8 @@ async def test_client_header_shapes_take_the_fast_path_and_store_like_python(bro
 async def test_half_messages_take_the_fast_path_and_commit_like_python(brokers):
     """Transactional half messages: after the first (which the Python path parks, creating the half topic),
     the network thread parks them itself, with the same records and answers as the Python path; their
-    commits and rollbacks (END_TRANSACTION, Python's) work the same on both."""
+    commits and rollbacks (END_TRANSACTION: the first Python's, the rest the network thread's) store the
+    same records on both, and a second decision of a half does nothing."""
     started, client = brokers
     results = []
     for b in started:
@@ -340,12 +341,24 @@ async def test_half_messages_take_the_fast_path_and_commit_like_python(brokers):
             }
             done = await client.invoke(addr, create_request(RequestCode.END_TRANSACTION, end), 5000)
             assert done.code == ResponseCode.SUCCESS, done.remark
+            if i == 2:  # a second decision of a half: answered, nothing done
+                again = await client.invoke(addr, create_request(RequestCode.END_TRANSACTION, end), 5000)
+                assert again.code == ResponseCode.SUCCESS, again.remark
         committed = {q: await pull_n(client, addr, "TxFast", q, 2 if q == 0 else 0) for q in (0, 1)}
-        results.append((answers, halves, committed, taken))
+        info = await client.invoke(addr, create_request(RequestCode.GET_BROKER_RUNTIME_INFO), 5000)
+        table = orjson.loads(info.body)["table"]
+        fast_ends = (
+            int(table.get("transactionFastCommits", 0)),
+            int(table.get("transactionFastRollbacks", 0)),
+        )
+        results.append((answers, halves, committed, taken, fast_ends))
 
-    native_answers, native_halves, native_committed, native_taken = results[0]
-    py_answers, py_halves, py_committed, _ = results[1]
+    native_answers, native_halves, native_committed, native_taken, native_ends = results[0]
+    py_answers, py_halves, py_committed, _, py_ends = results[1]
     assert native_taken["taken"] == 4 and native_taken["declined"] == 0, native_taken
+    # The first END_TRANSACTION is Python's (it makes the op topic); the network thread decides the
+    # other four (commits 2 and 3, rollbacks 1 and 4) and leaves the second decision of half 2 to Python.
+    assert native_ends == (2, 2) and py_ends == (0, 0), (native_ends, py_ends)
     for a, p in zip(native_answers, py_answers, strict=True):
         assert {k: v for k, v in a.ext_fields.items() if k != "msgId"} == {
             k: v for k, v in p.ext_fields.items() if k != "msgId"

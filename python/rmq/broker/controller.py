@@ -295,6 +295,7 @@ class BrokerController:
         s.schedule = self.schedule
         self.transactions = TransactionCheckService(s)
         s.transaction_stats = self.transactions.stats
+        self.transactions.fast = s.fast_send  # None without a network thread, and on a slave
         if not cfg.is_slave:
             self.transactions.load()  # the op records since the committed op offset, once
         self.timer = TimerService(store, cfg.config_dir)
@@ -408,6 +409,9 @@ class BrokerController:
                 PeriodicTask("timer-messages", 0.1, self.timer.tick, initial_delay_s=0.1),
                 check,
             ]
+            if s.fast_send is not None:
+                # The network thread's END_TRANSACTION decisions: their op records read, the floor pushed.
+                self._tasks.append(PeriodicTask("transaction-fast-path", 1.0, self.transactions.sync_fast))
         if self.pop is not None:
             self._tasks += [
                 PeriodicTask("pop-revive", 0.2, self.pop.tick),

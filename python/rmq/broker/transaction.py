@@ -26,6 +26,7 @@ import heapq
 import logging
 import time
 from collections.abc import Callable
+from typing import Any
 
 from rmq.acl.rules import PUB
 from rmq.broker.records import StoredMessage, encode_record, properties_string
@@ -95,27 +96,35 @@ class EndTransactionProcessor:
         checker.catch_up()
         if checker.decided(half.queue_offset):
             return create_response(request)  # already decided (a late second phase)
-        if kind == COMMIT:
-            real_topic = half.properties.get(MessageConst.REAL_TOPIC)
-            real_qid = half.properties.get(MessageConst.REAL_QUEUE_ID)
-            if not real_topic or real_qid is None:
-                return create_response(request, ResponseCode.SYSTEM_ERROR, "half message without REAL_TOPIC")
-            props = dict(half.properties)
-            props[MessageConst.WAIT_STORE_MSG_OK] = "false"
-            s.store.put(
-                real_topic,
-                int(real_qid),
-                half.body,
-                properties_string(props).encode(),
-                half.flag,
-                MessageSysFlag.reset_transaction_type(half.sys_flag, COMMIT),
-                half.born_timestamp,
-                half.born_host,
-                half.reconsume_times,
-                half.physical_offset,
-            )
+        real_topic = half.properties.get(MessageConst.REAL_TOPIC)
+        real_qid = half.properties.get(MessageConst.REAL_QUEUE_ID)
+        if kind == COMMIT and (not real_topic or real_qid is None):
+            return create_response(request, ResponseCode.SYSTEM_ERROR, "half message without REAL_TOPIC")
+        if not checker.claim(half.queue_offset):
+            return create_response(request)  # decided by the network thread meanwhile
+        try:
+            if kind == COMMIT:
+                assert real_topic and real_qid is not None
+                props = dict(half.properties)
+                props[MessageConst.WAIT_STORE_MSG_OK] = "false"
+                s.store.put(
+                    real_topic,
+                    int(real_qid),
+                    half.body,
+                    properties_string(props).encode(),
+                    half.flag,
+                    MessageSysFlag.reset_transaction_type(half.sys_flag, COMMIT),
+                    half.born_timestamp,
+                    half.born_host,
+                    half.reconsume_times,
+                    half.physical_offset,
+                )
+        except BaseException:
+            checker.release(half.queue_offset)  # not decided: a later END_TRANSACTION or check may
+            raise
         checker.write_op(half.queue_offset)
         checker.commit_progress()
+        checker.allow_fast()
         return create_response(request)
 
 
@@ -144,6 +153,49 @@ class TransactionCheckService:
         """Op records decoded (at start from the committed op offset, then only ones not written here)."""
         self.checks_sent = 0
         self.discarded = 0
+        self.fast: Any = None
+        """The network thread (``rmq._store.NetServer``) when it decides END_TRANSACTION too: a half offset
+        is decided by whichever side claims it first (``tx_claim``), its op records are read here as any
+        other, and the half floor is pushed to it (``tx_floor``), which bounds its claims."""
+        self._fast_seen = (0, 0, 0)
+
+    # --- the network thread's share -----------------------------------------------------------------
+    def claim(self, half_offset: int) -> bool:
+        """Take the right to decide (or check) ``half_offset``: False if the network thread decided it."""
+        return self.fast is None or bool(self.fast.tx_claim(half_offset))
+
+    def release(self, half_offset: int) -> None:
+        """Give back a claim whose decision or check was not stored."""
+        if self.fast is not None:
+            self.fast.tx_release(half_offset)
+
+    def allow_fast(self) -> None:
+        """Let the network thread decide END_TRANSACTION too (the op topic exists now), unless ACL is on:
+        the validator must check the account may send to the real topic."""
+        s = self.s
+        if self.fast is not None and s.read_check is None and not s.config.acl_enable:
+            self.fast.allow_end_transaction()
+
+    def sync_fast(self) -> None:
+        """Once a second: read the op records the network thread appended (moving the floor over its
+        decisions), commit the progress (which pushes the floor to it), and log commits it stored without
+        their op record."""
+        if self.fast is None or not self._loaded:
+            return
+        commits, rollbacks, lost, _claims = self.fast.end_transaction_stats()
+        seen = self._fast_seen
+        if (commits, rollbacks, lost) == seen:
+            return
+        self._fast_seen = (commits, rollbacks, lost)
+        if lost > seen[2]:
+            log.error(
+                "transactions: %d commits were stored without their op record (store error; %d in all): "
+                "their half messages are kept from checks and not committed again",
+                lost - seen[2],
+                lost,
+            )
+        self.catch_up()
+        self.commit_progress()
 
     # --- what is decided --------------------------------------------------------------------------
     def load(self) -> None:
@@ -235,6 +287,8 @@ class TransactionCheckService:
         while heap and (heap[0][1] < floor or done.get(heap[0][1]) != heap[0][0]):
             heapq.heappop(heap)
         op_offset = min(heap[0][0], self._op_read) if heap else self._op_read
+        if self.fast is not None:
+            self.fast.tx_floor(floor)
         offsets = self.s.offsets
         offsets.commit(GROUP, codes.TRANS_HALF_TOPIC, 0, floor)
         offsets.commit(GROUP, codes.TRANS_OP_HALF_TOPIC, 0, op_offset)
@@ -252,14 +306,23 @@ class TransactionCheckService:
                 self.request_check()
 
     def stats(self) -> dict[str, str]:
-        """For GET_BROKER_RUNTIME_INFO: the half floor, how many are decided above it, op records read."""
-        return {
+        """For GET_BROKER_RUNTIME_INFO: the half floor, how many are decided above it, op records read; with
+        the network thread, the commits and rollbacks it decided, commits it stored without their op
+        record, and the claims it holds."""
+        out = {
             "transactionHalfOffset": str(self.floor),
             "transactionDecidedAhead": str(len(self.done)),
             "transactionOpRecordsRead": str(self.op_records_read),
             "transactionChecksSent": str(self.checks_sent),
             "transactionDiscarded": str(self.discarded),
         }
+        if self.fast is not None:
+            commits, rollbacks, lost, claims = self.fast.end_transaction_stats()
+            out["transactionFastCommits"] = str(commits)
+            out["transactionFastRollbacks"] = str(rollbacks)
+            out["transactionFastOpsLost"] = str(lost)
+            out["transactionFastClaims"] = str(claims)
+        return out
 
     def _note(self, half_offset: int, op_offset: int) -> None:
         if half_offset < self.floor or half_offset in self.done:
@@ -329,11 +392,18 @@ class TransactionCheckService:
                 if now - m.born_timestamp < wait_ms or now - m.store_timestamp < min(wait_ms, timeout):
                     stop = True
                     break
+                if not self.claim(q):
+                    self._settle_below(q + 1)  # decided by the network thread: its op record comes later
+                    continue
                 try:
                     self._check_one(m)
                 except DiskFullError:
+                    self.release(q)
                     stop = True  # checked up to here; the rest once there is space
                     break
+                except BaseException:
+                    self.release(q)
+                    raise
                 self._settle_below(q + 1)  # this copy is parked, or superseded by the re-appended one
             if stop:
                 break

@@ -141,6 +141,19 @@ impl Header<'_> {
     }
 }
 
+/// A request's JSON frame header with its `extFields` read as `E` (the pull's and the
+/// END_TRANSACTION's fields: [`crate::pull`], [`crate::transaction`]).
+#[derive(Deserialize)]
+pub(crate) struct Request<E> {
+    pub code: i32,
+    #[serde(default)]
+    pub flag: i32,
+    #[serde(default)]
+    pub opaque: i32,
+    #[serde(rename = "extFields")]
+    pub ext: Option<E>,
+}
+
 /// Just the code and flag of a frame header (its `extFields` skipped unread).
 #[derive(Deserialize)]
 pub struct Code {

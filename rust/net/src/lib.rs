@@ -17,6 +17,8 @@
 //! * [`server`]: the mio thread that owns the listening socket and the connections, answers
 //!   fast-path sends (holding SYNC_MASTER and SYNC_FLUSH answers for the slave and the flush) and hands every other
 //!   frame to its owner, the Python event loop;
+//! * [`transaction`]: the END_TRANSACTION fast path — commits and rollbacks of half messages,
+//!   decided once (a claim set shared with the Python side);
 //! * [`tls`]: TLS sessions of its connections (rustls), RocketMQ's `tls.server.*` modes.
 
 pub mod acl;
@@ -32,6 +34,7 @@ pub mod send;
 pub mod server;
 pub mod stats;
 pub mod tls;
+pub mod transaction;
 
 pub use acl::{AclAccount, AclGate, AclRules, AclStats};
 pub use metrics::{LatencySnapshot, MetricsSnapshot, TopicInSnapshot};

@@ -35,7 +35,7 @@ use rmq_store::{GetMessageStatus, GetRequest, MessageStore, SqlFilter, TagFilter
 use serde::Deserialize;
 
 use crate::frame::{self, FLAG_ONEWAY, FLAG_RESPONSE};
-use crate::header::{int, Field, Value};
+use crate::header::{int, Field, Request, Value};
 use crate::metrics::Latency;
 use rmq_store::message::java_string_hash;
 
@@ -92,16 +92,7 @@ pub struct QueueTaken {
 /// One (group, topic, queue) and what was served for it.
 pub type Taken = ((String, String, i32), QueueTaken);
 
-#[derive(Deserialize)]
-struct PullFrame<'a> {
-    code: i32,
-    #[serde(default)]
-    flag: i32,
-    #[serde(default)]
-    opaque: i32,
-    #[serde(borrow, rename = "extFields")]
-    ext: Option<PullExt<'a>>,
-}
+type PullFrame<'a> = Request<PullExt<'a>>;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -152,30 +143,28 @@ fn text<'a>(v: &'a Field<'_>) -> Option<&'a str> {
     }
 }
 
-impl<'a> PullFrame<'a> {
-    /// The frame as a pull request; `None` when it is not one or a field does not read as the
-    /// Python path reads it.
-    fn header(&'a self) -> Option<PullHeader<'a>> {
-        let pull = self.code == PULL_MESSAGE || self.code == LITE_PULL_MESSAGE;
-        if !pull || self.flag & (FLAG_RESPONSE | FLAG_ONEWAY) != 0 {
-            return None;
-        }
-        let e = self.ext.as_ref()?;
-        Some(PullHeader {
-            code: self.code,
-            opaque: self.opaque,
-            group: text(&e.consumer_group)?,
-            topic: text(&e.topic)?,
-            queue_id: int(&e.queue_id, None)?,
-            offset: int(&e.queue_offset, None)?,
-            max_msgs: int(&e.max_msg_nums, Some(32))?,
-            sys_flag: int(&e.sys_flag, Some(0))?,
-            commit_offset: int(&e.commit_offset, Some(-1))?,
-            sub_version: int(&e.sub_version, Some(0))?,
-            subscription: opt_text(&e.subscription)?,
-            expression_type: opt_text(&e.expression_type)?,
-        })
+/// The frame as a pull request; `None` when it is not one or a field does not read as the Python
+/// path reads it.
+fn pull_header<'a>(f: &'a PullFrame<'_>) -> Option<PullHeader<'a>> {
+    let pull = f.code == PULL_MESSAGE || f.code == LITE_PULL_MESSAGE;
+    if !pull || f.flag & (FLAG_RESPONSE | FLAG_ONEWAY) != 0 {
+        return None;
     }
+    let e = f.ext.as_ref()?;
+    Some(PullHeader {
+        code: f.code,
+        opaque: f.opaque,
+        group: text(&e.consumer_group)?,
+        topic: text(&e.topic)?,
+        queue_id: int(&e.queue_id, None)?,
+        offset: int(&e.queue_offset, None)?,
+        max_msgs: int(&e.max_msg_nums, Some(32))?,
+        sys_flag: int(&e.sys_flag, Some(0))?,
+        commit_offset: int(&e.commit_offset, Some(-1))?,
+        sub_version: int(&e.sub_version, Some(0))?,
+        subscription: opt_text(&e.subscription)?,
+        expression_type: opt_text(&e.expression_type)?,
+    })
 }
 
 /// An optional text field: `Some(None)` when absent, `None` when it is not text.
@@ -318,7 +307,7 @@ impl FastPull {
         out: &mut Vec<u8>,
     ) -> Option<()> {
         let parsed: PullFrame<'_> = serde_json::from_str(header_text).ok()?;
-        let h = parsed.header()?;
+        let h = pull_header(&parsed)?;
         if h.sys_flag & CLASS_FILTER != 0 {
             return None;
         }

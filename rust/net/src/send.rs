@@ -40,6 +40,7 @@ use crate::metrics::{self, Latency, MetricsSnapshot, TopicIn};
 use crate::pull::{FastPull, LITE_PULL_MESSAGE, PULL_MESSAGE};
 use crate::replica::{Release, Replication};
 use crate::stats::{Counters, Decline, Stats};
+use crate::transaction::{FastEnd, END_TRANSACTION, TRANS_OP_HALF_TOPIC};
 
 pub use crate::codes::{FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE};
 pub use crate::header::{SEND_BATCH_MESSAGE, SEND_MESSAGE, SEND_MESSAGE_V2};
@@ -164,6 +165,8 @@ pub struct FastSend {
     fast_failure: Option<(u64, i64)>,
     /// The PULL fast path ([`crate::pull`]), sharing the store and the latency histogram.
     pull: FastPull,
+    /// The END_TRANSACTION fast path ([`crate::transaction`]).
+    end: FastEnd,
 }
 
 /// The properties a request carries for the store, whether its producer waits for it, and
@@ -200,6 +203,7 @@ impl FastSend {
             acl: None,
             fast_failure: None,
             pull: FastPull::default(),
+            end: FastEnd::default(),
         }
     }
 
@@ -286,6 +290,11 @@ impl FastSend {
         &self.pull
     }
 
+    /// The END_TRANSACTION fast path's claims and counts.
+    pub fn end_transaction(&self) -> &FastEnd {
+        &self.end
+    }
+
     /// Let sends to `topic` take the fast path (the caller checked the topic is writable on a
     /// writable broker and is not a system topic that refuses sends).
     pub fn allow_topic(&self, topic: &str, read_queues: i32, write_queues: i32, multi_tag: bool) {
@@ -318,6 +327,9 @@ impl FastSend {
         if topic == TRANS_HALF_TOPIC {
             self.half_ok.store(false, Ordering::Relaxed);
         }
+        if topic == TRANS_HALF_TOPIC || topic == TRANS_OP_HALF_TOPIC {
+            self.end.forget();
+        }
         self.routes.write().remove(topic);
         self.pull.forget_topic(topic);
     }
@@ -328,6 +340,7 @@ impl FastSend {
         self.half_ok.store(false, Ordering::Relaxed);
         self.routes.write().clear();
         self.pull.forget_all();
+        self.end.forget();
     }
 
     /// Messages stored by the fast path so far.
@@ -430,6 +443,17 @@ impl FastSend {
                 .pull
                 .handle(&self.store, text, version, &self.latency, started, out)
                 .map(|()| Sent::Replied);
+        }
+        if h.code == END_TRANSACTION && self.acl.is_none() && !self.sync_flush {
+            // ACL on: the Python path checks the account may send to the real topic; SYNC_FLUSH:
+            // the Python path's commit is not kept back with the deferred sends.
+            let now_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as i64);
+            let version = self.cfg.version;
+            return self
+                .end
+                .handle(&self.store, header_text?, version, now_ms, out);
         }
         if h.flag & FLAG_RESPONSE != 0 || !header::is_send(h.code) {
             return None;

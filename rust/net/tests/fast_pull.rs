@@ -6,11 +6,11 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::{fast, frame, store};
+use common::{fast, frame, records, store};
 use rmq_net::pull::PULL_MESSAGE;
 use rmq_net::send::{Sent, SEND_MESSAGE_V2};
 use rmq_net::{FastSend, QueueTaken};
-use rmq_store::message::{decode, java_string_hash};
+use rmq_store::message::java_string_hash;
 
 fn host() -> SocketAddr {
     "127.0.0.1:40000".parse().unwrap()
@@ -53,16 +53,11 @@ fn answer(bytes: &[u8]) -> (serde_json::Value, Vec<u8>) {
     (header, bytes[8 + hlen..].to_vec())
 }
 
-fn bodies(records: &[u8]) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut pos = 0;
-    while pos < records.len() {
-        let size = i32::from_be_bytes(records[pos..pos + 4].try_into().unwrap()) as usize;
-        let m = decode(&records[pos..pos + size], true).unwrap();
-        out.push(String::from_utf8(m.body.to_vec()).unwrap());
-        pos += size;
-    }
-    out
+fn bodies(buf: &[u8]) -> Vec<String> {
+    records(buf)
+        .iter()
+        .map(|m| String::from_utf8(m.body.to_vec()).unwrap())
+        .collect()
 }
 
 #[test]

@@ -395,6 +395,43 @@ impl NetServer {
             .collect()
     }
 
+    /// Let END_TRANSACTION requests take the fast path (the op topic exists, ACL is off).
+    fn allow_end_transaction(&self) {
+        if let Some(f) = self.inner.fast_send() {
+            f.end_transaction().allow();
+        }
+    }
+
+    /// Claim the right to decide half offset `half_offset`: False if the fast path decided it
+    /// (or it is below the floor). True without a fast path.
+    fn tx_claim(&self, half_offset: i64) -> bool {
+        self.inner
+            .fast_send()
+            .is_none_or(|f| f.end_transaction().claim(half_offset))
+    }
+
+    /// Give back a claim whose decision was not stored.
+    fn tx_release(&self, half_offset: i64) {
+        if let Some(f) = self.inner.fast_send() {
+            f.end_transaction().release(half_offset);
+        }
+    }
+
+    /// Every half offset below `floor` is settled: the claims below it are dropped.
+    fn tx_floor(&self, floor: i64) {
+        if let Some(f) = self.inner.fast_send() {
+            f.end_transaction().set_floor(floor);
+        }
+    }
+
+    /// `(commits, rollbacks, commits stored without their op record, claims held)` of the
+    /// END_TRANSACTION fast path.
+    fn end_transaction_stats(&self) -> (u64, u64, u64, usize) {
+        self.inner
+            .fast_send()
+            .map_or((0, 0, 0, 0), |f| f.end_transaction().stats())
+    }
+
     /// Times the network thread woke up with events to handle.
     fn wakeups(&self) -> u64 {
         self.inner.wakeups()

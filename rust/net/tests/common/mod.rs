@@ -42,3 +42,15 @@ pub fn frame(code: i32, flag: i32, opaque: i32, ext: &str, body: &[u8]) -> Vec<u
     f.extend_from_slice(body);
     f
 }
+
+/// The records of a pull answer's body (or a store read), decoded.
+pub fn records(buf: &[u8]) -> Vec<rmq_store::message::Record<'_>> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    while pos < buf.len() {
+        let size = i32::from_be_bytes(buf[pos..pos + 4].try_into().unwrap()) as usize;
+        out.push(rmq_store::message::decode(&buf[pos..pos + size], true).unwrap());
+        pos += size;
+    }
+    out
+}
