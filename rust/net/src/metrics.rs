@@ -21,8 +21,8 @@ const CODES: [i32; 5] = [
     crate::header::SEND_MESSAGE,
     crate::header::SEND_MESSAGE_V2,
     crate::header::SEND_BATCH_MESSAGE,
-    crate::pull::PULL_MESSAGE,
-    crate::pull::LITE_PULL_MESSAGE,
+    crate::codes::PULL_MESSAGE,
+    crate::codes::LITE_PULL_MESSAGE,
 ];
 /// Response codes it answers with: SUCCESS, FLUSH_DISK_TIMEOUT.
 const RESPONSES: [i32; 2] = [crate::codes::SUCCESS, crate::codes::FLUSH_DISK_TIMEOUT];

@@ -39,9 +39,7 @@ use crate::header::{int, Field, Request, Value};
 use crate::metrics::Latency;
 use rmq_store::message::java_string_hash;
 
-pub const PULL_MESSAGE: i32 = 11;
-/// The 5.x clients' code for a lite pull (the same request and answer).
-pub const LITE_PULL_MESSAGE: i32 = 361;
+pub use crate::codes::{LITE_PULL_MESSAGE, PULL_MESSAGE};
 /// PullSysFlag: the request carries its subscription (the lite pull consumer).
 const SUBSCRIPTION: i32 = 0x4;
 /// PullSysFlag: class filtering, left to the Python path.

@@ -40,7 +40,7 @@ use crate::metrics::{self, Latency, MetricsSnapshot, TopicIn};
 use crate::pull::{FastPull, LITE_PULL_MESSAGE, PULL_MESSAGE};
 use crate::replica::{Release, Replication};
 use crate::stats::{Counters, Decline, Stats};
-use crate::transaction::{FastEnd, END_TRANSACTION, TRANS_OP_HALF_TOPIC};
+use crate::transaction::{Decided, FastEnd, END_TRANSACTION, TRANS_OP_HALF_TOPIC};
 
 pub use crate::codes::{FLUSH_DISK_TIMEOUT, FLUSH_SLAVE_TIMEOUT, SLAVE_NOT_AVAILABLE};
 pub use crate::header::{SEND_BATCH_MESSAGE, SEND_MESSAGE, SEND_MESSAGE_V2};
@@ -49,8 +49,7 @@ const COMPRESSION_TYPE_MASK: i32 = 0x700;
 const MAX_PROPERTIES: usize = 32767;
 const SEP: char = '\u{2}';
 const KV: char = '\u{1}';
-/// Where a transactional half message waits for its producer's decision.
-pub const TRANS_HALF_TOPIC: &str = "RMQ_SYS_TRANS_HALF_TOPIC";
+pub use crate::codes::TRANS_HALF_TOPIC;
 /// The properties the Python path sets on a half message (a producer's own are left to it).
 const HALF_KEYS: [&str; 3] = ["__transactionId__", "REAL_TOPIC", "REAL_QID"];
 
@@ -451,9 +450,13 @@ impl FastSend {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_millis() as i64);
             let version = self.cfg.version;
-            return self
+            return match self
                 .end
-                .handle(&self.store, header_text?, version, now_ms, out);
+                .handle(&self.store, header_text?, version, now_ms, out)?
+            {
+                Decided::Answered => Some(Sent::Replied),
+                Decided::Oneway => Some(Sent::NoReply),
+            };
         }
         if h.flag & FLAG_RESPONSE != 0 || !header::is_send(h.code) {
             return None;

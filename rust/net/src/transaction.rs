@@ -28,11 +28,9 @@ use serde::Deserialize;
 
 use crate::frame::{self, FLAG_ONEWAY, FLAG_RESPONSE};
 use crate::header::{int, Field, Request, Value};
-use crate::send::{Sent, TRANS_HALF_TOPIC};
 
-pub const END_TRANSACTION: i32 = 37;
-/// Where the decisions are recorded.
-pub const TRANS_OP_HALF_TOPIC: &str = "RMQ_SYS_TRANS_OP_HALF_TOPIC";
+use crate::codes::TRANS_HALF_TOPIC;
+pub use crate::codes::{END_TRANSACTION, TRANS_OP_HALF_TOPIC};
 /// `commitOrRollback` values (MessageSysFlag's transaction types).
 const COMMIT: i32 = 0x8;
 const ROLLBACK: i32 = 0xC;
@@ -53,6 +51,13 @@ struct EndExt<'a> {
     commit_log_offset: Field<'a>,
     #[serde(borrow, default)]
     commit_or_rollback: Field<'a>,
+}
+
+/// A decision taken: answered, or a oneway request (nothing to answer).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decided {
+    Answered,
+    Oneway,
 }
 
 /// The claim set shared with the Python side.
@@ -135,7 +140,7 @@ impl FastEnd {
         version: i32,
         now_ms: i64,
         out: &mut Vec<u8>,
-    ) -> Option<Sent> {
+    ) -> Option<Decided> {
         if !self.allowed.load(Ordering::Relaxed) {
             return None;
         }
@@ -220,10 +225,10 @@ impl FastEnd {
             self.rollbacks.fetch_add(1, Ordering::Relaxed);
         }
         if f.flag & FLAG_ONEWAY != 0 {
-            return Some(Sent::NoReply);
+            return Some(Decided::Oneway);
         }
         frame::push_response(out, crate::codes::SUCCESS, f.opaque, version, "", "");
-        Some(Sent::Replied)
+        Some(Decided::Answered)
     }
 }
 
