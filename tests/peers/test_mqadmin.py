@@ -261,17 +261,18 @@ def test_cluster_list(admin: Admin) -> None:
 def test_broker_status(admin: Admin) -> None:
     """brokerStatus: rmq reports a subset of Apache's runtime-info keys (it has no thread pools' capacities,
     latency histograms or transient store pool), every key clusterList reads among them, plus its own
-    store repairs, whether its disk is full, its send fast path's counts and its network thread's wake-ups;
-    the counters both keep are there on both."""
+    store repairs, whether its disk is full, its send and pull fast paths' counts and its network thread's
+    wake-ups; the counters both keep are there on both."""
     out = admin.ok("brokerStatus", "-c", "DefaultCluster")
     line = re.compile(r"^<broker>\s+(\S+?)\s*: ?(.*)$", re.MULTILINE)
     keys = {b: dict(line.findall(o)) for b, o in out.items()}
     rmq_only = {k for k in keys["rmq"] if k not in keys["apache"]}
-    # rmq's own: store repairs, a full disk, what the network thread's send fast path took or declined,
-    # how often the network thread woke up, the transaction service's floor and counters, POP's in-flight
-    # messages and revive backlog, the gRPC endpoint's 5.x clients.
+    # rmq's own: store repairs, a full disk, what the network thread's send and pull fast paths took or
+    # declined, how often the network thread woke up, the transaction service's floor and counters, POP's
+    # in-flight messages and revive backlog, the gRPC endpoint's 5.x clients.
     own = re.compile(
-        r"storeRepair\w+|diskFull|fastSend\w*|netThreadWakeups|transaction[A-Z]\w*|pop[A-Z]\w*|grpc[A-Z]\w*"
+        r"storeRepair\w+|diskFull|fastSend\w*|fastPull\w*|netThreadWakeups|transaction[A-Z]\w*|pop[A-Z]\w*"
+        r"|grpc[A-Z]\w*"
     )
     assert {"storeRepairCount", "diskFull"} <= rmq_only
     assert [k for k in rmq_only if not own.fullmatch(k)] == []
