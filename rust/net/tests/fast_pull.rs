@@ -237,11 +237,10 @@ fn lite_pulls_carry_their_own_tag_subscription() {
                 &format!(r#""expressionType":"{etype}""#),
             )
         };
-        let header = &text[..text.len()];
         let mut out = Vec::new();
-        out.extend_from_slice(&((4 + header.len()) as i32).to_be_bytes());
-        out.extend_from_slice(&(header.len() as u32).to_be_bytes());
-        out.extend_from_slice(header.as_bytes());
+        out.extend_from_slice(&((4 + text.len()) as i32).to_be_bytes());
+        out.extend_from_slice(&(text.len() as u32).to_be_bytes());
+        out.extend_from_slice(text.as_bytes());
         out
     };
     // The subscription version is the request's (Python does not compare it either).
