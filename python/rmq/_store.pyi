@@ -2,6 +2,8 @@
 
 from typing import Literal
 
+from typing_extensions import Buffer
+
 GetStatus = Literal[
     "FOUND",
     "NO_MATCHED_MESSAGE",
@@ -130,6 +132,19 @@ def check_store_config(config: dict[str, str]) -> None: ...
 def offset_msg_id(store_host: str, offset: int) -> str: ...
 def decode_offset_msg_id(msg_id: str) -> tuple[str, int]: ...
 def encode_batch_body(items: list[tuple[int, bytes, bytes]]) -> bytes: ...
+
+_Column = tuple[Buffer, Buffer, Buffer | None, int, int]
+
+def encode_row_batches(
+    body: _Column,
+    tags: _Column | None,
+    keys: _Column | None,
+    uniq_base: str,
+    counter: int,
+    max_rows: int,
+    max_bytes: int,
+    max_body: int,
+) -> list[tuple[bytes, int, int, str]]: ...
 
 # SQL92 filtering (rust/python/src/filter.rs over rmq-filter).
 

@@ -15,7 +15,7 @@ import struct
 import time
 from datetime import datetime
 
-__all__ = ["create_uniq_id", "local_ip", "uniq_id_ip", "uniq_id_timestamp"]
+__all__ = ["create_uniq_id", "local_ip", "reserve_uniq_ids", "uniq_id_ip", "uniq_id_timestamp"]
 
 
 def local_ip() -> str:
@@ -63,16 +63,25 @@ class _UniqIdGenerator:
         self._start_ms = int(start.timestamp() * 1000)
         self._next_start_ms = int(nxt.timestamp() * 1000)
 
-    def __call__(self) -> str:
+    def _base(self) -> str:
         now = int(time.time() * 1000)
         if now >= self._next_start_ms:
             self._set_start_time(now)
         diff = now - self._start_ms
         if -1_000_000 < diff < 0:  # clock stepped back (NTP)
             diff = 0
+        return f"{self.prefix}{diff & 0xFFFFFFFF:08X}"
+
+    def __call__(self) -> str:
         counter = self._counter
         self._counter = (counter + 1) & 0xFFFF
-        return f"{self.prefix}{diff & 0xFFFFFFFF:08X}{counter:04X}"
+        return f"{self._base()}{counter:04X}"
+
+    def reserve(self, n: int) -> tuple[str, int]:
+        """`n` ids made at once: the ids are `base` + the 4 hex digits of ``(counter + i) & 0xFFFF``."""
+        counter = self._counter
+        self._counter = (counter + n) & 0xFFFF
+        return self._base(), counter
 
 
 def _to_short(value: int) -> int:
@@ -86,6 +95,12 @@ _uniq_id = _UniqIdGenerator()
 def create_uniq_id() -> str:
     """A new ``UNIQ_KEY`` (32 uppercase hex characters on an IPv4 host)."""
     return _uniq_id()
+
+
+def reserve_uniq_ids(n: int) -> tuple[str, int]:
+    """`n` new ``UNIQ_KEY``s as ``(base, counter)``: id `i` is `base` followed by
+    ``f"{(counter + i) & 0xFFFF:04X}"`` (for encoders that write the ids themselves)."""
+    return _uniq_id.reserve(n)
 
 
 def uniq_id_ip(uniq_id: str) -> str:

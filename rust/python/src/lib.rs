@@ -4,6 +4,7 @@
 //! values, release the GIL for the store work, convert the result back, and map a
 //! `StoreError` to its exception class in [`to_py_err`].
 
+mod batch_rows;
 mod filter;
 mod net;
 mod reader;
@@ -658,6 +659,7 @@ fn to_tuples(
 fn _store(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add_class::<MessageStore>()?;
+    batch_rows::register(m)?;
     filter::register(m)?;
     reader::register(m)?;
     net::register(m)?;

@@ -12,6 +12,7 @@ pub mod message;
 
 pub use config::{FlushDiskType, StoreConfig};
 pub use error::{Result, StoreError};
+pub mod batch_rows;
 pub mod checkpoint;
 pub mod commitlog;
 pub mod consume_queue;

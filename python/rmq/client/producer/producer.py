@@ -60,7 +60,7 @@ from rmq.common.codes import AUTO_CREATE_TOPIC_KEY_TOPIC, MessageConst, MessageS
 from rmq.common.topic import check_group, check_topic, is_not_allowed_send_topic, is_retry_topic
 from rmq.remoting import RemotingConnectError, RemotingError, RemotingTimeoutError
 
-__all__ = ["DEFAULT_RETRY_RESPONSE_CODES", "MAX_MESSAGE_SIZE", "Producer", "validate_message"]
+__all__ = ["DEFAULT_RETRY_RESPONSE_CODES", "MAX_MESSAGE_SIZE", "EncodedBatch", "Producer", "validate_message"]
 
 log = logging.getLogger(__name__)
 
@@ -108,13 +108,27 @@ def validate_message(msg: Message, max_message_size: int = MAX_MESSAGE_SIZE) -> 
         raise MessageIllegalError(f"the message body size over max value, MAX: {max_message_size}")
 
 
-class _Batch(Message):
-    """``MessageBatch``: the encoded messages as one body, with the batch-level ``WAIT`` property."""
+class EncodedBatch(Message):
+    """``MessageBatch``: messages of one topic already encoded as one SEND_BATCH_MESSAGE body (REMOTING.md
+    §4.5), each with its ``UNIQ_KEY``; `uniq_ids` joins them with ``,`` (the send result's ``msg_id``).
+    ``Producer.send`` takes one as it is (a batch of columnar rows is built this way, without a
+    :class:`Message` per row); the caller answers for the body's messages being valid."""
+
+    __slots__ = ("uniq_ids",)
+
+    def __init__(self, topic: str, body: bytes, uniq_ids: str, wait_store_msg_ok: bool = True) -> None:
+        super().__init__(topic, body, wait_store_msg_ok=wait_store_msg_ok)
+        self.uniq_ids = uniq_ids
+
+
+class _Batch(EncodedBatch):
+    """A batch made by ``Producer.batch`` from messages, which it keeps."""
 
     __slots__ = ("messages",)
 
     def __init__(self, messages: list[Message], body: bytes, wait_store_msg_ok: bool) -> None:
-        super().__init__(messages[0].topic, body, wait_store_msg_ok=wait_store_msg_ok)
+        uniq_ids = ",".join(m.properties[_UNIQ_KEY] for m in messages)
+        super().__init__(messages[0].topic, body, uniq_ids, wait_store_msg_ok=wait_store_msg_ok)
         self.messages = messages
 
 
@@ -447,9 +461,9 @@ class Producer(MessageQueryMixin):
         props = msg.properties
         body = msg.body
         sys_flag = 0
-        is_batch = isinstance(msg, _Batch)
-        if isinstance(msg, _Batch):
-            uniq_id = ",".join(m.properties[_UNIQ_KEY] for m in msg.messages)
+        is_batch = isinstance(msg, EncodedBatch)
+        if isinstance(msg, EncodedBatch):
+            uniq_id = msg.uniq_ids
         else:
             uniq_id = props.get(_UNIQ_KEY) or ""
             if not uniq_id:

@@ -87,6 +87,8 @@ class SinkColumns:
 
     names: tuple[str, ...]
     topic: str | None
+    keys_list: bool = False
+    """Whether ``keys`` is an array of strings (else a space-separated string)."""
 
     @classmethod
     def check(cls, schema: StructType, topic_option: str | None) -> SinkColumns:
@@ -114,7 +116,8 @@ class SinkColumns:
             raise SinkColumnError("rocketmq sink: columns 'queue_id' and 'sharding_key' exclude each other")
         if "broker_name" in names and "queue_id" not in names:
             raise SinkColumnError("rocketmq sink: column 'broker_name' needs a 'queue_id' column")
-        return cls(tuple(names), topic_option)
+        keys_list = any(f.name == "keys" and isinstance(f.dataType, ArrayType) for f in schema.fields)
+        return cls(tuple(names), topic_option, keys_list)
 
     @property
     def orderly(self) -> bool:

@@ -38,7 +38,17 @@ from rmq.spark.sink.columns import OutRow, SinkColumnError
 from rmq.spark.sink.commit import CheckListener, Half, MakeMessage
 from rmq.spark.sink.options import SinkOptions
 
-__all__ = ["Sent", "SinkSendError", "SinkTopicError", "end_halves", "plain", "producer_for", "send_rows"]
+__all__ = [
+    "Sent",
+    "SinkSendError",
+    "SinkTopicError",
+    "end_halves",
+    "plain",
+    "producer_for",
+    "queues_of",
+    "send_rows",
+    "with_retries",
+]
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +107,7 @@ def producer_for(opts: SinkOptions) -> sync.Producer:
         return producer
 
 
-async def _queues(producer: Producer, opts: SinkOptions, topic: str) -> list[MessageQueue]:
+async def queues_of(producer: Producer, opts: SinkOptions, topic: str) -> list[MessageQueue]:
     """The writable queues of `topic` (ordered by broker name, then queue id); a clear error when the
     topic does not exist or the name servers cannot be reached."""
     key = (producer.client_config.instance_name, topic)
@@ -136,9 +146,9 @@ class Sent:
 async def _target(producer: Producer, opts: SinkOptions, row: OutRow, seq: int) -> MessageQueue | None:
     topic = row.message.topic
     if row.queue_id is None and row.sharding_key is None:
-        await _queues(producer, opts, topic)
+        await queues_of(producer, opts, topic)
         return None
-    queues = await _queues(producer, opts, topic)
+    queues = await queues_of(producer, opts, topic)
     if row.sharding_key is not None:
         return queues[abs(java_hash_code(row.sharding_key)) % len(queues)]
     assert row.queue_id is not None
@@ -158,7 +168,7 @@ async def _target(producer: Producer, opts: SinkOptions, row: OutRow, seq: int) 
     return queues[row.queue_id]
 
 
-async def _with_retries(
+async def with_retries(
     opts: SinkOptions, topic: str, what: str, send: Callable[[int], Awaitable[T]]
 ) -> tuple[T, int]:
     """``send(attempt)`` until it succeeds, at most ``1 + retries`` times; `what` ("row 5", "a batch of
@@ -192,7 +202,7 @@ async def _send_one(
     def send(attempt: int) -> Awaitable[SendResult]:
         return producer.send(make(row.message, seq, attempt), mq=mq)
 
-    return await _with_retries(opts, row.message.topic, f"row {seq}", send)
+    return await with_retries(opts, row.message.topic, f"row {seq}", send)
 
 
 def _batchable(row: OutRow) -> bool:
@@ -238,13 +248,13 @@ def _batches(rows: list[OutRow], first_seq: int, most: int) -> list[tuple[int, l
 async def _send_batch(producer: Producer, opts: SinkOptions, rows: list[OutRow], first: int) -> None:
     """At-least-once: `rows` (one topic, batchable) as one RocketMQ batch, sent again whole on failure."""
     topic = rows[0].message.topic
-    await _queues(producer, opts, topic)  # a clear error for an unknown topic
+    await queues_of(producer, opts, topic)  # a clear error for an unknown topic
     messages = [r.message for r in rows]
 
     def send(_attempt: int) -> Awaitable[SendResult]:
         return producer.send(messages)
 
-    await _with_retries(opts, topic, f"a batch of rows {first}..{first + len(rows) - 1}", send)
+    await with_retries(opts, topic, f"a batch of rows {first}..{first + len(rows) - 1}", send)
 
 
 async def _send_batches(producer: Producer, opts: SinkOptions, rows: list[OutRow], first_seq: int) -> None:

@@ -11,6 +11,7 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import StructType
 
+from rmq.spark.sink.columnar import columnar, send_columnar
 from rmq.spark.sink.columns import SinkColumnError, SinkColumns, rows_of
 from rmq.spark.sink.commit import (
     ROLLBACK,
@@ -70,8 +71,12 @@ def _write(
         else plain
     )
     try:
-        for rows in rows_of(cols, batches):
-            send_rows(producer, opts, rows, make, sent)
+        if columnar(opts, cols):
+            for batch in batches:
+                send_columnar(producer, opts, cols, batch, sent)
+        else:
+            for rows in rows_of(cols, batches):
+                send_rows(producer, opts, rows, make, sent)
     except BaseException:
         if sent.halves:
             # A failed task attempt is never in a commit record: its halves can only be rolled back.
