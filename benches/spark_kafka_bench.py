@@ -12,7 +12,8 @@ What runs (every process is a child of this script, on loopback, stopped on exit
   Apache Kafka 4.1.1 (``kafka-4.1.1``: ``kafka_2.13`` and its runtime jars from Maven Central), Spark's
   Kafka connector ``spark-sql-kafka-0-10_2.13`` 4.2.0 (``spark-kafka-4.2.0``; Maven Central serves it for
   Spark 4.2.0 and 4.1.0 but not for 4.3.0, rmq's pyspark) and a venv of pyspark 4.2.0 (``pyspark-4.2.0``)
-  in which both Spark sides run, rmq imported from this checkout's ``python/`` (``PYTHONPATH``);
+  in which both Spark sides run, rmq imported from this checkout's ``python/`` (``PYTHONPATH``; its
+  modules compiled to bytecode first, as pip compiles an installed wheel's);
 * the brokers, on ``--broker-cpus``: rmq as ``python -m rmq.broker`` (ASYNC_FLUSH, name server embedded,
   its store under ``--store-root``) and Kafka in KRaft mode (one process as broker and controller,
   ``kafka.Kafka`` after ``kafka.tools.StorageTool format``; the JVM flags of ``kafka-server-start.sh``; a
@@ -482,6 +483,9 @@ def bench(a: argparse.Namespace) -> dict[str, Any]:
             "tmp": str(root),
             "result": str(root / "result.json"),
         }
+        # As pip compiles a wheel's modules when it installs them: Spark starts fresh Python processes for
+        # each job's planning and commit, which would otherwise compile rmq's modules each time.
+        subprocess.run([str(python), "-m", "compileall", "-q", str(REPO / "python" / "rmq")], check=True)
         env = dict(
             os.environ,
             PYTHONPATH=os.pathsep.join([str(REPO / "python"), str(HERE)]),
@@ -554,7 +558,8 @@ def render(res: dict[str, Any], a: argparse.Namespace, elapsed: float) -> str:
         f"Measured {now} on this machine: {bb.machine_info()}; whole run {elapsed:.0f} s. pyspark"
         f" {res['pyspark']} (Maven Central serves `spark-sql-kafka-0-10_2.13` for Spark 4.2.0 and 4.1.0, not"
         " for 4.3.0, rmq's pinned pyspark) in the benchmark's own venv (`scripts/peers pyspark-4.2.0`),"
-        " `local[2]`, both sides in one session; rmq's data source from this checkout; Spark's Kafka source"
+        " `local[2]`, both sides in one session; rmq's data source from this checkout (its modules compiled"
+        " first, as pip does on install); Spark's Kafka source"
         f" and sink `spark-sql-kafka-0-10_2.13` 4.2.0 ({', '.join(res['jars'])} as `spark.jars`) against"
         " Apache Kafka 4.1.1 in KRaft mode (one process as broker and controller, 1 GiB heap, G1 as"
         " `kafka-server-start.sh`), rmq as `python -m rmq.broker` (ASYNC_FLUSH); both fetched pinned by"

@@ -22,18 +22,44 @@ a broker writes: only committed records are read. Options: ``rmq.spark.options``
 
 from __future__ import annotations
 
+import importlib
 import logging
-from typing import TYPE_CHECKING
-
-from rmq.spark.jvm import jar_path, jvm_reader_available, load
-from rmq.spark.schema import spark_schema
-from rmq.spark.source import RocketMQDataSource, RocketMQDataSourceNoPushdown
-from rmq.spark.udf import decode_record, decode_records, parse_properties, record_struct_type
+from typing import TYPE_CHECKING, Any
 
 log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from rmq.spark.jvm import jar_path, jvm_reader_available, load
+    from rmq.spark.schema import spark_schema
+    from rmq.spark.source import RocketMQDataSource
+    from rmq.spark.udf import decode_record, decode_records, parse_properties, record_struct_type
+
+# Imported on first use: Spark starts a fresh Python process for each write job's planning and commit
+# (and for each streaming query), which unpickles the data source from rmq.spark.source and so imports
+# this package; importing only what that process uses keeps its start short.
+_LAZY = {
+    "RocketMQDataSource": "rmq.spark.source",
+    "RocketMQDataSourceNoPushdown": "rmq.spark.source",
+    "decode_record": "rmq.spark.udf",
+    "decode_records": "rmq.spark.udf",
+    "parse_properties": "rmq.spark.udf",
+    "record_struct_type": "rmq.spark.udf",
+    "jar_path": "rmq.spark.jvm",
+    "jvm_reader_available": "rmq.spark.jvm",
+    "load": "rmq.spark.jvm",
+    "spark_schema": "rmq.spark.schema",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rmq.spark' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "RocketMQDataSource",
@@ -65,5 +91,7 @@ def register(spark: SparkSession, *, filter_pushdown: bool = False) -> None:
             "rocketmq source: Spark filter pushdown on; pyspark 4.3 reuses a pushed-down reader for a "
             "later query over the same DataFrame that pushes no filter, so load one DataFrame per query"
         )
+    from rmq.spark.source import RocketMQDataSource, RocketMQDataSourceNoPushdown
+
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true" if filter_pushdown else "false")
     spark.dataSource.register(RocketMQDataSource if filter_pushdown else RocketMQDataSourceNoPushdown)

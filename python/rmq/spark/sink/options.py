@@ -12,10 +12,10 @@ Options (case-insensitive):
 ``sendTimeoutMs``           budget of one send including its retries (default 3000)
 ``retries``                 sends of a row after the first fails (default 2): another broker when the
                             row names no queue, the same queue when it does
-``maxInFlight``             rows a task has in flight at once (default 64; rows that name a queue or a
+``maxInFlight``             rows a task has in flight at once (default 256; rows that name a queue or a
                             sharding key go one at a time, in row order)
 ``batchSize``               at-least-once: rows that name no queue go as RocketMQ batches of up to this
-                            many messages of one topic (default 32; 1: one message per send); exactly-once
+                            many messages of one topic (default 128; 1: one message per send); exactly-once
                             sends each row alone (transactional messages are not batched)
 ``accessKey``/``secretKey`` ACL account; every request is signed (``securityToken`` optional)
 ``tls``                     ``true``: TLS to name servers and brokers; ``tlsCa``, ``tlsVerify``,
@@ -192,8 +192,8 @@ def parse_sink_options(options: Mapping[str, str], streaming: bool) -> SinkOptio
         guarantee=guarantee,
         send_timeout_ms=_int(opts, "sendtimeoutms", "sendTimeoutMs", 3000, 1),
         retries=_int(opts, "retries", "retries", 2, 0),
-        max_in_flight=_int(opts, "maxinflight", "maxInFlight", 64, 1),
-        batch_size=_int(opts, "batchsize", "batchSize", 32, 1),
+        max_in_flight=_int(opts, "maxinflight", "maxInFlight", 256, 1),
+        batch_size=_int(opts, "batchsize", "batchSize", 128, 1),
         check_immunity_s=_int(opts, "checkimmunitysec", "checkImmunitySec", 60, 0),
         client=client,
         sink_dir=sink_dir,
