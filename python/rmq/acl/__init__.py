@@ -8,16 +8,38 @@
   watched and swapped in atomically; and the changes the ACL admin requests make to them.
 """
 
-from rmq.acl.rules import AclConfigError, AclRules, load_rules, parse_rules
-from rmq.acl.signing import (
-    ACCESS_KEY,
-    SECURITY_TOKEN,
-    SIGNATURE,
-    RequestSigner,
-    calc_signature,
-    signed_content,
-)
-from rmq.acl.validator import AccessValidator
+import typing
+
+from rmq.common.lazy import lazy_exports
+
+if typing.TYPE_CHECKING:
+    from rmq.acl.rules import AclConfigError, AclRules, load_rules, parse_rules
+    from rmq.acl.signing import (
+        ACCESS_KEY,
+        SECURITY_TOKEN,
+        SIGNATURE,
+        RequestSigner,
+        calc_signature,
+        signed_content,
+    )
+    from rmq.acl.validator import AccessValidator
+
+# Imported on first use (rmq.common.lazy): a client signing requests needs neither rules nor validator.
+_WHERE = {
+    "AclConfigError": "rmq.acl.rules",
+    "AclRules": "rmq.acl.rules",
+    "load_rules": "rmq.acl.rules",
+    "parse_rules": "rmq.acl.rules",
+    "ACCESS_KEY": "rmq.acl.signing",
+    "SECURITY_TOKEN": "rmq.acl.signing",
+    "SIGNATURE": "rmq.acl.signing",
+    "RequestSigner": "rmq.acl.signing",
+    "calc_signature": "rmq.acl.signing",
+    "signed_content": "rmq.acl.signing",
+    "AccessValidator": "rmq.acl.validator",
+}
+__getattr__ = lazy_exports("rmq.acl", globals(), _WHERE)
+
 
 __all__ = [
     "ACCESS_KEY",

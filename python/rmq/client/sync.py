@@ -39,12 +39,9 @@ import inspect
 import threading
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from rmq.client.admin import LONG_MAX
-from rmq.client.admin_ext import Admin as AsyncAdmin
-from rmq.client.consumer.lite_pull import LitePullConsumer as AsyncLitePullConsumer
-from rmq.client.consumer.push import PushConsumer as AsyncPushConsumer
 from rmq.client.heartbeat import MessageSelector
 from rmq.client.message import Message, MessageExt, MessageQueue
 from rmq.client.producer.producer import ExceptionCallback, SendCallback
@@ -54,6 +51,11 @@ from rmq.client.producer.transaction import TransactionListener, TransactionSend
 from rmq.client.producer.transaction import TransactionProducer as AsyncTransactionProducer
 from rmq.client.results import QueryResult, SendResult
 from rmq.remoting.loop import best_loop_factory
+
+if TYPE_CHECKING:  # imported where first used: a process that only sends need not load them
+    from rmq.client.admin_ext import Admin as AsyncAdmin
+    from rmq.client.consumer.lite_pull import LitePullConsumer as AsyncLitePullConsumer
+    from rmq.client.consumer.push import PushConsumer as AsyncPushConsumer
 
 __all__ = [
     "Admin",
@@ -254,6 +256,8 @@ class PushConsumer(_Lookup):
     """Blocking :class:`rmq.client.PushConsumer`; same constructor arguments and listeners."""
 
     def __init__(self, group: str, **kwargs: Any) -> None:
+        from rmq.client.consumer.push import PushConsumer as AsyncPushConsumer
+
         self._impl: AsyncPushConsumer = _loop().run(_build(lambda: AsyncPushConsumer(group, **kwargs)))
 
     @property
@@ -283,6 +287,8 @@ class LitePullConsumer(_Lookup):
     """Blocking :class:`rmq.client.LitePullConsumer`; ``poll`` blocks up to its timeout."""
 
     def __init__(self, group: str, **kwargs: Any) -> None:
+        from rmq.client.consumer.lite_pull import LitePullConsumer as AsyncLitePullConsumer
+
         self._impl: AsyncLitePullConsumer = _loop().run(
             _build(lambda: AsyncLitePullConsumer(group, **kwargs))
         )
@@ -342,6 +348,8 @@ class Admin(_Lookup):
     asyncio admin is available here as a blocking method of the same name and arguments."""
 
     def __init__(self, **kwargs: Any) -> None:
+        from rmq.client.admin_ext import Admin as AsyncAdmin
+
         self._impl: AsyncAdmin = _loop().run(_build(lambda: AsyncAdmin(**kwargs)))
 
     @property

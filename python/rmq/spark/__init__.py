@@ -22,9 +22,10 @@ a broker writes: only committed records are read. Options: ``rmq.spark.options``
 
 from __future__ import annotations
 
-import importlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from rmq.common.lazy import lazy_exports
 
 log = logging.getLogger(__name__)
 
@@ -53,13 +54,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'rmq.spark' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports("rmq.spark", globals(), _LAZY)
 
 
 __all__ = [
