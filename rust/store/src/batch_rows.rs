@@ -245,7 +245,10 @@ pub fn encode_row_batches(
         }
         if cur.count == 0 {
             cur.first = row;
-            cur.body.reserve(size * max_rows.min(body.len() - row));
+            // Room for the rows this batch can take: by count, and by bytes (a big row alone).
+            let rows = max_rows.min(body.len() - row);
+            cur.body
+                .reserve((size * rows).min(limits.max_bytes.max(size)));
         } else {
             cur.uniq_ids.push(',');
         }
