@@ -81,3 +81,38 @@ def test_reserved_ids_follow_on_from_single_ids() -> None:
     assert int(nxt[-4:], 16) == (counter + 3) & 0xFFFF
     props = parse_properties(f"UNIQ_KEY\x01{base}{counter:04X}")
     assert props["UNIQ_KEY"].startswith(nxt[:20])
+
+
+def test_more_rows_than_one_id_counter_get_distinct_ids(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An Arrow batch of more than 65,536 rows is encoded in chunks, each with its own id reservation."""
+    from rmq.spark.sink import columnar
+    from rmq.spark.sink.send import Sent
+
+    monkeypatch.setattr(columnar, "UNIQ_IDS_AT_ONCE", 3)
+    seen: list[tuple[int, int]] = []
+    ids: list[str] = []
+
+    class Impl:
+        max_message_size = 1 << 20
+
+    class FakeProducer:
+        impl = Impl()
+
+    def fake_run(coro):  # type: ignore[no-untyped-def]
+        coro.close()
+
+    real = columnar.encode_rows
+
+    def spy(cols, topic, part, rows, first_row, opts, max_body):  # type: ignore[no-untyped-def]
+        out = real(cols, topic, part, rows, first_row, opts, max_body)
+        seen.extend((first, last) for first, last, _b in out)
+        ids.extend(i for _f, _l, b in out for i in b.uniq_ids.split(","))
+        return out
+
+    monkeypatch.setattr(columnar, "encode_rows", spy)
+    monkeypatch.setattr(columnar.sync, "run", fake_run)
+    batch = pa.RecordBatch.from_pydict({"body": [b"x"] * 7})
+    sent = Sent()
+    columnar.send_columnar(FakeProducer(), _opts(), SinkColumns(("body",), "T"), batch, sent)  # type: ignore[arg-type]
+    assert seen == [(0, 2), (3, 5), (6, 6)]
+    assert sent.rows == 7 and len(ids) == 7 and len(set(ids)) == 7

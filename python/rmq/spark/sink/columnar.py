@@ -31,6 +31,7 @@ from rmq.spark.sink.send import BATCH_BYTES, Sent, queues_of, with_retries
 __all__ = ["COLUMNAR_COLUMNS", "by_topic", "columnar", "encode_rows", "send_columnar"]
 
 COLUMNAR_COLUMNS = frozenset({"body", "topic", "tags", "keys"})
+UNIQ_IDS_AT_ONCE = 1 << 16
 
 
 def columnar(opts: SinkOptions, cols: SinkColumns) -> bool:
@@ -164,9 +165,12 @@ def send_columnar(
     """Send the rows of `batch` (the task's next rows), blocking until all are stored; raises if a row is
     bad or a batch cannot be sent."""
     impl: Producer = producer.impl
-    todo = [
-        (topic, encode_rows(cols, topic, part, rows, sent.rows, opts, impl.max_message_size))
-        for topic, part, rows in by_topic(cols, batch, sent.rows)
-    ]
-    sync.run(_send(impl, opts, todo))
-    sent.rows += batch.num_rows
+    # At most 65,536 rows per id reservation: the ids of one reservation differ only in a 16-bit counter.
+    for start in range(0, batch.num_rows, UNIQ_IDS_AT_ONCE):
+        chunk = batch.slice(start, UNIQ_IDS_AT_ONCE)
+        todo = [
+            (topic, encode_rows(cols, topic, part, rows, sent.rows, opts, impl.max_message_size))
+            for topic, part, rows in by_topic(cols, chunk, sent.rows)
+        ]
+        sync.run(_send(impl, opts, todo))
+        sent.rows += chunk.num_rows
