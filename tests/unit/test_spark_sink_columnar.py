@@ -83,7 +83,7 @@ def test_reserved_ids_follow_on_from_single_ids() -> None:
     assert props["UNIQ_KEY"].startswith(nxt[:20])
 
 
-def test_more_rows_than_one_id_counter_get_distinct_ids(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_batch_over_the_id_reservation_limit_is_encoded_in_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """An Arrow batch of more than 65,536 rows is encoded in chunks, each with its own id reservation."""
     from rmq.spark.sink import columnar
     from rmq.spark.sink.send import Sent

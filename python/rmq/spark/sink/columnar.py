@@ -26,7 +26,7 @@ from rmq.client.uniq_id import reserve_uniq_ids
 from rmq.common.topic import is_retry_topic
 from rmq.spark.sink.columns import SinkColumnError, SinkColumns
 from rmq.spark.sink.options import SinkOptions
-from rmq.spark.sink.send import BATCH_BYTES, Sent, queues_of, with_retries
+from rmq.spark.sink.send import BATCH_BYTES, Sent, all_or_cancel, queues_of, with_retries
 
 __all__ = ["COLUMNAR_COLUMNS", "by_topic", "columnar", "encode_rows", "send_columnar"]
 
@@ -148,15 +148,9 @@ async def _send(
             what = f"row {first}" if first == last else f"a batch of rows {first}..{last}"
             await with_retries(opts, topic, what, send)
 
-    tasks = []
-    for topic, batches in todo:
-        await queues_of(producer, opts, topic)  # a clear error for an unknown topic
-        tasks.extend(asyncio.ensure_future(one(topic, *b)) for b in batches)
-    try:
-        await asyncio.gather(*tasks)
-    finally:
-        for t in tasks:
-            t.cancel()
+    for topic, _ in todo:
+        await queues_of(producer, opts, topic)  # a clear error for an unknown topic, before any row is sent
+    await all_or_cancel(one(topic, *b) for topic, batches in todo for b in batches)
 
 
 def send_columnar(

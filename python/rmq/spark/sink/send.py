@@ -20,9 +20,9 @@ import hashlib
 import logging
 import os
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from rmq._store import decode_offset_msg_id
 from rmq.client import sync
@@ -257,6 +257,17 @@ async def _send_batch(producer: Producer, opts: SinkOptions, rows: list[OutRow],
     await with_retries(opts, topic, f"a batch of rows {first}..{first + len(rows) - 1}", send)
 
 
+async def all_or_cancel(sends: Iterable[Coroutine[Any, Any, None]]) -> None:
+    """Run `sends` concurrently and wait for every one; when one raises, cancel the others (none keeps
+    sending rows after the task failed) and raise its error."""
+    tasks = [asyncio.ensure_future(s) for s in sends]
+    try:
+        await asyncio.gather(*tasks)
+    finally:
+        for t in tasks:
+            t.cancel()
+
+
 async def _send_batches(producer: Producer, opts: SinkOptions, rows: list[OutRow], first_seq: int) -> None:
     batches = _batches(rows, first_seq, opts.batch_size)
     gate = asyncio.Semaphore(max(1, opts.max_in_flight // opts.batch_size))
@@ -268,12 +279,7 @@ async def _send_batches(producer: Producer, opts: SinkOptions, rows: list[OutRow
             else:
                 await _send_batch(producer, opts, batch, first)
 
-    tasks = [asyncio.ensure_future(one(first, b)) for first, b in batches]
-    try:
-        await asyncio.gather(*tasks)
-    finally:
-        for t in tasks:
-            t.cancel()
+    await all_or_cancel(one(first, b) for first, b in batches)
 
 
 async def _send_rows(
@@ -314,12 +320,7 @@ async def _send_rows(
             result, attempt = await _send_one(producer, opts, row, first_seq + i, make)
         record(first_seq + i, result, attempt)
 
-    tasks = [asyncio.ensure_future(one(i, r)) for i, r in enumerate(rows)]
-    try:
-        await asyncio.gather(*tasks)
-    finally:
-        for t in tasks:
-            t.cancel()
+    await all_or_cancel(one(i, r) for i, r in enumerate(rows))
 
 
 def send_rows(
