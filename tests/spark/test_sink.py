@@ -266,6 +266,20 @@ def test_bad_input_fails_naming_what(
         _writer(df, broker, **options).save()
 
 
+def test_a_task_naming_an_unknown_topic_sends_none_of_its_rows(
+    spark: SparkSession, broker: BrokerProcess
+) -> None:
+    """Every topic a task's rows name is looked up before the task sends a row: a task whose last row names a
+    topic that does not exist fails naming it and leaves nothing in the topics that do."""
+    create_topic(broker, "SinkMixed")
+    rows = [("SinkMixed", f"m{i}".encode()) for i in range(3000)] + [("NoSuchTopic2", b"x")]
+    df = spark.createDataFrame(rows, "topic string, body binary").coalesce(1)
+    with pytest.raises(Exception, match="topic 'NoSuchTopic2' does not exist"):
+        _writer(df, broker).save()
+    time.sleep(1.0)  # a send still running after the failure would land by now
+    assert consume(broker.namesrv_addr, "SinkMixed", 0).messages == []
+
+
 def test_unreachable_name_server_and_overwrite(
     spark: SparkSession, broker: BrokerProcess, tmp_path: Path
 ) -> None:
