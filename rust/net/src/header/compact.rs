@@ -44,16 +44,19 @@ enum Scalar<'a> {
 
 impl<'a> Reader<'a> {
     /// JSON whitespace (the C load generator pads its opaque with spaces).
+    #[inline]
     fn ws(&mut self) {
         while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
             self.i += 1;
         }
     }
 
+    #[inline]
     fn peek(&self) -> Option<u8> {
         self.s.get(self.i).copied()
     }
 
+    #[inline]
     fn eat(&mut self, b: u8) -> Option<()> {
         (self.peek()? == b).then(|| self.i += 1)
     }
@@ -85,21 +88,24 @@ impl<'a> Reader<'a> {
     }
 
     fn header(&mut self, signed: bool) -> Option<Header<'a>> {
-        let (mut code, mut flag, mut opaque, mut ext) = (None, None, None, None);
+        let (mut code, mut flag, mut opaque) = (None, None, None);
+        // Filled in place: an `Ext` is a few hundred bytes, and each move of it was a memcpy.
+        let mut ext = Ext::default();
+        let (mut ext_seen, mut ext_object) = (false, false);
         self.object(|r, key| {
             let slot = match key {
                 "code" => &mut code,
                 "flag" => &mut flag,
                 "opaque" => &mut opaque,
                 "extFields" => {
-                    if ext.is_some() {
+                    if ext_seen {
                         return None; // a field twice
                     }
-                    ext = Some(if r.literal(b"null").is_some() {
-                        None
-                    } else {
-                        Some(r.ext(signed)?)
-                    });
+                    ext_seen = true;
+                    if r.literal(b"null").is_none() {
+                        r.ext(signed, &mut ext)?;
+                        ext_object = true;
+                    }
                     return Some(());
                 }
                 _ => return r.scalar().map(drop), // skipped, as serde skips unknown fields
@@ -117,12 +123,11 @@ impl<'a> Reader<'a> {
             code: code?,
             flag: flag.unwrap_or(0),
             opaque: opaque.unwrap_or(0),
-            ext: ext.flatten(),
+            ext: ext_object.then_some(ext),
         })
     }
 
-    fn ext(&mut self, signed: bool) -> Option<Ext<'a>> {
-        let mut e = Ext::default();
+    fn ext(&mut self, signed: bool, e: &mut Ext<'a>) -> Option<()> {
         let mut seen = 0u32;
         let mut all: Vec<TextField<'a>> = Vec::with_capacity(if signed { 20 } else { 0 });
         let mut all_text = signed;
@@ -143,12 +148,13 @@ impl<'a> Reader<'a> {
             e.set(key, value, &mut seen)
         })?;
         e.signed = all_text.then_some(all);
-        Some(e)
+        Some(())
     }
 }
 
 impl<'a> Ext<'a> {
     /// Keep `value` when `key` is one of a send's fields (`None`: a field twice).
+    #[inline]
     fn set(&mut self, key: &str, value: Scalar<'a>, seen: &mut u32) -> Option<()> {
         let Some((bit, slot)) = self.slot(key) else {
             return Some(());
@@ -169,6 +175,7 @@ impl<'a> Ext<'a> {
 
 impl<'a> Reader<'a> {
     /// An object key: a string without escapes.
+    #[inline]
     fn key(&mut self) -> Option<&'a str> {
         self.eat(b'"')?;
         let start = self.i;
@@ -183,6 +190,7 @@ impl<'a> Reader<'a> {
 
     /// Move to the next byte that ends a run of plain string characters (`"`, `\\` or a
     /// control character), or to the end: eight bytes a step.
+    #[inline]
     fn run(&mut self) {
         const ONES: u64 = 0x0101_0101_0101_0101;
         const HIGH: u64 = 0x8080_8080_8080_8080;
@@ -206,11 +214,13 @@ impl<'a> Reader<'a> {
         }
     }
 
+    #[inline]
     fn literal(&mut self, word: &[u8]) -> Option<()> {
         let end = self.i + word.len();
         (self.s.get(self.i..end)? == word).then(|| self.i = end)
     }
 
+    #[inline]
     fn scalar(&mut self) -> Option<Scalar<'a>> {
         match self.peek()? {
             b'"' => self.string().map(Scalar::Str),
@@ -223,6 +233,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A JSON integer of at most 18 digits (no fraction, no exponent, no leading zero, not `-0`).
+    #[inline]
     fn integer(&mut self) -> Option<i64> {
         let negative = self.eat(b'-').is_some();
         let start = self.i;
@@ -245,6 +256,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A string value: borrowed when it has no escape, else unescaped into an owned copy.
+    #[inline]
     fn string(&mut self) -> Option<Cow<'a, str>> {
         self.eat(b'"')?;
         let start = self.i;
