@@ -266,11 +266,12 @@ def test_bad_input_fails_naming_what(
         _writer(df, broker, **options).save()
 
 
-def test_a_task_naming_an_unknown_topic_sends_none_of_its_rows(
+def test_an_unknown_topic_stops_a_batch_of_rows_before_any_is_sent(
     spark: SparkSession, broker: BrokerProcess
 ) -> None:
-    """Every topic a task's rows name is looked up before the task sends a row: a task whose last row names a
-    topic that does not exist fails naming it and leaves nothing in the topics that do."""
+    """The columnar path looks up every topic the rows of one Arrow batch name before it sends any of them:
+    a batch whose last row names a topic that does not exist fails naming it and leaves nothing in the
+    topics that do (the 3,001 rows are one Arrow batch; Spark's default is up to 10,000 rows)."""
     create_topic(broker, "SinkMixed")
     rows = [("SinkMixed", f"m{i}".encode()) for i in range(3000)] + [("NoSuchTopic2", b"x")]
     df = spark.createDataFrame(rows, "topic string, body binary").coalesce(1)
