@@ -106,3 +106,52 @@ def start_broker(
         raise RuntimeError("broker did not start:\n" + "".join(log[-50:]))
     threading.Thread(target=lambda: [None for _ in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
     return BrokerProcess(proc, ready["namesrv"], ready["broker"], Path(store_dir), args, log, ready, reader)
+
+
+@dataclass
+class ProxyProcess:
+    """``python -m rmq.proxy`` as a child process: its gRPC port (its ``RMQ-PROXY-READY`` line), its log."""
+
+    proc: subprocess.Popen[str]
+    port: int
+    log: list[str]
+    stderr_reader: threading.Thread
+
+    @property
+    def endpoints(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self, timeout: float = 30.0) -> int:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self.stderr_reader.join(10)
+        return self.proc.returncode
+
+
+def start_proxy(namesrv: str, *extra_args: str, env: dict[str, str] | None = None) -> ProxyProcess:
+    """Start the standalone gRPC endpoint on loopback, any free port, before the name servers `namesrv`."""
+    args = [sys.executable, "-m", "rmq.proxy", "-n", namesrv, "--host", "127.0.0.1", "--port", "0"]
+    args += extra_args
+    proc = subprocess.Popen(
+        args,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})),
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    log: list[str] = []
+    reader = threading.Thread(target=lambda: log.extend(proc.stderr), daemon=True)  # type: ignore[arg-type]
+    reader.start()
+    line = proc.stdout.readline()
+    if not line.startswith("RMQ-PROXY-READY"):
+        proc.kill()
+        proc.wait()
+        reader.join(10)
+        raise RuntimeError("rmq proxy did not start:\n" + line + "".join(log[-40:]))
+    return ProxyProcess(proc, int(line.split("grpc=")[1]), log, reader)

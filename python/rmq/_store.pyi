@@ -389,3 +389,28 @@ class NetServer:
         per bucket of :data:`SIZE_BOUNDS`, then larger; not cumulative), and per request and response code
         ``(code, response, buckets, sum_us)`` it answered (per bucket of :data:`LATENCY_BOUNDS_MS`)."""
     def shutdown(self) -> None: ...
+
+class TlsFront:
+    """The gRPC port's front (rust/net/src/front.rs): TLS and plaintext clients on ``host:port``, each
+    connection passed on in plain text to ``127.0.0.1:upstream_port``."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        upstream_port: int,
+        tls: tuple[str, str, str, str, str] | None = None,
+        names: list[str] = ...,
+    ) -> None:
+        """``tls``: (mode, cert_path, key_path, trust_cert_path, need_client_auth) as for NetServer
+        (ValueError when the files do not load); None: permissive with a self-signed certificate made
+        now for ``names``. OSError when the port cannot be bound."""
+    @property
+    def port(self) -> int: ...
+    def stats(self) -> dict[str, int]:
+        """``tls``, ``plain``: connections served; ``refused``; ``open``: connections open now."""
+    def take_refusals(self) -> list[str]:
+        """Refusals since the last call (at most the last 256), each naming the peer and the cause."""
+    def peer_of(self, port: int) -> str | None:
+        """``host:port`` of the client behind the front's upstream connection from local ``port``."""
+    def close(self) -> None: ...

@@ -4,10 +4,7 @@ on both, and a helper that runs a Java driver scenario against each and returns 
 from __future__ import annotations
 
 import asyncio
-import os
 import subprocess
-import sys
-import threading
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -18,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.brokerproc import BrokerProcess, start_broker
+from tests.brokerproc import BrokerProcess, start_broker, start_proxy
 from tests.peers.apache import (
     ApachePeer,
     PeerLibs,
@@ -210,25 +207,13 @@ class Peers5:
 def peers5(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peers5]:
     home = tmp_path_factory.mktemp("peers5")
     apache = start_apache5(home / "apache5", *SHARED_PROPS)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "rmq.proxy", "-n", apache.namesrv_addr, "--host", "127.0.0.1", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=dict(os.environ, PYTHONUNBUFFERED="1", HOME=str(home)),
-    )
-    assert proc.stdout is not None and proc.stderr is not None
-    log: list[str] = []
-    threading.Thread(target=lambda: log.extend(proc.stderr), daemon=True).start()  # type: ignore[arg-type]
-    line = proc.stdout.readline()
-    if not line.startswith("RMQ-PROXY-READY"):
-        proc.kill()
-        apache.stop()
-        raise RuntimeError("rmq proxy did not start:\n" + line + "".join(log[-40:]))
-    port = int(line.split("grpc=")[1])
     try:
-        yield Peers5(apache, proc, port, log)
+        proxy = start_proxy(apache.namesrv_addr, env={"HOME": str(home)})
+    except BaseException:
+        apache.stop()
+        raise
+    try:
+        yield Peers5(apache, proxy.proc, proxy.port, proxy.log)
     finally:
-        proc.terminate()
-        proc.wait(30)
+        proxy.stop()
         apache.stop()

@@ -4,13 +4,14 @@ plain_acl.yml (the same rules and accounts as tests/acl)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from rmq.common.codes import ResponseCode
 from rmq.remoting.client import invoke_sync
 
 from tests.acl.aclenv import ADMIN, APP, DENIED_TOPIC, GROUP, INNER, TOPIC, signed, topic_request, write_rules
-from tests.brokerproc import BrokerProcess, start_broker
+from tests.brokerproc import BrokerProcess, start_broker, start_proxy
 from tests.proxy.client5run import run_client5
 
 
@@ -93,3 +94,28 @@ def test_receiving_from_rmq_is_served_under_acl(broker: BrokerProcess) -> None:
         sk=APP[1],
     )
     assert got["errors"] == [], got["errors"]
+
+
+def test_the_standalone_proxy_checks_signatures_with_its_acl_file(tmp_path: Path) -> None:
+    """``python -m rmq.proxy --acl-file`` checks 5.x signatures against that file, in front of a broker
+    without ACL: a wrong secret is refused (and logged), the account's own is served. (The file's rules once
+    went into another setting and were never checked.)"""
+    rules = write_rules(tmp_path / "plain_acl.yml")
+    plain = start_broker(tmp_path / "store")
+    try:
+        r = invoke_sync(plain.broker_addr, topic_request(TOPIC), 5000)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        proxy = start_proxy(plain.namesrv_addr, "--acl-file", str(rules))
+        try:
+            args = {"endpoints": proxy.endpoints, "topic": TOPIC, "messages": [{"body": "x"}], "timeout": 60}
+            with pytest.raises(AssertionError, match="failed to fetch topic:AclTopic route"):
+                run_client5("send", ak=APP[0], sk="not-the-secret", **args)
+            sent = run_client5("send", ak=APP[0], sk=APP[1], **args)["sent"]
+            assert [m["body"] for m in sent] == ["x"]  # type: ignore[index]
+        finally:
+            proxy.stop()
+    finally:
+        assert plain.stop() == 0, "".join(plain.log[-40:])
+    log = proxy.log
+    why = "signature mismatch for access key app"
+    assert any(why in x and "refused" in x for x in log), "".join(log[-20:])

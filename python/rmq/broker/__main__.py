@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
 import sys
 from typing import Any
@@ -143,17 +142,15 @@ def start_grpc(cfg: BrokerConfig, broker: BrokerController) -> Any:
         rpc_hook=RequestSigner(*creds) if creds else None,
         remoting_tls=remoting_tls,
     )
-    if cfg.tls_server_mode == "enforcing":
-        config.tls_cert_path = os.path.expanduser(cfg.tls_server_cert_path)
-        config.tls_key_path = os.path.expanduser(cfg.tls_server_key_path)
-        config.tls_trust_cert_path = os.path.expanduser(cfg.tls_server_trust_cert_path)
-        config.tls_require_client_auth = cfg.tls_server_need_client_auth == "require"
-    elif cfg.tls_server_mode == "permissive":
-        log.warning(
-            "tls.server.mode=permissive: the gRPC port (grpcServerPort=%d) serves plaintext only (grpcio "
-            "cannot serve TLS and plaintext on one port); tls.server.mode=enforcing serves it over TLS",
-            cfg.grpc_server_port,
-        )
+    tls = cfg.tls_server()
+    if tls.mode in ("enforcing", "permissive"):
+        # The broker port's certificate; permissive: TLS and plaintext clients on the gRPC port too.
+        config.tls_mode = tls.mode
+        config.tls_cert_path = tls.cert_path
+        config.tls_key_path = tls.key_path
+        config.tls_trust_cert_path = tls.trust_cert_path
+        config.tls_require_client_auth = tls.need_client_auth == "require"
+    config.tls_test_mode = cfg.tls_test_mode_enable
     proxy = ProxyThread(config)
     proxy.start()
     if broker.services is not None:

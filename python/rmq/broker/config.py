@@ -119,6 +119,7 @@ _NAMES: dict[str, str] = {
     "tls.server.keyPassword": "tls_server_key_password",
     "tls.server.trustCertPath": "tls_server_trust_cert_path",
     "tls.server.need.client.auth": "tls_server_need_client_auth",
+    "tls.test.mode.enable": "tls_test_mode_enable",
     "tls.enable": "tls_enable",
     "tls.client.certPath": "tls_client_cert_path",
     "tls.client.keyPath": "tls_client_key_path",
@@ -345,6 +346,11 @@ class BrokerConfig:
     """PEM CAs that client certificates must chain to (``tls.server.trustCertPath``)."""
     tls_server_need_client_auth: str = "none"
     """``none``, ``optional`` or ``require`` a client certificate (``tls.server.need.client.auth``)."""
+    tls_test_mode_enable: bool = True
+    """RocketMQ's ``tls.test.mode.enable`` (its proxy's ``tlsTestModeEnable``), applied to the gRPC port only:
+    with ``tls.server.mode`` disabled, the gRPC port also takes TLS clients, with a self-signed certificate
+    made at start, as RocketMQ's proxy does by default (the official 5.x Java client connects over TLS unless
+    told otherwise); false: plaintext only. The broker port's TLS always needs a certificate."""
     tls_enable: bool = False
     """The broker's own connections (name-server registration) use TLS (RocketMQ's ``tls.enable``)."""
     tls_client_cert_path: str = ""

@@ -32,6 +32,20 @@ log = logging.getLogger("rmq.proxy")
     "--tls-key", type=click.Path(dir_okay=False, exists=True), help="PEM private key of --tls-cert."
 )
 @click.option(
+    "--tls-mode",
+    type=click.Choice(["enforcing", "permissive"]),
+    default="enforcing",
+    show_default=True,
+    help="With --tls-cert: TLS clients only, or TLS and plaintext clients on the one port.",
+)
+@click.option(
+    "--tls-test-mode/--no-tls-test-mode",
+    default=True,
+    show_default=True,
+    help="Without --tls-cert: take TLS clients too, with a self-signed certificate made at start "
+    "(RocketMQ's tlsTestModeEnable; the 5.x Java client connects over TLS by default).",
+)
+@click.option(
     "--acl-file", type=click.Path(dir_okay=False, exists=True), help="plain_acl.yml: check 5.x signatures."
 )
 @click.option(
@@ -43,6 +57,8 @@ def main(
     port: int,
     tls_cert: str | None,
     tls_key: str | None,
+    tls_mode: str,
+    tls_test_mode: bool,
     acl_file: str | None,
     log_level: str,
 ) -> None:
@@ -58,7 +74,16 @@ def main(
 
         acl = AccessValidator.from_file(acl_file)
     addrs = [a.strip() for a in namesrv.split(";") if a.strip()]
-    config = ProxyConfig(addrs, host, port, tls_cert or "", tls_key or "", acl)
+    config = ProxyConfig(
+        addrs,
+        host,
+        port,
+        tls_cert_path=tls_cert or "",
+        tls_key_path=tls_key or "",
+        tls_mode=tls_mode,
+        tls_test_mode=tls_test_mode,
+        acl=acl,
+    )
 
     async def run() -> None:
         server = ProxyServer(config)

@@ -1,7 +1,15 @@
 """The gRPC server of the proxy (grpcio's asyncio server), and its run in a thread of a broker process.
 
 :class:`ProxyServer` wires the parts: the client registry, the Remoting side towards the brokers, the
-MessagingService handlers, optional TLS (a certificate and key in PEM) and ACL. ``python -m rmq.proxy`` runs
+MessagingService handlers, TLS and ACL.
+
+TLS as RocketMQ's proxy serves it: with a certificate, ``enforcing`` (TLS clients only; grpcio's own TLS)
+or ``permissive`` (TLS and plaintext clients on the one port); without one, TLS test mode (on by default,
+as RocketMQ's ``tlsTestModeEnable``): TLS with a certificate made at start, and plaintext. grpcio serves a
+port in one way only, so where both are taken the port is the Rust front (:class:`rmq._store.TlsFront`),
+which decrypts TLS clients' bytes and passes every connection on in plain text to grpcio, listening on
+loopback; the official 5.x Java client, which connects over TLS unless told otherwise and trusts any
+certificate, then connects unchanged. ``python -m rmq.proxy`` runs
 it on its own; :class:`ProxyThread` runs it beside a broker in one process ("local": the proxy reaches that
 broker over loopback Remoting, through the name server like any other), on its own event loop so the
 broker's loop never waits on gRPC.
@@ -13,6 +21,7 @@ import asyncio
 import logging
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -24,6 +33,9 @@ from rmq.proxy.metrics import GrpcLatency, LatencyInterceptor
 from rmq.proxy.pb import g
 from rmq.proxy.service import MessagingService
 from rmq.remoting.tls import TlsClientSettings
+
+if TYPE_CHECKING:
+    from rmq._store import TlsFront
 
 log = logging.getLogger("rmq.proxy")
 
@@ -41,6 +53,11 @@ class ProxyConfig:
     tls_trust_cert_path: str = ""
     """With ``tls_require_client_auth``: the PEM CAs a client certificate must chain to."""
     tls_require_client_auth: bool = False
+    tls_mode: str = "enforcing"
+    """With a certificate: ``enforcing`` serves TLS clients only, ``permissive`` TLS and plaintext ones."""
+    tls_test_mode: bool = True
+    """Without a certificate: serve TLS too, with a certificate made at start, beside plaintext (RocketMQ's
+    TLS test mode); ``False``: plaintext only."""
     remoting_tls: TlsClientSettings | None = None
     """TLS of the proxy's own Remoting connections to name servers and brokers."""
     acl: AccessValidator | None = None
@@ -60,31 +77,87 @@ class ProxyServer:
         self.latency = GrpcLatency()
         """How long each call took (the hosting broker exports it as ``rocketmq_rpc_latency``)."""
         self._server: grpc.aio.Server | None = None
+        self.front: TlsFront | None = None
+        """The port's front when it takes TLS and plaintext clients (see the module doc)."""
+        self._refusals: asyncio.Task[None] | None = None
         self.port = 0
+
+    def _tls_way(self) -> str:
+        """How the port serves: ``tls`` (grpcio, TLS only), ``front`` (TLS and plaintext) or ``plain``."""
+        c = self.config
+        if c.tls_mode not in ("enforcing", "permissive"):
+            raise ValueError(f"gRPC TLS mode {c.tls_mode!r} is not enforcing or permissive")
+        if c.tls_cert_path:
+            return "tls" if c.tls_mode == "enforcing" else "front"
+        return "front" if c.tls_test_mode else "plain"
 
     async def start(self) -> int:
         server = grpc.aio.server(interceptors=[LatencyInterceptor(self.latency)])
         g.add_MessagingServiceServicer_to_server(self.service, server)
         address = f"{self.config.host}:{self.config.port}"
-        if self.config.tls_cert_path:
+        way = self._tls_way()
+        if way == "tls":
             port = server.add_secure_port(address, self._credentials())
+        elif way == "front":
+            port = server.add_insecure_port("127.0.0.1:0")
         else:
             port = server.add_insecure_port(address)
         if port == 0:
             raise OSError(f"gRPC: cannot listen on {address}")
         await server.start()
         self._server = server
+        if way == "front":
+            try:
+                self.front = self._start_front(port)
+            except BaseException:
+                await server.stop(None)
+                self._server = None
+                raise
+            self.service.front = self.front
+            self._refusals = asyncio.get_running_loop().create_task(self._log_refusals())
+            port = self.front.port
         self.port = port
         self.brokers.start()
+        test_mode = " (TLS test mode: a self-signed certificate made now)"
+        if self.config.tls_cert_path:
+            test_mode = ""
         log.info(
             "gRPC proxy (RocketMQ 5.x clients) listening on %s:%d%s%s, name servers %s",
             self.config.host,
             port,
-            " with TLS" if self.config.tls_cert_path else "",
+            {
+                "tls": " with TLS (TLS clients only)",
+                "front": " with TLS and plaintext" + test_mode,
+                "plain": " in plaintext",
+            }[way],
             " with ACL" if self.config.acl is not None else "",
             ";".join(self.config.namesrv_addrs),
         )
         return port
+
+    def _start_front(self, upstream: int) -> TlsFront:
+        from rmq._store import TlsFront
+
+        c = self.config
+        if c.tls_cert_path:
+            auth = "require" if c.tls_require_client_auth else "none"
+            tls = ("permissive", c.tls_cert_path, c.tls_key_path, c.tls_trust_cert_path, auth)
+            try:
+                return TlsFront(c.host, c.port, upstream, tls)
+            except ValueError as e:
+                raise OSError(f"gRPC TLS: {e}") from None
+        names = ["localhost", "127.0.0.1"]
+        if c.host not in ("", "0.0.0.0", "::", "localhost", "127.0.0.1"):
+            names.append(c.host)
+        return TlsFront(c.host, c.port, upstream, None, names)
+
+    async def _log_refusals(self) -> None:
+        """Log what the front refused (a failed handshake, a plaintext client where TLS is required), once a
+        second."""
+        while self.front is not None:
+            for why in self.front.take_refusals():
+                log.warning("gRPC port: connection refused or broken off: %s", why)
+            await asyncio.sleep(1.0)
 
     def _credentials(self) -> grpc.ServerCredentials:
         c = self.config
@@ -108,6 +181,21 @@ class ProxyServer:
         )
 
     async def stop(self, grace: float = 1.0) -> None:
+        if self._refusals is not None:
+            self._refusals.cancel()
+            self._refusals = None
+        if self.front is not None:
+            front, self.front = self.front, None
+            for why in front.take_refusals():
+                log.warning("gRPC port: connection refused or broken off: %s", why)
+            stats = front.stats()
+            front.close()
+            log.info(
+                "gRPC port closed: %d TLS and %d plaintext connections served, %d refused",
+                stats["tls"],
+                stats["plain"],
+                stats["refused"],
+            )
         if self._server is not None:
             for sess in self.registry.sessions():
                 self.registry.remove(sess.client_id, "proxy stopping")

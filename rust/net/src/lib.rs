@@ -2,6 +2,8 @@
 //!
 //! * [`acl`]: ACL 1.0 signatures and PUB permissions of sends checked on the fast path,
 //!   against the rules the Python validator pushes;
+//! * [`front`]: the gRPC port's front — TLS and plaintext clients on one port, passed on in
+//!   plain text to the gRPC server on loopback;
 //! * [`frame`]: splitting a byte stream into RocketMQ remoting frames, writing JSON response
 //!   headers (sans-I/O);
 //! * [`header`]: send request headers as the official clients spell them (sans-I/O);
@@ -25,6 +27,7 @@ pub mod acl;
 pub mod batch;
 pub mod codes;
 pub mod frame;
+pub mod front;
 pub mod header;
 pub mod held;
 pub mod metrics;
@@ -37,6 +40,7 @@ pub mod tls;
 pub mod transaction;
 
 pub use acl::{AclAccount, AclGate, AclRules, AclStats};
+pub use front::{Front, FrontStats};
 pub use metrics::{LatencySnapshot, MetricsSnapshot, TopicInSnapshot};
 pub use pull::{FastPull, QueueTaken};
 pub use replica::{ReplicaReport, Replication};

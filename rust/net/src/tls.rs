@@ -65,12 +65,41 @@ impl TlsServer {
         trust_path: &str,
         auth: ClientAuth,
     ) -> Result<TlsServer, String> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
         let certs = CertificateDer::pem_file_iter(cert_path)
             .and_then(|it| it.collect::<Result<Vec<_>, _>>())
             .map_err(|e| format!("cannot load tls.server.certPath={cert_path:?}: {e}"))?;
         let key = PrivateKeyDer::from_pem_file(key_path)
             .map_err(|e| format!("cannot load tls.server.keyPath={key_path:?}: {e}"))?;
+        Self::build(mode, certs, key, trust_path, auth)
+    }
+
+    /// A certificate of its own, made now and signed by its own key, for `names` (DNS names
+    /// or IP addresses): what RocketMQ's TLS test mode (`tls.test.mode.enable`) serves when no
+    /// certificate is configured. Clients that verify the server's certificate refuse it; the
+    /// official 5.x Java client, which trusts any, connects.
+    pub fn self_signed(mode: TlsMode, names: &[&str]) -> Result<TlsServer, String> {
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let made = rcgen::generate_simple_self_signed(names)
+            .map_err(|e| format!("cannot make a self-signed certificate: {e}"))?;
+        let key = PrivateKeyDer::try_from(made.signing_key.serialize_der())
+            .map_err(|e| format!("cannot use the self-signed certificate's key: {e}"))?;
+        Self::build(
+            mode,
+            vec![made.cert.der().clone()],
+            key,
+            "",
+            ClientAuth::None,
+        )
+    }
+
+    fn build(
+        mode: TlsMode,
+        certs: Vec<CertificateDer<'static>>,
+        key: PrivateKeyDer<'static>,
+        trust_path: &str,
+        auth: ClientAuth,
+    ) -> Result<TlsServer, String> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
             .map_err(|e| e.to_string())?;
@@ -99,6 +128,16 @@ impl TlsServer {
             mode,
             config: Arc::new(config),
         })
+    }
+
+    /// The same, offering `protocols` by ALPN (gRPC clients need `h2`).
+    pub fn with_alpn(&self, protocols: &[&[u8]]) -> TlsServer {
+        let mut config = (*self.config).clone();
+        config.alpn_protocols = protocols.iter().map(|p| p.to_vec()).collect();
+        TlsServer {
+            mode: self.mode,
+            config: Arc::new(config),
+        }
     }
 
     /// A new server session.

@@ -11,7 +11,7 @@ use pyo3::types::{PyBytes, PyList, PyTuple};
 use std::collections::HashMap;
 
 use rmq_net::{
-    AclAccount, AclRules, ClientAuth, Decline, Event, FastSend, FastSendConfig, Replication,
+    AclAccount, AclRules, ClientAuth, Decline, Event, FastSend, FastSendConfig, Front, Replication,
     Server, ServerOptions, Stats, TlsMode, TlsServer,
 };
 
@@ -510,8 +510,103 @@ impl NetServer {
     }
 }
 
+/// The gRPC port's front: TLS and plaintext clients on `host:port`, each connection passed on in
+/// plain text to `127.0.0.1:upstream_port` (grpcio). `tls`: `(mode, cert_path, key_path,
+/// trust_cert_path, need_client_auth)` as for `NetServer`; `None`: permissive with a
+/// certificate made now for `names` (RocketMQ's TLS test mode).
+#[pyclass(frozen, module = "rmq._store")]
+struct TlsFront {
+    inner: std::sync::Mutex<Option<Front>>,
+    port: u16,
+}
+
+#[pymethods]
+impl TlsFront {
+    #[new]
+    #[pyo3(signature = (host, port, upstream_port, tls = None, names = Vec::new()))]
+    fn new(
+        py: Python<'_>,
+        host: &str,
+        port: u16,
+        upstream_port: u16,
+        tls: Option<TlsArgs>,
+        names: Vec<String>,
+    ) -> PyResult<Self> {
+        let server = match tls.as_ref() {
+            Some(args) => tls_server(args)?,
+            None => {
+                let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                py.detach(|| TlsServer::self_signed(TlsMode::Permissive, &names))
+                    .map_err(PyValueError::new_err)?
+            }
+        };
+        let upstream = std::net::SocketAddr::from(([127, 0, 0, 1], upstream_port));
+        let front = py
+            .detach(|| Front::start(host, port, upstream, server))
+            .map_err(|e| PyOSError::new_err(format!("cannot listen on {host}:{port}: {e}")))?;
+        let port = front.local_addr().port();
+        Ok(TlsFront {
+            inner: std::sync::Mutex::new(Some(front)),
+            port,
+        })
+    }
+
+    /// The bound port.
+    #[getter]
+    fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `{"tls": n, "plain": n, "refused": n, "open": n}`: connections served so far, open now.
+    fn stats(&self) -> HashMap<&'static str, u64> {
+        let s = self
+            .inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(Front::stats)
+            .unwrap_or_default();
+        HashMap::from([
+            ("tls", s.tls),
+            ("plain", s.plain),
+            ("refused", s.refused),
+            ("open", s.open),
+        ])
+    }
+
+    /// Refusals since the last call, each naming the peer and the cause.
+    fn take_refusals(&self) -> Vec<String> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .map(Front::take_refusals)
+            .unwrap_or_default()
+    }
+
+    /// `"host:port"` of the client behind the front's upstream connection from local port
+    /// `port` (what the gRPC server sees as its peer's port), or `None`.
+    fn peer_of(&self, port: u16) -> Option<String> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+            .and_then(|f| f.peer_of(port))
+            .map(|a| a.to_string())
+    }
+
+    /// Stop listening and close every connection (idempotent).
+    fn close(&self, py: Python<'_>) {
+        let front = self.inner.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(mut f) = front {
+            py.detach(move || f.stop());
+        }
+    }
+}
+
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NetServer>()?;
+    m.add_class::<TlsFront>()?;
     m.add("SIZE_BOUNDS", rmq_net::metrics::SIZE_BOUNDS.to_vec())?;
     m.add(
         "LATENCY_BOUNDS_MS",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING
 
 import grpc
 
@@ -11,6 +12,9 @@ from rmq.proxy.auth import Authenticator
 from rmq.proxy.brokers import Brokers
 from rmq.proxy.clients import ClientRegistry, Session
 from rmq.proxy.pb import d
+
+if TYPE_CHECKING:
+    from rmq._store import TlsFront
 
 log = logging.getLogger("rmq.proxy")
 
@@ -33,9 +37,15 @@ def call_meta(context: grpc.aio.ServicerContext) -> dict[str, str]:
     return {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
 
 
-def peer_host(context: grpc.aio.ServicerContext) -> str:
+def peer_host(context: grpc.aio.ServicerContext, front: TlsFront | None = None) -> str:
+    """``host:port`` of the caller; behind the gRPC port's `front` (which grpcio sees as a loopback
+    peer), the client the front serves on that connection."""
     peer = context.peer() or ""  # ipv4:127.0.0.1:5555 / ipv6:[::1]:5555
     _, _, rest = peer.partition(":")
+    if front is not None and rest.startswith("127.0.0.1:"):
+        port = rest.rpartition(":")[2]
+        if port.isdigit():
+            return front.peer_of(int(port)) or rest
     return rest
 
 
@@ -45,16 +55,18 @@ class Activity:
     brokers: Brokers
     registry: ClientRegistry
     auth: Authenticator | None
+    front: TlsFront | None = None
+    """The gRPC port's front, when the port takes TLS and plaintext clients (:mod:`rmq.proxy.server`)."""
 
     def _caller(self, context: grpc.aio.ServicerContext) -> tuple[Session | None, dict[str, str]]:
         meta = call_meta(context)
         if self.auth is not None:
-            self.auth.authenticate(meta, peer_host(context))
+            self.auth.authenticate(meta, peer_host(context, self.front))
         cid = meta.get("x-mq-client-id")
         sess = None
         if cid:
             sess = self.registry.session(cid)
-            sess.remote_addr = peer_host(context)
+            sess.remote_addr = peer_host(context, self.front)
             sess.language = meta.get("x-mq-language", sess.language)
             sess.version = meta.get("x-mq-client-version", sess.version)
         return sess, meta

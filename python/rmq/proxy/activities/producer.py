@@ -26,7 +26,7 @@ class ProducerActivity(Activity):
                     raise ProxyError(
                         d.Code.MESSAGE_CORRUPTED, "the messages of one request name different topics"
                     )
-                out = to_broker(msg, peer_host(context))
+                out = to_broker(msg, peer_host(context, self.front))
                 try:
                     result, tx = await self.brokers.send(out, 3000)
                 except ProxyError as e:

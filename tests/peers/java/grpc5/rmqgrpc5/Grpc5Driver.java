@@ -64,9 +64,8 @@ public final class Grpc5Driver {
         ClientConfiguration config = ClientConfiguration.newBuilder()
             .setEndpoints(a.get("endpoints"))
             .setRequestTimeout(Duration.ofSeconds(10))
-            // The client's default is TLS; Apache's proxy serves TLS and plaintext on one port, rmq's
-            // endpoint plaintext unless tls.server.mode=enforcing (grpcio cannot serve both on one port).
-            .enableSsl(false)
+            // The client's defaults, TLS included: Apache's proxy and rmq's endpoint both take TLS
+            // (a self-signed certificate in their TLS test mode) and plaintext on one port.
             .build();
         StringBuilder out = new StringBuilder("{");
         try {

@@ -1,0 +1,569 @@
+//! A port that takes TLS and plaintext clients alike and hands each connection's plaintext to a
+//! server on loopback: the gRPC endpoint's front. grpcio serves a port either in plain text or
+//! over TLS, while RocketMQ's proxy serves both on one port (`tls.server.mode=permissive`, with a
+//! self-signed certificate in its TLS test mode), and the official 5.x Java client connects over
+//! TLS unless told otherwise.
+//!
+//! Each accepted connection is looked at as the network thread's permissive TLS does: a first
+//! byte that opens a TLS handshake (0x16) gets a TLS session (ALPN as the [`TlsServer`] offers
+//! it), anything else is passed on as it is (refused in `enforcing` mode). Then a thread per
+//! connection moves bytes both ways between the client and a new connection to the upstream
+//! port, decrypting and encrypting on the way for TLS clients, until either side closes.
+//! The upstream server sees every client as a loopback peer: [`Front::peer_of`] names the client
+//! behind each of the front's upstream connections (by its local port), for the addresses ACL
+//! white lists and client lists use. Refusals (a plaintext client in enforcing mode, a failed handshake, an upstream that does not
+//! answer) are counted and kept, with the peer's address, for the owner to log.
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use rustls::ServerConnection;
+
+use crate::tls::{self, TlsMode, TlsServer, HANDSHAKE_RECORD};
+
+/// How long a new connection may stay silent before its first byte decides TLS or not.
+const SNIFF_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bytes waiting for one side beyond which the other side is not read.
+const BACKLOG: usize = 1 << 20;
+/// Refusals kept for the owner between two [`Front::take_refusals`].
+const KEPT_REFUSALS: usize = 256;
+
+/// What the front has served since it started.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FrontStats {
+    /// Connections served over TLS.
+    pub tls: u64,
+    /// Connections passed on in plain text.
+    pub plain: u64,
+    /// Connections refused or broken off by an error (see [`Front::take_refusals`]).
+    pub refused: u64,
+    /// Connections open now.
+    pub open: u64,
+}
+
+#[derive(Default)]
+struct Shared {
+    stop: AtomicBool,
+    next: AtomicU64,
+    /// Each open connection's client socket, shut down by [`Front::stop`].
+    conns: Mutex<HashMap<u64, TcpStream>>,
+    /// The client behind each upstream connection, by the connection's local port.
+    peers: Mutex<HashMap<u16, SocketAddr>>,
+    tls: AtomicU64,
+    plain: AtomicU64,
+    refused: AtomicU64,
+    refusals: Mutex<VecDeque<String>>,
+}
+
+impl Shared {
+    fn refuse(&self, why: String) {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+        let mut kept = self.refusals.lock();
+        if kept.len() == KEPT_REFUSALS {
+            kept.pop_front();
+        }
+        kept.push_back(why);
+    }
+}
+
+/// The listening front: a thread accepting connections, one thread per connection.
+pub struct Front {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Front {
+    /// Listen on `host:port` (0: any free port) and pass every connection on to `upstream`.
+    pub fn start(host: &str, port: u16, upstream: SocketAddr, tls: TlsServer) -> io::Result<Front> {
+        let addr = (host, port)
+            .to_socket_addrs()?
+            .next()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address"))?;
+        let listener = TcpListener::bind(addr)?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared::default());
+        let tls = tls.with_alpn(&[b"h2"]);
+        let s = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("rmq-grpc-front".into())
+            .spawn(move || accept_loop(listener, upstream, tls, s))?;
+        Ok(Front {
+            addr,
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn stats(&self) -> FrontStats {
+        let s = &self.shared;
+        FrontStats {
+            tls: s.tls.load(Ordering::Relaxed),
+            plain: s.plain.load(Ordering::Relaxed),
+            refused: s.refused.load(Ordering::Relaxed),
+            open: s.conns.lock().len() as u64,
+        }
+    }
+
+    /// The refusals since the last call, oldest first (at most the last 256), each naming the
+    /// peer and the cause.
+    pub fn take_refusals(&self) -> Vec<String> {
+        self.shared.refusals.lock().drain(..).collect()
+    }
+
+    /// The client whose bytes the front passes on through its upstream connection from local
+    /// port `port` (`None`: no such connection now).
+    pub fn peer_of(&self, port: u16) -> Option<SocketAddr> {
+        self.shared.peers.lock().get(&port).copied()
+    }
+
+    /// Stop listening and close every connection.
+    pub fn stop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        for conn in self.shared.conns.lock().values() {
+            let _ = conn.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+impl Drop for Front {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn accept_loop(listener: TcpListener, upstream: SocketAddr, tls: TlsServer, shared: Arc<Shared>) {
+    while !shared.stop.load(Ordering::Acquire) {
+        match listener.accept() {
+            Ok((client, peer)) => {
+                let id = shared.next.fetch_add(1, Ordering::Relaxed);
+                let Ok(kept) = client.try_clone() else {
+                    shared.refuse(format!("{peer}: cannot keep the connection"));
+                    continue;
+                };
+                shared.conns.lock().insert(id, kept);
+                let (tls, s) = (tls.clone(), shared.clone());
+                let spawned = std::thread::Builder::new()
+                    .name("rmq-grpc-front-conn".into())
+                    .spawn(move || {
+                        if let Err(why) = serve(client, peer, upstream, &tls, &s) {
+                            s.refuse(format!("{peer}: {why}"));
+                        }
+                        s.conns.lock().remove(&id);
+                    });
+                if let Err(e) = spawned {
+                    shared.conns.lock().remove(&id);
+                    shared.refuse(format!("{peer}: no thread for the connection: {e}"));
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                wait(&[(listener.as_raw_fd(), libc::POLLIN)], 200);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                // Out of descriptors and the like: the connection waits in the backlog.
+                shared.refuse(format!("accept failed: {e}"));
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+}
+
+/// poll(2) on `fds` for up to `timeout_ms` (-1: no limit); the events seen, per fd.
+fn wait(fds: &[(i32, i16)], timeout_ms: i32) -> Vec<i16> {
+    let mut polled: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&(fd, events)| libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        })
+        .collect();
+    // SAFETY: `polled` is a valid array of `polled.len()` pollfd structures.
+    let n = unsafe {
+        libc::poll(
+            polled.as_mut_ptr(),
+            polled.len() as libc::nfds_t,
+            timeout_ms,
+        )
+    };
+    if n < 0 {
+        return vec![0; fds.len()];
+    }
+    polled.iter().map(|p| p.revents).collect()
+}
+
+fn serve(
+    client: TcpStream,
+    peer: SocketAddr,
+    upstream: SocketAddr,
+    tls: &TlsServer,
+    shared: &Shared,
+) -> Result<(), String> {
+    let _ = client.set_nodelay(true);
+    client
+        .set_read_timeout(Some(SNIFF_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    let mut first = [0u8; 1];
+    let n = loop {
+        match client.peek(&mut first) {
+            Ok(n) => break n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e)
+                if e.kind() == io::ErrorKind::WouldBlock || e.kind() == io::ErrorKind::TimedOut =>
+            {
+                return Err(format!("sent nothing in {} s", SNIFF_TIMEOUT.as_secs()))
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    };
+    if n == 0 {
+        return Ok(()); // closed before a byte: nothing to serve
+    }
+    let session = if first[0] == HANDSHAKE_RECORD {
+        Some(tls.session()?)
+    } else if tls.mode == TlsMode::Enforcing {
+        return Err("a plaintext connection refused (tls.server.mode=enforcing)".into());
+    } else {
+        None
+    };
+    let up = TcpStream::connect_timeout(&upstream, Duration::from_secs(5))
+        .map_err(|e| format!("the gRPC server at {upstream} does not answer: {e}"))?;
+    let _ = up.set_nodelay(true);
+    let counter = if session.is_some() {
+        &shared.tls
+    } else {
+        &shared.plain
+    };
+    counter.fetch_add(1, Ordering::Relaxed);
+    for s in [&client, &up] {
+        s.set_read_timeout(None).map_err(|e| e.to_string())?;
+        s.set_nonblocking(true).map_err(|e| e.to_string())?;
+    }
+    let local = up.local_addr().map(|a| a.port()).unwrap_or(0);
+    shared.peers.lock().insert(local, peer);
+    let result = pump(&client, &up, session);
+    shared.peers.lock().remove(&local);
+    let _ = up.shutdown(Shutdown::Both);
+    let _ = client.shutdown(Shutdown::Both);
+    result
+}
+
+/// Write what `out` holds to `to` until it would block; drop what was written.
+fn flush(mut to: &TcpStream, out: &mut Vec<u8>) -> Result<(), String> {
+    let mut done = 0;
+    while done < out.len() {
+        match to.write(&out[done..]) {
+            Ok(0) => return Err("connection closed".into()),
+            Ok(n) => done += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    out.drain(..done);
+    Ok(())
+}
+
+/// Read what `from` has (up to 64 KiB); `None` at its end.
+fn read_some(mut from: &TcpStream, buf: &mut [u8]) -> Result<Option<usize>, String> {
+    loop {
+        match from.read(buf) {
+            Ok(0) => return Ok(None),
+            Ok(n) => return Ok(Some(n)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Some(0)),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return Ok(None),
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+}
+
+/// Move bytes between `client` and `up` until one side is gone (and what it sent is passed
+/// on). `session`: the client's TLS session (its bytes are ciphertext).
+fn pump(
+    client: &TcpStream,
+    up: &TcpStream,
+    mut session: Option<ServerConnection>,
+) -> Result<(), String> {
+    let mut to_up: Vec<u8> = Vec::new();
+    let mut to_client: Vec<u8> = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let (mut client_done, mut up_done) = (false, false);
+    let mut failure: Option<String> = None;
+    loop {
+        flush(up, &mut to_up)?;
+        if let Err(e) = flush(client, &mut to_client) {
+            // A client gone mid-answer: nothing more to pass on either way.
+            return if client_done { Ok(()) } else { Err(e) };
+        }
+        if let Some(why) = failure {
+            return Err(why); // the alert, if any, went out with the flush above
+        }
+        if (client_done && to_up.is_empty()) || (up_done && to_client.is_empty()) {
+            return Ok(());
+        }
+        let mut client_events = 0;
+        if !client_done && to_up.len() < BACKLOG {
+            client_events |= libc::POLLIN;
+        }
+        if !to_client.is_empty() {
+            client_events |= libc::POLLOUT;
+        }
+        let mut up_events = 0;
+        if !up_done && to_client.len() < BACKLOG {
+            up_events |= libc::POLLIN;
+        }
+        if !to_up.is_empty() {
+            up_events |= libc::POLLOUT;
+        }
+        let seen = wait(
+            &[
+                (client.as_raw_fd(), client_events),
+                (up.as_raw_fd(), up_events),
+            ],
+            -1,
+        );
+        let readable = libc::POLLIN | libc::POLLHUP | libc::POLLERR;
+        if !client_done && seen[0] & readable != 0 {
+            match read_some(client, &mut buf)? {
+                None => client_done = true,
+                Some(0) => {}
+                Some(n) => match session.as_mut() {
+                    Some(conn) => {
+                        match tls::decrypt(conn, &buf[..n], &mut to_up) {
+                            Ok(closed) => client_done |= closed,
+                            Err(e) => failure = Some(format!("TLS: {e}")),
+                        }
+                        tls::pending(conn, &mut to_client);
+                    }
+                    None => to_up.extend_from_slice(&buf[..n]),
+                },
+            }
+        }
+        if !up_done && seen[1] & readable != 0 {
+            match read_some(up, &mut buf)? {
+                None => {
+                    up_done = true;
+                    if let Some(conn) = session.as_mut() {
+                        conn.send_close_notify();
+                        tls::pending(conn, &mut to_client);
+                    }
+                }
+                Some(0) => {}
+                Some(n) => match session.as_mut() {
+                    Some(conn) => tls::encrypt(conn, &[&buf[..n]], &mut to_client),
+                    None => to_client.extend_from_slice(&buf[..n]),
+                },
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::Ipv4Addr;
+    use std::sync::Arc as StdArc;
+
+    use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+    use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+    use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, SignatureScheme};
+
+    /// An upstream that answers every chunk it reads with the chunk upper-cased.
+    fn upper_server() -> SocketAddr {
+        let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let addr = l.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for s in l.incoming() {
+                let mut s = s.unwrap();
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    loop {
+                        match s.read(&mut buf) {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => {
+                                let up: Vec<u8> = buf[..n].to_ascii_uppercase();
+                                if s.write_all(&up).is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        addr
+    }
+
+    fn read_exactly(s: &mut impl Read, n: usize) -> Vec<u8> {
+        let mut out = vec![0u8; n];
+        s.read_exact(&mut out).unwrap();
+        out
+    }
+
+    #[derive(Debug)]
+    struct TrustAny;
+
+    impl ServerCertVerifier for TrustAny {
+        fn verify_server_cert(
+            &self,
+            _: &CertificateDer<'_>,
+            _: &[CertificateDer<'_>],
+            _: &ServerName<'_>,
+            _: &[u8],
+            _: UnixTime,
+        ) -> Result<ServerCertVerified, rustls::Error> {
+            Ok(ServerCertVerified::assertion())
+        }
+        fn verify_tls12_signature(
+            &self,
+            _: &[u8],
+            _: &CertificateDer<'_>,
+            _: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            Ok(HandshakeSignatureValid::assertion())
+        }
+        fn verify_tls13_signature(
+            &self,
+            _: &[u8],
+            _: &CertificateDer<'_>,
+            _: &DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            Ok(HandshakeSignatureValid::assertion())
+        }
+        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+            rustls::crypto::ring::default_provider()
+                .signature_verification_algorithms
+                .supported_schemes()
+        }
+    }
+
+    fn tls_client(addr: SocketAddr) -> rustls::StreamOwned<ClientConnection, TcpStream> {
+        let provider = StdArc::new(rustls::crypto::ring::default_provider());
+        let mut config = ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .dangerous()
+            .with_custom_certificate_verifier(StdArc::new(TrustAny))
+            .with_no_client_auth();
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        let conn = ClientConnection::new(
+            StdArc::new(config),
+            ServerName::try_from("localhost").unwrap(),
+        )
+        .unwrap();
+        rustls::StreamOwned::new(conn, TcpStream::connect(addr).unwrap())
+    }
+
+    #[test]
+    fn plaintext_and_tls_clients_share_the_port() {
+        let tls = TlsServer::self_signed(TlsMode::Permissive, &["localhost"]).unwrap();
+        let mut front = Front::start("127.0.0.1", 0, upper_server(), tls).unwrap();
+        let addr = front.local_addr();
+
+        let mut plain = TcpStream::connect(addr).unwrap();
+        plain.write_all(b"PRI * hello").unwrap();
+        assert_eq!(read_exactly(&mut plain, 11), b"PRI * HELLO");
+
+        let mut secure = tls_client(addr);
+        secure.write_all(b"over tls").unwrap();
+        assert_eq!(read_exactly(&mut secure, 8), b"OVER TLS");
+        assert_eq!(secure.conn.alpn_protocol(), Some(&b"h2"[..]));
+        // A large write crosses many records and both backlogs.
+        let big: Vec<u8> = (0..3_000_000u32).map(|i| b'a' + (i % 26) as u8).collect();
+        secure.write_all(&big).unwrap();
+        assert_eq!(
+            read_exactly(&mut secure, big.len()),
+            big.to_ascii_uppercase()
+        );
+
+        let stats = front.stats();
+        assert_eq!((stats.tls, stats.plain, stats.refused), (1, 1, 0));
+        let behind: Vec<SocketAddr> = front.shared.peers.lock().values().copied().collect();
+        let mut expected = vec![
+            plain.local_addr().unwrap(),
+            secure.sock.local_addr().unwrap(),
+        ];
+        let mut behind = behind;
+        behind.sort();
+        expected.sort();
+        assert_eq!(
+            behind, expected,
+            "each upstream connection names its client"
+        );
+        let port = *front.shared.peers.lock().keys().next().unwrap();
+        assert!(front.peer_of(port).is_some());
+        assert_eq!(stats.open, 2);
+        front.stop();
+        let mut rest = Vec::new();
+        assert_eq!(
+            plain.read_to_end(&mut rest).unwrap(),
+            0,
+            "stop closes connections"
+        );
+    }
+
+    #[test]
+    fn enforcing_refuses_plaintext_and_a_broken_handshake_is_counted() {
+        let tls = TlsServer::self_signed(TlsMode::Enforcing, &["localhost"]).unwrap();
+        let front = Front::start("127.0.0.1", 0, upper_server(), tls).unwrap();
+        let mut plain = TcpStream::connect(front.local_addr()).unwrap();
+        plain.write_all(b"PRI * HTTP/2.0").unwrap();
+        let mut rest = Vec::new();
+        let _ = plain.read_to_end(&mut rest);
+        assert!(rest.is_empty());
+        // A handshake record carrying garbage.
+        let mut bad = TcpStream::connect(front.local_addr()).unwrap();
+        bad.write_all(&[0x16, 0x03, 0x01, 0x00, 0x05, 1, 2, 3, 4, 5])
+            .unwrap();
+        let _ = bad.read_to_end(&mut rest);
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while front.stats().refused < 2 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let refusals = front.take_refusals();
+        assert_eq!(refusals.len(), 2, "{refusals:?}");
+        assert!(
+            refusals.iter().any(|r| r.contains("enforcing")),
+            "{refusals:?}"
+        );
+        assert!(refusals.iter().any(|r| r.contains("TLS")), "{refusals:?}");
+        assert!(front.take_refusals().is_empty());
+    }
+
+    #[test]
+    fn an_upstream_that_is_gone_is_a_refusal() {
+        let gone = {
+            let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+            l.local_addr().unwrap()
+        };
+        let tls = TlsServer::self_signed(TlsMode::Permissive, &["localhost"]).unwrap();
+        let front = Front::start("127.0.0.1", 0, gone, tls).unwrap();
+        let mut c = TcpStream::connect(front.local_addr()).unwrap();
+        c.write_all(b"hello").unwrap();
+        let mut rest = Vec::new();
+        let _ = c.read_to_end(&mut rest);
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while front.stats().refused < 1 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let refusals = front.take_refusals();
+        assert!(refusals[0].contains("does not answer"), "{refusals:?}");
+    }
+}
