@@ -97,11 +97,19 @@ class Server:
     stop: Callable[[], None]
 
 
+RMQ_PROPS: list[str] = []
+"""Broker properties of rmq's side from ``--rmq-prop`` (a one-sided run only)."""
+
+
 def start_rmq(root: Path) -> Server:
     from tests.brokerproc import start_broker
 
     b = start_broker(
-        root, *ab.STORE_PROPS, "flushDiskType=ASYNC_FLUSH", extra_args=["--log-level", "WARNING"]
+        root,
+        *ab.STORE_PROPS,
+        "flushDiskType=ASYNC_FLUSH",
+        *RMQ_PROPS,
+        extra_args=["--log-level", "WARNING"],
     )
     endpoints = f"127.0.0.1:{b.ready['grpc']}"
     return Server("rmq", endpoints, b.broker_addr, b.namesrv_addr, [b.proc.pid], False, lambda: b.stop())
@@ -367,6 +375,13 @@ def main() -> int:
         "--only", default="rmq,Apache", help="comma list of rmq, Apache (one side: never written)"
     )
     ap.add_argument("--store-root", default=None, help="parent directory of the temporary stores")
+    ap.add_argument(
+        "--rmq-prop",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a broker property of rmq's side (one-sided runs only), e.g. tls.test.mode.enable=false",
+    )
     ap.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
     ap.add_argument("--write-results", action="store_true", help="replace this bench's section of --out")
     ap.add_argument("--broker-cpus", default=None, help="CPU list for every server process (e.g. 0)")
@@ -378,6 +393,9 @@ def main() -> int:
         ap.error(f"--only: choose from {', '.join(KINDS)}")
     if a.write_results and len(a.only) < len(KINDS):
         ap.error("--write-results needs both servers: a one-sided table is never written")
+    if a.rmq_prop and a.write_results:
+        ap.error("--rmq-prop is for one-sided comparisons: the table is measured on rmq's defaults")
+    RMQ_PROPS[:] = a.rmq_prop
     try:
         ab.PIN.broker, ab.PIN.load = cpu_sets(a.broker_cpus, a.load_cpus)
     except ValueError as e:

@@ -392,13 +392,14 @@ class NetServer:
 
 class TlsFront:
     """The gRPC port's front (rust/net/src/front.rs): TLS and plaintext clients on ``host:port``, each
-    connection passed on in plain text to ``127.0.0.1:upstream_port``."""
+    connection passed on in plain text to the abstract Unix socket ``upstream`` (grpcio's
+    ``unix-abstract:<upstream>``), from an abstract name of its own (``<upstream>.<n>``)."""
 
     def __init__(
         self,
         host: str,
         port: int,
-        upstream_port: int,
+        upstream: str,
         tls: tuple[str, str, str, str, str] | None = None,
         names: list[str] = ...,
     ) -> None:
@@ -411,6 +412,7 @@ class TlsFront:
         """``tls``, ``plain``: connections served; ``refused``; ``open``: connections open now."""
     def take_refusals(self) -> list[str]:
         """Refusals since the last call (at most the last 256), each naming the peer and the cause."""
-    def peer_of(self, port: int) -> str | None:
-        """``host:port`` of the client behind the front's upstream connection from local ``port``."""
+    def peer_of(self, name: str) -> str | None:
+        """``host:port`` of the client behind the front's upstream connection bound to the abstract name
+        ``name`` (grpcio's peer ``unix-abstract:<name>``)."""
     def close(self) -> None: ...

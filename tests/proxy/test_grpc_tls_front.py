@@ -1,8 +1,9 @@
 """The gRPC port takes TLS and plaintext clients on one port, as RocketMQ's proxy does by default (its TLS
 test mode: a self-signed certificate made at start): the official 5.x Java client connects over TLS unless
 told otherwise, the Python and Node.js clients in plaintext. grpcio serves a port one way only, so the port
-is a Rust front (``rmq._store.TlsFront``) passing every connection on to grpcio on loopback; the endpoint
-still sees each client's own address (sessions, ACL white lists, born hosts), not the front's."""
+is a Rust front (``rmq._store.TlsFront``) passing every connection on to grpcio (an abstract Unix
+socket); the endpoint still sees each client's own address (sessions, ACL white lists, born hosts), not the
+front's."""
 
 from __future__ import annotations
 

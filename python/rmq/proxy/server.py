@@ -8,8 +8,8 @@ or ``permissive`` (TLS and plaintext clients on the one port); without one, TLS 
 as RocketMQ's ``tlsTestModeEnable``): TLS with a certificate made at start, and plaintext. grpcio serves a
 port in one way only, so where both are taken the port is the Rust front (:class:`rmq._store.TlsFront`),
 which decrypts TLS clients' bytes and passes every connection on in plain text to grpcio, listening on
-loopback; the official 5.x Java client, which connects over TLS unless told otherwise and trusts any
-certificate, then connects unchanged. ``python -m rmq.proxy`` runs
+an abstract Unix socket; the official 5.x Java client, which connects over TLS unless told otherwise and
+trusts any certificate, then connects unchanged. ``python -m rmq.proxy`` runs
 it on its own; :class:`ProxyThread` runs it beside a broker in one process ("local": the proxy reaches that
 broker over loopback Remoting, through the name server like any other), on its own event loop so the
 broker's loop never waits on gRPC.
@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import secrets
 import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -99,7 +101,10 @@ class ProxyServer:
         if way == "tls":
             port = server.add_secure_port(address, self._credentials())
         elif way == "front":
-            port = server.add_insecure_port("127.0.0.1:0")
+            # grpcio behind the front, on an abstract Unix socket of this process (cheaper than a loopback
+            # TCP hop; each of the front's connections comes from a name of its own, mapped to its client).
+            upstream = f"rmq-grpc-{os.getpid()}-{secrets.token_hex(6)}"
+            port = server.add_insecure_port(f"unix-abstract:{upstream}")
         else:
             port = server.add_insecure_port(address)
         if port == 0:
@@ -108,7 +113,7 @@ class ProxyServer:
         self._server = server
         if way == "front":
             try:
-                self.front = self._start_front(port)
+                self.front = self._start_front(upstream)
             except BaseException:
                 await server.stop(None)
                 self._server = None
@@ -135,7 +140,7 @@ class ProxyServer:
         )
         return port
 
-    def _start_front(self, upstream: int) -> TlsFront:
+    def _start_front(self, upstream: str) -> TlsFront:
         from rmq._store import TlsFront
 
         c = self.config

@@ -8,16 +8,17 @@
 //! byte that opens a TLS handshake (0x16) gets a TLS session (ALPN as the [`TlsServer`] offers
 //! it), anything else is passed on as it is (refused in `enforcing` mode). Then a thread per
 //! connection moves bytes both ways between the client and a new connection to the upstream
-//! port, decrypting and encrypting on the way for TLS clients, until either side closes.
-//! The upstream server sees every client as a loopback peer: [`Front::peer_of`] names the client
-//! behind each of the front's upstream connections (by its local port), for the addresses ACL
-//! white lists and client lists use. Refusals (a plaintext client in enforcing mode, a failed handshake, an upstream that does not
+//! server's abstract Unix socket (cheaper than a second loopback TCP hop), decrypting and encrypting on the way for TLS clients, until either side closes.
+//! Each upstream connection is bound to an abstract name of its own (`<upstream>.<n>`), which the
+//! upstream server reports as its peer (`unix-abstract:<name>`): [`Front::peer_of`] names the
+//! client behind it, for the addresses ACL white lists and client lists use. Refusals (a plaintext client in enforcing mode, a failed handshake, an upstream that does not
 //! answer) are counted and kept, with the peer's address, for the owner to log.
 
 use std::collections::{HashMap, VecDeque};
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -54,8 +55,8 @@ struct Shared {
     next: AtomicU64,
     /// Each open connection's client socket, shut down by [`Front::stop`].
     conns: Mutex<HashMap<u64, TcpStream>>,
-    /// The client behind each upstream connection, by the connection's local port.
-    peers: Mutex<HashMap<u16, SocketAddr>>,
+    /// The client behind each upstream connection, by the connection's abstract name.
+    peers: Mutex<HashMap<String, SocketAddr>>,
     tls: AtomicU64,
     plain: AtomicU64,
     refused: AtomicU64,
@@ -81,8 +82,16 @@ pub struct Front {
 }
 
 impl Front {
-    /// Listen on `host:port` (0: any free port) and pass every connection on to `upstream`.
-    pub fn start(host: &str, port: u16, upstream: SocketAddr, tls: TlsServer) -> io::Result<Front> {
+    /// Listen on `host:port` (0: any free port) and pass every connection on to the server
+    /// listening on the abstract Unix socket `upstream` (its name, without the leading NUL).
+    pub fn start(host: &str, port: u16, upstream: &str, tls: TlsServer) -> io::Result<Front> {
+        if upstream.is_empty() || upstream.len() > 80 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the upstream's abstract name must have 1 to 80 bytes",
+            ));
+        }
+        let upstream = upstream.to_string();
         let addr = (host, port)
             .to_socket_addrs()?
             .next()
@@ -123,10 +132,10 @@ impl Front {
         self.shared.refusals.lock().drain(..).collect()
     }
 
-    /// The client whose bytes the front passes on through its upstream connection from local
-    /// port `port` (`None`: no such connection now).
-    pub fn peer_of(&self, port: u16) -> Option<SocketAddr> {
-        self.shared.peers.lock().get(&port).copied()
+    /// The client whose bytes the front passes on through its upstream connection bound to the
+    /// abstract name `name` (`None`: no such connection now).
+    pub fn peer_of(&self, name: &str) -> Option<SocketAddr> {
+        self.shared.peers.lock().get(name).copied()
     }
 
     /// Stop listening and close every connection.
@@ -147,7 +156,7 @@ impl Drop for Front {
     }
 }
 
-fn accept_loop(listener: TcpListener, upstream: SocketAddr, tls: TlsServer, shared: Arc<Shared>) {
+fn accept_loop(listener: TcpListener, upstream: String, tls: TlsServer, shared: Arc<Shared>) {
     while !shared.stop.load(Ordering::Acquire) {
         match listener.accept() {
             Ok((client, peer)) => {
@@ -157,11 +166,12 @@ fn accept_loop(listener: TcpListener, upstream: SocketAddr, tls: TlsServer, shar
                     continue;
                 };
                 shared.conns.lock().insert(id, kept);
-                let (tls, s) = (tls.clone(), shared.clone());
+                let (tls, s, upstream) = (tls.clone(), shared.clone(), upstream.clone());
                 let spawned = std::thread::Builder::new()
                     .name("rmq-grpc-front-conn".into())
                     .spawn(move || {
-                        if let Err(why) = serve(client, peer, upstream, &tls, &s) {
+                        let name = format!("{upstream}.{id}");
+                        if let Err(why) = serve(client, peer, &upstream, &name, &tls, &s) {
                             s.refuse(format!("{peer}: {why}"));
                         }
                         s.conns.lock().remove(&id);
@@ -211,7 +221,8 @@ fn wait(fds: &[(i32, i16)], timeout_ms: i32) -> Vec<i16> {
 fn serve(
     client: TcpStream,
     peer: SocketAddr,
-    upstream: SocketAddr,
+    upstream: &str,
+    name: &str,
     tls: &TlsServer,
     shared: &Shared,
 ) -> Result<(), String> {
@@ -242,30 +253,71 @@ fn serve(
     } else {
         None
     };
-    let up = TcpStream::connect_timeout(&upstream, Duration::from_secs(5))
-        .map_err(|e| format!("the gRPC server at {upstream} does not answer: {e}"))?;
-    let _ = up.set_nodelay(true);
+    let up = connect_abstract(name, upstream)
+        .map_err(|e| format!("the gRPC server at @{upstream} does not answer: {e}"))?;
     let counter = if session.is_some() {
         &shared.tls
     } else {
         &shared.plain
     };
     counter.fetch_add(1, Ordering::Relaxed);
-    for s in [&client, &up] {
-        s.set_read_timeout(None).map_err(|e| e.to_string())?;
-        s.set_nonblocking(true).map_err(|e| e.to_string())?;
-    }
-    let local = up.local_addr().map(|a| a.port()).unwrap_or(0);
-    shared.peers.lock().insert(local, peer);
+    client
+        .set_read_timeout(None)
+        .and_then(|()| client.set_nonblocking(true))
+        .and_then(|()| up.set_nonblocking(true))
+        .map_err(|e| e.to_string())?;
+    shared.peers.lock().insert(name.to_string(), peer);
     let result = pump(&client, &up, session);
-    shared.peers.lock().remove(&local);
+    shared.peers.lock().remove(name);
     let _ = up.shutdown(Shutdown::Both);
     let _ = client.shutdown(Shutdown::Both);
     result
 }
 
+/// `sockaddr_un` of the abstract name `name` and its length.
+fn abstract_addr(name: &str) -> (libc::sockaddr_un, libc::socklen_t) {
+    // SAFETY: sockaddr_un is plain data; all zeroes is a valid value.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    // sun_path[0] stays NUL: the abstract namespace. Names are at most 80 bytes (checked).
+    for (dst, src) in addr.sun_path[1..].iter_mut().zip(name.bytes()) {
+        *dst = src as libc::c_char;
+    }
+    let len = std::mem::size_of::<libc::sa_family_t>() + 1 + name.len();
+    (addr, len as libc::socklen_t)
+}
+
+/// A Unix stream socket bound to the abstract name `own`, connected to the abstract name `to`.
+fn connect_abstract(own: &str, to: &str) -> io::Result<UnixStream> {
+    // SAFETY: plain socket(2); the descriptor is owned by the UnixStream below or closed.
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a new descriptor nothing else owns.
+    let stream = unsafe { UnixStream::from_raw_fd(fd) };
+    let (mine, mine_len) = abstract_addr(own);
+    let (theirs, theirs_len) = abstract_addr(to);
+    // SAFETY: valid sockaddr_un values and their lengths.
+    let bound = unsafe { libc::bind(fd, &mine as *const _ as *const libc::sockaddr, mine_len) };
+    if bound < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    let connected =
+        unsafe { libc::connect(fd, &theirs as *const _ as *const libc::sockaddr, theirs_len) };
+    if connected < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(stream)
+}
+
 /// Write what `out` holds to `to` until it would block; drop what was written.
-fn flush(mut to: &TcpStream, out: &mut Vec<u8>) -> Result<(), String> {
+fn flush<S>(to: &S, out: &mut Vec<u8>) -> Result<(), String>
+where
+    for<'a> &'a S: Write,
+{
+    let mut to = to;
     let mut done = 0;
     while done < out.len() {
         match to.write(&out[done..]) {
@@ -281,7 +333,11 @@ fn flush(mut to: &TcpStream, out: &mut Vec<u8>) -> Result<(), String> {
 }
 
 /// Read what `from` has (up to 64 KiB); `None` at its end.
-fn read_some(mut from: &TcpStream, buf: &mut [u8]) -> Result<Option<usize>, String> {
+fn read_some<S>(from: &S, buf: &mut [u8]) -> Result<Option<usize>, String>
+where
+    for<'a> &'a S: Read,
+{
+    let mut from = from;
     loop {
         match from.read(buf) {
             Ok(0) => return Ok(None),
@@ -298,7 +354,7 @@ fn read_some(mut from: &TcpStream, buf: &mut [u8]) -> Result<Option<usize>, Stri
 /// on). `session`: the client's TLS session (its bytes are ciphertext).
 fn pump(
     client: &TcpStream,
-    up: &TcpStream,
+    up: &UnixStream,
     mut session: Option<ServerConnection>,
 ) -> Result<(), String> {
     let mut to_up: Vec<u8> = Vec::new();
@@ -378,20 +434,32 @@ fn pump(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::net::Ipv4Addr;
     use std::sync::Arc as StdArc;
 
     use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
     use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
     use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, SignatureScheme};
 
-    /// An upstream that answers every chunk it reads with the chunk upper-cased.
-    fn upper_server() -> SocketAddr {
-        let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-        let addr = l.local_addr().unwrap();
+    /// An upstream on a new abstract name that answers every chunk it reads with the chunk
+    /// upper-cased, and tells the abstract name of each peer.
+    fn upper_server() -> (String, StdArc<Mutex<Vec<String>>>) {
+        use std::os::linux::net::SocketAddrExt;
+        static N: AtomicU64 = AtomicU64::new(0);
+        let name = format!(
+            "rmq-front-test-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+        let l = std::os::unix::net::UnixListener::bind_addr(&addr).unwrap();
+        let peers = StdArc::new(Mutex::new(Vec::new()));
+        let seen = peers.clone();
         std::thread::spawn(move || {
             for s in l.incoming() {
                 let mut s = s.unwrap();
+                let peer = s.peer_addr().unwrap();
+                let peer = peer.as_abstract_name().unwrap_or_default();
+                seen.lock().push(String::from_utf8_lossy(peer).into_owned());
                 std::thread::spawn(move || {
                     let mut buf = [0u8; 4096];
                     loop {
@@ -408,7 +476,7 @@ mod tests {
                 });
             }
         });
-        addr
+        (name, peers)
     }
 
     fn read_exactly(s: &mut impl Read, n: usize) -> Vec<u8> {
@@ -474,7 +542,8 @@ mod tests {
     #[test]
     fn plaintext_and_tls_clients_share_the_port() {
         let tls = TlsServer::self_signed(TlsMode::Permissive, &["localhost"]).unwrap();
-        let mut front = Front::start("127.0.0.1", 0, upper_server(), tls).unwrap();
+        let (upstream, named) = upper_server();
+        let mut front = Front::start("127.0.0.1", 0, &upstream, tls).unwrap();
         let addr = front.local_addr();
 
         let mut plain = TcpStream::connect(addr).unwrap();
@@ -495,20 +564,22 @@ mod tests {
 
         let stats = front.stats();
         assert_eq!((stats.tls, stats.plain, stats.refused), (1, 1, 0));
-        let behind: Vec<SocketAddr> = front.shared.peers.lock().values().copied().collect();
+        // The upstream saw two peers, each bound to a name the front maps to its client.
+        let mut behind: Vec<SocketAddr> = named
+            .lock()
+            .iter()
+            .map(|n| front.peer_of(n).expect("a name the front knows"))
+            .collect();
         let mut expected = vec![
             plain.local_addr().unwrap(),
             secure.sock.local_addr().unwrap(),
         ];
-        let mut behind = behind;
         behind.sort();
         expected.sort();
         assert_eq!(
             behind, expected,
             "each upstream connection names its client"
         );
-        let port = *front.shared.peers.lock().keys().next().unwrap();
-        assert!(front.peer_of(port).is_some());
         assert_eq!(stats.open, 2);
         front.stop();
         let mut rest = Vec::new();
@@ -522,7 +593,7 @@ mod tests {
     #[test]
     fn enforcing_refuses_plaintext_and_a_broken_handshake_is_counted() {
         let tls = TlsServer::self_signed(TlsMode::Enforcing, &["localhost"]).unwrap();
-        let front = Front::start("127.0.0.1", 0, upper_server(), tls).unwrap();
+        let front = Front::start("127.0.0.1", 0, &upper_server().0, tls).unwrap();
         let mut plain = TcpStream::connect(front.local_addr()).unwrap();
         plain.write_all(b"PRI * HTTP/2.0").unwrap();
         let mut rest = Vec::new();
@@ -549,12 +620,9 @@ mod tests {
 
     #[test]
     fn an_upstream_that_is_gone_is_a_refusal() {
-        let gone = {
-            let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-            l.local_addr().unwrap()
-        };
+        let gone = format!("rmq-front-test-gone-{}", std::process::id());
         let tls = TlsServer::self_signed(TlsMode::Permissive, &["localhost"]).unwrap();
-        let front = Front::start("127.0.0.1", 0, gone, tls).unwrap();
+        let front = Front::start("127.0.0.1", 0, &gone, tls).unwrap();
         let mut c = TcpStream::connect(front.local_addr()).unwrap();
         c.write_all(b"hello").unwrap();
         let mut rest = Vec::new();

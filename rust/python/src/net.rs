@@ -511,7 +511,7 @@ impl NetServer {
 }
 
 /// The gRPC port's front: TLS and plaintext clients on `host:port`, each connection passed on in
-/// plain text to `127.0.0.1:upstream_port` (grpcio). `tls`: `(mode, cert_path, key_path,
+/// plain text to the abstract Unix socket `upstream` (grpcio's `unix-abstract:<upstream>`). `tls`: `(mode, cert_path, key_path,
 /// trust_cert_path, need_client_auth)` as for `NetServer`; `None`: permissive with a
 /// certificate made now for `names` (RocketMQ's TLS test mode).
 #[pyclass(frozen, module = "rmq._store")]
@@ -523,12 +523,12 @@ struct TlsFront {
 #[pymethods]
 impl TlsFront {
     #[new]
-    #[pyo3(signature = (host, port, upstream_port, tls = None, names = Vec::new()))]
+    #[pyo3(signature = (host, port, upstream, tls = None, names = Vec::new()))]
     fn new(
         py: Python<'_>,
         host: &str,
         port: u16,
-        upstream_port: u16,
+        upstream: &str,
         tls: Option<TlsArgs>,
         names: Vec<String>,
     ) -> PyResult<Self> {
@@ -540,7 +540,6 @@ impl TlsFront {
                     .map_err(PyValueError::new_err)?
             }
         };
-        let upstream = std::net::SocketAddr::from(([127, 0, 0, 1], upstream_port));
         let front = py
             .detach(|| Front::start(host, port, upstream, server))
             .map_err(|e| PyOSError::new_err(format!("cannot listen on {host}:{port}: {e}")))?;
@@ -584,14 +583,14 @@ impl TlsFront {
             .unwrap_or_default()
     }
 
-    /// `"host:port"` of the client behind the front's upstream connection from local port
-    /// `port` (what the gRPC server sees as its peer's port), or `None`.
-    fn peer_of(&self, port: u16) -> Option<String> {
+    /// `"host:port"` of the client behind the front's upstream connection bound to the abstract
+    /// name `name` (the gRPC server's peer `unix-abstract:<name>`), or `None`.
+    fn peer_of(&self, name: &str) -> Option<String> {
         self.inner
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
-            .and_then(|f| f.peer_of(port))
+            .and_then(|f| f.peer_of(name))
             .map(|a| a.to_string())
     }
 

@@ -37,15 +37,16 @@ def call_meta(context: grpc.aio.ServicerContext) -> dict[str, str]:
     return {k: v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
 
 
+_FRONT_PEER = "unix-abstract:"
+
+
 def peer_host(context: grpc.aio.ServicerContext, front: TlsFront | None = None) -> str:
     """``host:port`` of the caller; behind the gRPC port's `front` (which grpcio sees as a loopback
     peer), the client the front serves on that connection."""
-    peer = context.peer() or ""  # ipv4:127.0.0.1:5555 / ipv6:[::1]:5555
+    peer = context.peer() or ""  # ipv4:127.0.0.1:5555 / ipv6:[::1]:5555 / unix-abstract:<name>
+    if front is not None and peer.startswith(_FRONT_PEER):
+        return front.peer_of(peer[len(_FRONT_PEER) :]) or ""
     _, _, rest = peer.partition(":")
-    if front is not None and rest.startswith("127.0.0.1:"):
-        port = rest.rpartition(":")[2]
-        if port.isdigit():
-            return front.peer_of(int(port)) or rest
     return rest
 
 
