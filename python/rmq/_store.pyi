@@ -360,6 +360,9 @@ class NetServer:
         SQL92 subscription's compiled ``sql_filter`` shared with it)."""
     def allow_pull_lite(self, group: str, topic: str, read_queues: int, suggest: int) -> None:
         """Let pulls of ``group`` on ``topic`` carrying their own tag subscription take the fast path."""
+    def set_pull_holding(self, on: bool) -> None:
+        """Hold vetted pulls that find nothing new in the network thread (long polling) until a message
+        arrives or their suspend time is over; off: the Python path holds them."""
     def forget_pull_group(self, group: str) -> None: ...
     def allow_end_transaction(self) -> None:
         """Let END_TRANSACTION requests take the network thread's fast path (the op topic exists)."""

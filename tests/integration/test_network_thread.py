@@ -415,8 +415,9 @@ def pull_request(group: str, topic: str, offset: int, commit: int, version: int,
 async def test_pulls_take_the_fast_path_and_answer_like_python(brokers):
     """A push consumer's pulls that find messages are answered by the network thread once the Python path
     answered the group's first: the same answers as the asyncio broker's (offsets, records, tags), the same
-    committed offsets and counts; nothing new is held for long polling by Python as before; a new
-    subscription, a group config change and a topic change take effect at once."""
+    committed offsets and counts; nothing new is held for long polling, by the network thread there, and
+    answered PULL_NOT_FOUND as Python answers it; a new subscription, a group config change and a topic
+    change take effect at once."""
     started, client = brokers
     results = []
     for b in started:
@@ -443,10 +444,13 @@ async def test_pulls_take_the_fast_path_and_answer_like_python(brokers):
         commit = 7
         out["answers"] = answers
         out["taken"] = delta(before, await asyncio.to_thread(fast_send_stats, addr))
-        # Nothing new: held (by Python) for the suspend time, then PULL_NOT_FOUND.
+        # Nothing new: held for the suspend time, then PULL_NOT_FOUND.
+        held_before = await asyncio.to_thread(fast_send_stats, addr)
         t0 = time.monotonic()
         r = await client.invoke(addr, pull_request("PFG", "PullFast", offset, commit, 1000, 300), 5000)
-        out["empty"] = (r.code, r.ext_fields.get("nextBeginOffset"), time.monotonic() - t0 >= 0.25)
+        waited = time.monotonic() - t0 >= 0.25
+        out["empty"] = (r.code, r.remark, dict(r.ext_fields), waited)
+        out["empty_taken"] = delta(held_before, await asyncio.to_thread(fast_send_stats, addr))["pull_taken"]
         r = await client.invoke(addr, create_request(RequestCode.QUERY_CONSUMER_OFFSET, q), 5000)
         out["committed"] = r.ext_fields.get("offset")
         # A new subscription (tag b, a newer version): answered by it at once.
@@ -475,7 +479,8 @@ async def test_pulls_take_the_fast_path_and_answer_like_python(brokers):
     assert native["taken"]["pull_taken"] == 1 and native["taken"]["pull_messages"] == 2, native["taken"]
     assert py["taken"]["pull_taken"] == 0
     assert native["empty"] == py["empty"] and native["empty"][0] == ResponseCode.PULL_NOT_FOUND
-    assert native["empty"][2], "held for the suspend time"
+    assert native["empty"][3], "held for the suspend time"
+    assert (native["empty_taken"], py["empty_taken"]) == (1, 0), "held and answered by the network thread"
     assert native["first_commit"] == py["first_commit"] == "2"
     assert native["committed"] == py["committed"] == "7", (native["committed"], py["committed"])
     assert native["resubscribed"] == py["resubscribed"] == [b"m1", b"m3"]
@@ -520,3 +525,53 @@ async def test_lite_pulls_take_the_fast_path_with_their_own_subscription(brokers
     ]
     assert native[4][0] == ResponseCode.SYSTEM_ERROR, native[4]
     assert taken["pull_taken"] == 3 and taken["pull_messages"] == 12, taken
+
+
+async def test_long_polling_is_woken_by_a_send_in_the_network_thread(brokers):
+    """A push consumer's pull at the end of its queue is held (long polling) and answered as soon as a message
+    for that queue is stored, by the network thread on the native broker (no Python per pull) and by Python on
+    the asyncio one, with the same answer; a held pull whose connection closes is dropped, and the broker
+    goes on answering the next."""
+    started, client = brokers
+    results = []
+    for b in started:
+        addr = b.broker_addr
+        r = await client.invoke(addr, send_request("LongPoll", b"first", f"TAGS{KV}a{SEP}WAIT{KV}true"), 5000)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        r = await client.invoke(addr, heartbeat_request("LPG", "LongPoll", "*", 1000), 5000)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        await pull_n(client, addr, "LongPoll", 0, 1)  # dispatched
+        # The group's first pull that finds a message vets the pair (Python's answer).
+        r = await client.invoke(addr, pull_request("LPG", "LongPoll", 0, -1, 1000), 5000)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        # A held pull on a connection that then closes: dropped (nothing to answer).
+        gone = RemotingClient()
+        abandoned = asyncio.ensure_future(
+            gone.invoke(addr, pull_request("LPG", "LongPoll", 1, -1, 1000, 20_000), 30_000)
+        )
+        await asyncio.sleep(0.2)
+        await gone.close()
+        (lost,) = await asyncio.gather(abandoned, return_exceptions=True)
+        assert isinstance(lost, BaseException), f"no answer on a closed connection: {lost}"
+        before = await asyncio.to_thread(fast_send_stats, addr)
+        held = asyncio.ensure_future(
+            client.invoke(addr, pull_request("LPG", "LongPoll", 1, -1, 1000, 20_000), 30_000)
+        )
+        await asyncio.sleep(0.3)
+        assert not held.done(), "held: nothing new yet"
+        t0 = time.monotonic()
+        second = send_request("LongPoll", b"second", f"TAGS{KV}a{SEP}WAIT{KV}true")
+        r = await client.invoke(addr, second, 5000)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        answer = await asyncio.wait_for(held, 15)
+        woke_in_time = time.monotonic() - t0 < 10  # far below the 20 s suspend time
+        taken = delta(before, await asyncio.to_thread(fast_send_stats, addr))
+        records = decode_records(answer.body) if answer.body else []
+        ext = {k: v for k, v in answer.ext_fields.items() if k != "maxOffset"}
+        results.append(((answer.code, answer.remark, ext, [m[12] for m in records]), woke_in_time, taken))
+    (native, native_woke, native_taken), (py, py_woke, py_taken) = results
+    assert native == py
+    assert native[0] == ResponseCode.SUCCESS and native[3] == [b"second"], native
+    assert native_woke and py_woke
+    assert (native_taken["pull_taken"], native_taken["pull_messages"]) == (1, 1), native_taken
+    assert py_taken["pull_taken"] == 0

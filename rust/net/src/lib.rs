@@ -9,6 +9,8 @@
 //! * [`header`]: send request headers as the official clients spell them (sans-I/O);
 //! * [`send`]: the SEND fast path — SEND_MESSAGE / SEND_MESSAGE_V2 / SEND_BATCH_MESSAGE for
 //!   vetted topics stored and answered without leaving Rust;
+//! * [`long_poll`]: the pulls the PULL fast path holds until their queue grows or their
+//!   suspend time is over (RocketMQ's long polling);
 //! * [`pull`]: the PULL fast path — PULL_MESSAGE requests that find messages, for vetted
 //!   (group, topic) pairs, answered without leaving Rust;
 //! * [`metrics`]: per-topic messages, bytes and sizes the fast path stored, and its answers'
@@ -30,6 +32,7 @@ pub mod frame;
 pub mod front;
 pub mod header;
 pub mod held;
+pub mod long_poll;
 pub mod metrics;
 pub mod pull;
 pub mod replica;

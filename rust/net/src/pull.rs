@@ -17,17 +17,23 @@
 //!   a commit offset the request carries is kept for the Python side, with counts of what was
 //!   read ([`FastPull::take_taken`]), which applies them in order before it reads or writes
 //!   the offset table.
+//! * held: a pull that finds nothing new (PULL_NOT_FOUND) with the suspend bit, once the Python
+//!   side turned long polling on here ([`FastPull::set_holding`]): the network thread holds it
+//!   ([`crate::long_poll`]) until its queue grows or its `suspendTimeoutMillis` pass, then runs
+//!   it again ([`Holding::Done`]) and answers FOUND, or PULL_NOT_FOUND as the Python path does;
+//!   its commit offset is kept when it arrives, as the Python path commits a pull it holds.
 //! * declined: a binary header, the class filter bit, a subscription in the request that is not
-//!   a plain tag expression, an unknown pair or queue, and every answer that is not FOUND
-//!   (nothing new: the Python path holds it for long polling; offsets moved or to retry).
+//!   a plain tag expression, an unknown pair or queue, and every other answer (offsets moved, to
+//!   retry; and nothing new when not held here).
 //!
 //! The Python side forgets what it vetted through the SEND fast path's hooks (a topic's or the
 //! broker's config changed) and [`FastPull::forget_group`] (the group's config or its
 //! consumers' subscription changed).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 use rmq_filter::Sql92Filter;
@@ -42,6 +48,10 @@ use rmq_store::message::java_string_hash;
 pub use crate::codes::{LITE_PULL_MESSAGE, PULL_MESSAGE};
 /// PullSysFlag: the request carries its subscription (the lite pull consumer).
 const SUBSCRIPTION: i32 = 0x4;
+/// PullSysFlag: the broker may hold the pull while nothing new is there (long polling).
+const SUSPEND: i32 = 0x2;
+/// RocketMQ's PULL_NOT_FOUND: nothing new.
+const PULL_NOT_FOUND: i32 = 19;
 /// PullSysFlag: class filtering, left to the Python path.
 const CLASS_FILTER: i32 = 0x8;
 /// PullSysFlag: the request carries the consumer's offset to commit.
@@ -115,6 +125,8 @@ struct PullExt<'a> {
     subscription: Field<'a>,
     #[serde(borrow, default)]
     expression_type: Field<'a>,
+    #[serde(borrow, default)]
+    suspend_timeout_millis: Field<'a>,
 }
 
 /// A pull request's header as the Python path reads it.
@@ -132,6 +144,7 @@ struct PullHeader<'a> {
     sub_version: i64,
     subscription: Option<&'a str>,
     expression_type: Option<&'a str>,
+    suspend_ms: i64,
 }
 
 fn text<'a>(v: &'a Field<'_>) -> Option<&'a str> {
@@ -162,6 +175,7 @@ fn pull_header<'a>(f: &'a PullFrame<'_>) -> Option<PullHeader<'a>> {
         sub_version: int(&e.sub_version, Some(0))?,
         subscription: opt_text(&e.subscription)?,
         expression_type: opt_text(&e.expression_type)?,
+        suspend_ms: int(&e.suspend_timeout_millis, Some(15_000))?,
     })
 }
 
@@ -210,12 +224,45 @@ fn request_filter(
     Some(Some(TagFilter { codes }))
 }
 
+/// When a pull is handled: on arrival (it may be held), or once held (it is answered).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Holding {
+    May,
+    Done,
+}
+
+/// What the fast path did with a pull it took.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Pulled {
+    /// The answer was appended to the output.
+    Answered,
+    /// Nothing new yet: the caller holds it ([`crate::long_poll`]).
+    Held(HeldPull),
+}
+
+/// A pull the network thread holds for long polling.
+#[derive(Debug, PartialEq, Eq)]
+pub struct HeldPull {
+    pub topic: String,
+    pub queue_id: i32,
+    /// Its queue offset: it is woken once the queue's max offset is past it.
+    pub offset: i64,
+    /// When its suspend time is over.
+    pub deadline: Instant,
+    /// When it arrived (its answer's latency counts from there).
+    pub started: Instant,
+    /// Its JSON header, to run it again.
+    pub header: String,
+}
+
 /// The fast path's vetted pairs and what it served since the Python side last looked.
 #[derive(Default)]
 pub struct FastPull {
     /// topic → group → route.
     routes: RwLock<HashMap<String, HashMap<String, Arc<PullRoute>>>>,
     taken: Mutex<HashMap<(String, String, i32), QueueTaken>>,
+    /// Pulls that find nothing new are held here (long polling on, the Python side says).
+    holding: AtomicBool,
 }
 
 impl FastPull {
@@ -281,6 +328,12 @@ impl FastPull {
         self.routes.write().clear();
     }
 
+    /// Hold pulls that find nothing new in the network thread (RocketMQ's `longPollingEnable`);
+    /// off: they go to the Python path.
+    pub fn set_holding(&self, on: bool) {
+        self.holding.store(on, Ordering::Relaxed);
+    }
+
     /// Whether any pair is vetted.
     pub fn any(&self) -> bool {
         !self.routes.read().is_empty()
@@ -294,7 +347,9 @@ impl FastPull {
     }
 
     /// Handle a pull whose JSON header is `header_text` if the fast path takes it: its answer
-    /// is appended to `out`. `None`: the Python path answers it.
+    /// is appended to `out`, or (on arrival, nothing new) it is to be held. `None`: the Python
+    /// path answers it.
+    #[allow(clippy::too_many_arguments)]
     pub fn handle(
         &self,
         store: &MessageStore,
@@ -302,8 +357,9 @@ impl FastPull {
         version: i32,
         latency: &Latency,
         started: Instant,
+        holding: Holding,
         out: &mut Vec<u8>,
-    ) -> Option<()> {
+    ) -> Option<Pulled> {
         let parsed: PullFrame<'_> = serde_json::from_str(header_text).ok()?;
         let h = pull_header(&parsed)?;
         if h.sys_flag & CLASS_FILTER != 0 {
@@ -340,7 +396,22 @@ impl FastPull {
             filter,
             sql,
         });
-        if r.status != GetMessageStatus::Found {
+        let found = r.status == GetMessageStatus::Found;
+        // The Python path's PULL_NOT_FOUND: nothing new at the end of the queue.
+        let nothing_new = match r.status {
+            GetMessageStatus::OffsetOverflowOne | GetMessageStatus::OffsetFoundNull => true,
+            GetMessageStatus::NoMatchedLogicQueue | GetMessageStatus::NoMessageInQueue => {
+                h.offset == 0
+            }
+            _ => false,
+        };
+        let hold = holding == Holding::May
+            && nothing_new
+            && h.sys_flag & SUSPEND != 0
+            && self.holding.load(Ordering::Relaxed);
+        // Answered here: FOUND; nothing new once held (PULL_NOT_FOUND). Else held, or Python's.
+        let answer_not_found = nothing_new && holding == Holding::Done;
+        if !(found || hold || answer_not_found) {
             return None;
         }
         {
@@ -348,24 +419,49 @@ impl FastPull {
             let q = taken
                 .entry((h.group.to_string(), h.topic.to_string(), h.queue_id))
                 .or_default();
-            q.requests += 1;
-            q.messages += u64::from(r.message_count);
-            q.bytes += r.buffer.len() as u64;
-            q.next_offset = r.next_begin_offset;
-            if h.sys_flag & COMMIT_OFFSET != 0 && h.commit_offset >= 0 {
+            if !hold {
+                q.requests += 1;
+                q.messages += u64::from(r.message_count);
+                q.bytes += r.buffer.len() as u64;
+                q.next_offset = r.next_begin_offset;
+            }
+            // The offset a pull carries is committed when it arrives, held or not (not again
+            // when a held one is answered).
+            if holding == Holding::May && h.sys_flag & COMMIT_OFFSET != 0 && h.commit_offset >= 0 {
                 q.commit = Some(h.commit_offset);
             }
         }
-        push_found(out, &h, route.suggest, &r, version);
-        latency.record(h.code, crate::codes::SUCCESS, started.elapsed());
-        Some(())
+        if hold {
+            return Some(Pulled::Held(HeldPull {
+                topic: h.topic.to_string(),
+                queue_id: h.queue_id,
+                offset: h.offset,
+                deadline: started + Duration::from_millis(h.suspend_ms.max(0) as u64),
+                started,
+                header: header_text.to_string(),
+            }));
+        }
+        let code = if found {
+            crate::codes::SUCCESS
+        } else {
+            PULL_NOT_FOUND
+        };
+        push_answer(out, &h, code, r.status.name(), route.suggest, &r, version);
+        if holding == Holding::May {
+            // A held pull's answer is a long poll's: the Python side times those apart.
+            latency.record(h.code, code, started.elapsed());
+        }
+        Some(Pulled::Answered)
     }
 }
 
-/// The FOUND answer, as the Python path writes it.
-fn push_found(
+/// The FOUND answer (the records as its body) or the PULL_NOT_FOUND one, as the Python path
+/// writes them: remark the store's status.
+fn push_answer(
     out: &mut Vec<u8>,
     h: &PullHeader<'_>,
+    code: i32,
+    remark: &str,
     suggest: i64,
     r: &rmq_store::GetResult,
     version: i32,
@@ -390,15 +486,11 @@ fn push_found(
     }
     ext.push('}');
     let start = out.len();
-    frame::push_response(
-        out,
-        crate::codes::SUCCESS,
-        h.opaque,
-        version,
-        "\"FOUND\"",
-        &ext,
-    );
-    out.extend_from_slice(&r.buffer);
+    let remark = format!("\"{remark}\"");
+    frame::push_response(out, code, h.opaque, version, &remark, &ext);
+    if code == crate::codes::SUCCESS {
+        out.extend_from_slice(&r.buffer);
+    }
     let total = (out.len() - start - 4) as i32;
     out[start..start + 4].copy_from_slice(&total.to_be_bytes());
 }

@@ -37,7 +37,7 @@ use crate::acl::{AclGate, AclStats};
 use crate::frame::{self, FLAG_ONEWAY, FLAG_RESPONSE, SERIALIZE_JSON, SERIALIZE_ROCKETMQ};
 use crate::header::{self, Code, Header, SendHeader};
 use crate::metrics::{self, Latency, MetricsSnapshot, TopicIn};
-use crate::pull::{FastPull, LITE_PULL_MESSAGE, PULL_MESSAGE};
+use crate::pull::{FastPull, HeldPull, Holding, Pulled, LITE_PULL_MESSAGE, PULL_MESSAGE};
 use crate::replica::{Release, Replication};
 use crate::stats::{Counters, Decline, Stats};
 use crate::transaction::{Decided, FastEnd, END_TRANSACTION, TRANS_OP_HALF_TOPIC};
@@ -91,6 +91,8 @@ pub enum Sent {
     /// not requested yet: the caller makes `end` durable with [`FastSend::flush_held`] (after
     /// the other requests at hand, so that one flush covers them all).
     Hold(Held),
+    /// A pull that found nothing new, to be held for long polling ([`crate::long_poll`]).
+    Pull(HeldPull),
 }
 
 /// An answer waiting for a slave's acknowledgement and/or the flush's group commit.
@@ -289,6 +291,43 @@ impl FastSend {
         &self.pull
     }
 
+    /// Answer a held pull (woken, or its suspend time over) into `out`: FOUND, or PULL_NOT_FOUND
+    /// when still nothing is new. `None`: the Python path answers it (offsets moved, to retry,
+    /// or the pair is no longer vetted).
+    pub fn pull_again(&self, held: &HeldPull, out: &mut Vec<u8>) -> Option<()> {
+        if self.acl.is_some() {
+            return None;
+        }
+        let version = self.cfg.version;
+        match self.pull.handle(
+            &self.store,
+            &held.header,
+            version,
+            &self.latency,
+            held.started,
+            Holding::Done,
+            out,
+        )? {
+            Pulled::Answered => Some(()),
+            Pulled::Held(_) => None,
+        }
+    }
+
+    /// The store's dispatch notifier for the network thread (readable after each dispatch
+    /// round; drain it with [`FastSend::drain_dispatched`]).
+    pub fn dispatch_fd(&self) -> i32 {
+        self.store.net_dispatch_notify_fd()
+    }
+
+    pub fn drain_dispatched(&self) {
+        self.store.drain_net_dispatch_notifications();
+    }
+
+    /// The max offset of a queue (the next message's), for held pulls.
+    pub fn max_offset_in_queue(&self, topic: &str, queue_id: i32) -> i64 {
+        self.store.max_offset_in_queue(topic, queue_id)
+    }
+
     /// The END_TRANSACTION fast path's claims and counts.
     pub fn end_transaction(&self) -> &FastEnd {
         &self.end
@@ -438,10 +477,18 @@ impl FastSend {
             let started = Instant::now();
             let text = header_text?;
             let version = self.cfg.version;
-            return self
-                .pull
-                .handle(&self.store, text, version, &self.latency, started, out)
-                .map(|()| Sent::Replied);
+            return match self.pull.handle(
+                &self.store,
+                text,
+                version,
+                &self.latency,
+                started,
+                Holding::May,
+                out,
+            )? {
+                Pulled::Answered => Some(Sent::Replied),
+                Pulled::Held(held) => Some(Sent::Pull(held)),
+            };
         }
         if h.code == END_TRANSACTION && self.acl.is_none() && !self.sync_flush {
             // ACL on: the Python path checks the account may send to the real topic; SYNC_FLUSH:

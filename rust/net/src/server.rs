@@ -35,12 +35,15 @@ use rmq_store::service::Notifier;
 use crate::batch::{send_some, SendBatch};
 use crate::frame;
 use crate::held::{Replies, Waiters};
+use crate::long_poll::HeldPulls;
 use crate::send::{may_be_send, FastSend, Sent};
 use crate::stats::Decline;
 use crate::tls::{self, TlsMode, TlsServer, HANDSHAKE_RECORD};
 
 const LISTENER: Token = Token(0);
 const WAKER: Token = Token(1);
+/// The store's dispatch notifier (held pulls); connection tokens count up from 2.
+const DISPATCH: Token = Token(usize::MAX - 1);
 /// Initial read buffer of a connection; it grows (doubling) for larger frames or bursts.
 const READ_BUF: usize = 64 * 1024;
 
@@ -327,6 +330,9 @@ impl Server {
             owner_events: Vec::new(),
             replying: Vec::new(),
             sender: SendBatch::new(),
+            pulls: HeldPulls::default(),
+            dispatch_fd: None,
+            check_pulls: false,
         };
         let thread = std::thread::Builder::new()
             .name("rmq-net".into())
@@ -535,12 +541,30 @@ struct Worker {
     /// Connections with answers in [`Local::replies`].
     replying: Vec<u64>,
     sender: SendBatch,
+    /// Pulls held for long polling ([`crate::long_poll`]).
+    pulls: HeldPulls,
+    /// The dispatch notifier registered with the poll, once a pull was held.
+    dispatch_fd: Option<i32>,
+    /// Look at the held pulls at the end of this round (a dispatch, a new hold).
+    check_pulls: bool,
 }
 
 /// Held answers of two connections this close together (ns) mean several connections wait
 /// for flushes: for this long after, the network thread leaves every flush to the group
 /// commit ([`Worker::flush_held`]).
 const SHARED_FLUSH_NS: u64 = 5_000_000;
+
+/// Watch the store's dispatch notifier `fd` (held pulls) instead of `old`; the fd watched.
+fn watch_dispatch(poll: &Poll, old: Option<i32>, fd: i32) -> Option<i32> {
+    let registry = poll.registry();
+    if let Some(old) = old {
+        let _ = registry.deregister(&mut SourceFd(&old));
+    }
+    registry
+        .register(&mut SourceFd(&fd), DISPATCH, Interest::READABLE)
+        .ok()
+        .map(|()| fd)
+}
 
 /// Answers buffered for one connection beyond this are written at once rather than at the end
 /// of the poll round.
@@ -555,10 +579,11 @@ impl Worker {
     fn run(mut self) {
         let mut events = Events::with_capacity(512);
         loop {
-            let timeout = self
-                .held
-                .next_deadline()
-                .map(|d| d.saturating_duration_since(Instant::now()));
+            let deadline = match (self.held.next_deadline(), self.pulls.next_deadline()) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let timeout = deadline.map(|d| d.saturating_duration_since(Instant::now()));
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() != io::ErrorKind::Interrupted {
                     break;
@@ -574,6 +599,7 @@ impl Worker {
                 match ev.token() {
                     LISTENER => self.accept(),
                     WAKER => {}
+                    DISPATCH => self.check_pulls = true,
                     Token(t) => {
                         let id = t as u64;
                         // A peer that reset the connection (e.g. closed it with our answers
@@ -604,9 +630,11 @@ impl Worker {
             self.flush_held();
             self.commands();
             self.release_held();
+            self.wake_pulls();
             self.write_replies();
             self.publish();
         }
+        self.pulls.clear();
         let ids: Vec<u64> = self.local.keys().copied().collect();
         for id in ids {
             self.close(id);
@@ -845,6 +873,18 @@ impl Worker {
                         };
                         match handled {
                             Some(Sent::Replied) | Some(Sent::NoReply) => continue,
+                            Some(Sent::Pull(p)) => {
+                                let fd = fs.dispatch_fd();
+                                if self.dispatch_fd != Some(fd) {
+                                    self.dispatch_fd =
+                                        watch_dispatch(&self.poll, self.dispatch_fd, fd);
+                                }
+                                self.pulls.push(id, p, f.to_vec());
+                                // A message dispatched since the pull looked is seen at the end
+                                // of the round.
+                                self.check_pulls = true;
+                                continue;
+                            }
                             Some(Sent::Hold(h)) => {
                                 if h.flush {
                                     self.hold_end = self.hold_end.max(Some(h.end));
@@ -921,6 +961,49 @@ impl Worker {
             self.note_withheld(1);
         }
         outcome
+    }
+
+    /// Answer the held pulls whose queue grew, whose time is over or whose connection is gone
+    /// (those are dropped); a pull the fast path no longer answers goes to the owner.
+    fn wake_pulls(&mut self) {
+        if self.pulls.is_empty() {
+            return;
+        }
+        let now = Instant::now();
+        let due_time = self.pulls.next_deadline().is_some_and(|d| d <= now);
+        if !std::mem::take(&mut self.check_pulls) && !due_time {
+            return;
+        }
+        let Some(fs) = self.shared.fast.read().clone() else {
+            self.pulls.clear();
+            return;
+        };
+        // Drain first, then look: a dispatch after this drain notifies again.
+        fs.drain_dispatched();
+        let local = &self.local;
+        let due = self.pulls.take_due(
+            now,
+            |topic, queue| fs.max_offset_in_queue(topic, queue),
+            |conn| !local.contains_key(&conn),
+        );
+        for w in due {
+            let Some(l) = self.local.get_mut(&w.conn) else {
+                continue; // its connection is gone
+            };
+            let had = l.replies.len();
+            if fs.pull_again(&w.pull, &mut l.replies).is_some() {
+                if had == 0 {
+                    self.replying.push(w.conn);
+                }
+            } else {
+                self.owner_events.push(Event::Data {
+                    conn: w.conn,
+                    frames: w.frame,
+                    read_ns: monotonic_ns(),
+                    sends: false,
+                });
+            }
+        }
     }
 
     /// Write the sends the fast path stored in this round ([`FastSend::write_deferred`]);

@@ -318,3 +318,92 @@ fn an_sql92_subscription_the_broker_holds_filters_as_the_python_path() {
     assert_eq!(bodies(&body), ["n2", "n3", "n4"]);
     assert_eq!(h["extFields"]["nextBeginOffset"], "6");
 }
+
+#[test]
+fn pulls_that_find_nothing_new_are_held_and_answered_as_the_python_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(dir.path(), false);
+    let fs = fast(s.clone(), true);
+    fs.allow_topic("T", 4, 4, false);
+    send(&fs, "a", 2);
+    assert!(s.wait_dispatched(s.commitlog_max_offset(), Duration::from_secs(5)));
+    fs.pull().allow("g", "T", 4, None, None, 1700000000000, 0);
+    let mut rnd = || 0u32;
+    let at_end = pull("g", 1, 2, 2 | 1, 1, "");
+
+    // Long polling not turned on here: the Python path holds it, as before.
+    let mut out = Vec::new();
+    assert_eq!(fs.handle(&at_end, host(), &mut rnd, &mut out), None);
+
+    fs.pull().set_holding(true);
+    let _ = fs.pull().take_taken();
+    let held = match fs.handle(&at_end, host(), &mut rnd, &mut out) {
+        Some(Sent::Pull(h)) => h,
+        other => panic!("held expected, got {other:?}"),
+    };
+    assert!(out.is_empty(), "nothing answered yet");
+    assert_eq!(
+        (held.topic.as_str(), held.queue_id, held.offset),
+        ("T", 1, 2)
+    );
+    let wait = held.deadline - held.started;
+    assert_eq!(
+        wait,
+        Duration::from_millis(15_000),
+        "its suspendTimeoutMillis"
+    );
+    // Its commit offset is kept when it arrives; the pull is counted when answered.
+    let taken = fs.pull().take_taken();
+    assert_eq!(taken.len(), 1);
+    assert_eq!(taken[0].1.commit, Some(1));
+    assert_eq!(taken[0].1.requests, 0);
+
+    // Without the suspend bit, or not at the end: not held.
+    assert_eq!(
+        fs.handle(&pull("g", 1, 2, 1, 1, ""), host(), &mut rnd, &mut out),
+        None,
+        "no suspend bit: the Python path answers PULL_NOT_FOUND"
+    );
+    assert_eq!(
+        fs.handle(&pull("g", 1, 9, 3, 1, ""), host(), &mut rnd, &mut out),
+        None,
+        "offset past the end (moved): the Python path"
+    );
+
+    // Its time over with nothing new: PULL_NOT_FOUND, as the Python path answers it.
+    assert_eq!(fs.pull_again(&held, &mut out), Some(()));
+    let (h, body) = answer(&out);
+    assert_eq!(h["code"], 19);
+    assert_eq!(h["opaque"], 77);
+    assert_eq!(h["remark"], "OFFSET_OVERFLOW_ONE");
+    assert_eq!(
+        h["extFields"],
+        serde_json::json!({"suggestWhichBrokerId":"0","nextBeginOffset":"2","minOffset":"0","maxOffset":"2"})
+    );
+    assert!(body.is_empty());
+    let taken = fs.pull().take_taken();
+    assert_eq!(
+        (taken[0].1.requests, taken[0].1.commit),
+        (1, None),
+        "counted once answered; not committed again"
+    );
+
+    // Woken by a message: FOUND with it.
+    out.clear();
+    send(&fs, "b", 1);
+    assert!(s.wait_dispatched(s.commitlog_max_offset(), Duration::from_secs(5)));
+    assert_eq!(fs.max_offset_in_queue("T", 1), 3);
+    assert_eq!(fs.pull_again(&held, &mut out), Some(()));
+    let (h, body) = answer(&out);
+    assert_eq!(
+        (h["code"].as_i64(), h["remark"].as_str()),
+        (Some(0), Some("FOUND"))
+    );
+    assert_eq!(bodies(&body), ["body0"]);
+
+    // Forgotten pair: the Python path answers the held pull.
+    fs.pull().forget_group("g");
+    out.clear();
+    assert_eq!(fs.pull_again(&held, &mut out), None);
+    assert!(out.is_empty());
+}

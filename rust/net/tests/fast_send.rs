@@ -204,6 +204,7 @@ fn sync_flush_holds_until_durable() {
             return;
         }
         Sent::NoReply => panic!("not oneway"),
+        Sent::Pull(_) => panic!("not a pull"),
     };
     // Stored but kept back until the network thread writes the round's sends at its end.
     assert!(s.commitlog_max_offset() < held.end);

@@ -521,3 +521,58 @@ fn a_send_that_waited_too_long_goes_to_the_owner_with_its_read_time() {
         .1;
     assert_eq!(busy, 1);
 }
+
+/// A PULL_MESSAGE frame of group `g` on T's queue 0 with the suspend bit, from `offset`.
+fn suspended_pull(opaque: i32, offset: i64, suspend_ms: u32) -> Vec<u8> {
+    let ext = format!(
+        r#"{{"consumerGroup":"g","topic":"T","queueId":"0","queueOffset":"{offset}","maxMsgNums":"32","sysFlag":"2","commitOffset":"0","subVersion":"0","suspendTimeoutMillis":"{suspend_ms}"}}"#
+    );
+    frame(11, 0, opaque, &ext, b"")
+}
+
+#[test]
+fn held_pulls_are_answered_by_a_dispatch_or_when_their_time_is_over() {
+    let Fixture {
+        _dir,
+        st,
+        server,
+        fs,
+        mut c,
+    } = fixture(false, 1);
+    fs.pull().allow("g", "T", 1, None, None, 0, 0);
+    fs.pull().set_holding(true);
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+
+    // Held with nothing in the queue; a send on another connection wakes it.
+    c.write_all(&suspended_pull(7, 0, 20_000)).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let mut other = TcpStream::connect(server.local_addr()).unwrap();
+    other
+        .write_all(&frame(310, 0, 1, r#"{"b":"T","e":"0"}"#, b"hello"))
+        .unwrap();
+    assert_eq!(read_frame(&mut other)["code"], 0);
+    let t0 = Instant::now();
+    let woken = read_frame(&mut c);
+    assert_eq!(
+        (woken["opaque"].as_i64(), woken["code"].as_i64()),
+        (Some(7), Some(0))
+    );
+    assert_eq!(woken["remark"], "FOUND");
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    // Its records follow the header in the same frame (read_frame consumed them).
+    assert_eq!(st.max_offset_in_queue("T", 0), 1);
+
+    // Nothing new after it: answered PULL_NOT_FOUND once its 300 ms are over.
+    c.write_all(&suspended_pull(8, 1, 300)).unwrap();
+    let late = read_frame(&mut c);
+    assert_eq!(
+        (late["opaque"].as_i64(), late["code"].as_i64()),
+        (Some(8), Some(19))
+    );
+    assert_eq!(late["extFields"]["nextBeginOffset"], "1");
+    // None of these went to the owner.
+    assert!(server
+        .take_events()
+        .iter()
+        .all(|e| !matches!(e, Event::Data { .. })));
+}

@@ -363,6 +363,15 @@ impl NetServer {
         }
     }
 
+    /// Hold the vetted pulls that find nothing new in the network thread until a message
+    /// arrives or their suspend time is over (RocketMQ's `longPollingEnable`); off: they go to
+    /// the Python path, which holds them.
+    fn set_pull_holding(&self, on: bool) {
+        if let Some(f) = self.inner.fast_send() {
+            f.pull().set_holding(on);
+        }
+    }
+
     /// Forget the vetted pulls of `group` (its config or its subscription changed).
     fn forget_pull_group(&self, group: &str) {
         if let Some(f) = self.inner.fast_send() {

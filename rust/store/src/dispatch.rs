@@ -276,6 +276,8 @@ pub struct DispatchProgress {
     last_store_ts: AtomicI64,
     signal: Arc<Signal>,
     notifier: Notifier,
+    /// The same, for the network thread (its long-polling pulls): each reader drains its own.
+    net_notifier: Notifier,
 }
 
 impl DispatchProgress {
@@ -285,6 +287,7 @@ impl DispatchProgress {
             last_store_ts: AtomicI64::new(0),
             signal: Signal::new(),
             notifier: Notifier::new()?,
+            net_notifier: Notifier::new()?,
         }))
     }
     /// Everything below this CommitLog offset is in the ConsumeQueues and the index.
@@ -302,6 +305,13 @@ impl DispatchProgress {
     pub fn drain_notifications(&self) -> u64 {
         self.notifier.drain()
     }
+    /// Eventfd readable after each dispatch round, for the network thread.
+    pub fn net_notify_fd(&self) -> i32 {
+        self.net_notifier.fd()
+    }
+    pub fn drain_net_notifications(&self) -> u64 {
+        self.net_notifier.drain()
+    }
     /// Block until `offset` is dispatched or `timeout` passes.
     pub fn wait(&self, offset: i64, timeout: Duration) -> bool {
         self.signal
@@ -314,6 +324,7 @@ impl DispatchProgress {
         self.dispatched.store(offset, Ordering::Release);
         self.signal.notify();
         self.notifier.notify();
+        self.net_notifier.notify();
     }
 }
 

@@ -679,6 +679,13 @@ impl MessageStore {
     pub fn drain_dispatch_notifications(&self) -> u64 {
         self.progress.drain_notifications()
     }
+    /// As [`MessageStore::dispatch_notify_fd`], a second one for the network thread.
+    pub fn net_dispatch_notify_fd(&self) -> i32 {
+        self.progress.net_notify_fd()
+    }
+    pub fn drain_net_dispatch_notifications(&self) -> u64 {
+        self.progress.drain_net_notifications()
+    }
 
     /// Read messages from a queue (the pull path).
     pub fn get_message(&self, req: &GetRequest<'_>) -> GetResult {

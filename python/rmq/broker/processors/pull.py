@@ -255,6 +255,9 @@ class PullProcessor:
             or cfg.slave_read_enable
         ):
             return
+        # Long polling of these pulls, too, in the network thread (RocketMQ's longPollingEnable; off: short
+        # polling, which this processor does).
+        self.s.fast_send.set_pull_holding(cfg.long_polling_enable)
         if sys_flag & PullSysFlag.SUBSCRIPTION:
             # A lite pull consumer's: the network thread reads the tag expression each request carries.
             self.s.fast_send.allow_pull_lite(group, topic, read_queues, suggest)
