@@ -386,11 +386,12 @@ class NetServer:
     def fast_send_stats(self) -> tuple[int, int, list[tuple[str, int]]]: ...
     def fast_send_metrics(
         self,
-    ) -> tuple[list[tuple[str, str, int, int, list[int]]], list[tuple[int, int, list[int], int]]]:
+    ) -> tuple[list[tuple[str, str, int, int, list[int]]], list[tuple[int, int, list[int], int, bool]]]:
         """``(topics, latency)``: per topic and message type (``normal``; ``transaction``, half messages)
         ``(topic, message_type, messages, bytes, sizes)`` the fast path stored (sizes
         per bucket of :data:`SIZE_BOUNDS`, then larger; not cumulative), and per request and response code
-        ``(code, response, buckets, sum_us)`` it answered (per bucket of :data:`LATENCY_BOUNDS_MS`)."""
+        ``(code, response, buckets, sum_us, long_polling)`` it answered (per bucket of
+        :data:`LATENCY_BOUNDS_MS`; ``long_polling``: answers to pulls it held, their wait included)."""
     def shutdown(self) -> None: ...
 
 class TlsFront:

@@ -161,11 +161,11 @@ class BrokerCollector:
         )
 
     # --- latency --------------------------------------------------------------------------------------------
-    def _rpc_latency(self, fast_latency: list[tuple[int, int, list[int], int]]) -> Metric:
+    def _rpc_latency(self, fast_latency: list[tuple[int, int, list[int], int, bool]]) -> Metric:
         rows = [
             (c, r, lp, [int(n) for n in row[:-1]], row[-1]) for (c, r, lp), row in self.s.metrics.rpc.rows()
         ]
-        rows += [(code, resp, False, buckets, sum_us / 1000) for code, resp, buckets, sum_us in fast_latency]
+        rows += [(code, resp, lp, buckets, sum_us / 1000) for code, resp, buckets, sum_us, lp in fast_latency]
         endpoint = self.s.grpc_endpoint
         return m.rpc_latency_family(self.const, rows, endpoint.latency.rows() if endpoint is not None else ())
 

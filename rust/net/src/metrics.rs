@@ -26,6 +26,10 @@ const CODES: [i32; 5] = [
 ];
 /// Response codes it answers with: SUCCESS, FLUSH_DISK_TIMEOUT.
 const RESPONSES: [i32; 2] = [crate::codes::SUCCESS, crate::codes::FLUSH_DISK_TIMEOUT];
+/// Pull codes whose held answers (long polling) are timed apart, and their responses: FOUND,
+/// PULL_NOT_FOUND.
+const HELD_CODES: [i32; 2] = [crate::codes::PULL_MESSAGE, crate::codes::LITE_PULL_MESSAGE];
+const HELD_RESPONSES: [i32; 2] = [crate::codes::SUCCESS, 19];
 
 fn bucket(bounds: &[u64], v: u64) -> usize {
     bounds.iter().position(|b| v <= *b).unwrap_or(bounds.len())
@@ -77,10 +81,33 @@ struct Histogram {
     sum_us: AtomicU64,
 }
 
+impl Histogram {
+    fn add(&self, took: Duration) {
+        let us = took.as_micros().min(u64::MAX as u128) as u64;
+        // A bound of n ms holds the answers that took at most n ms.
+        self.buckets[bucket(&LATENCY_BOUNDS_MS, us.div_ceil(1000))].fetch_add(1, Ordering::Relaxed);
+        self.sum_us.fetch_add(us, Ordering::Relaxed);
+    }
+
+    fn snapshot(&self, code: i32, response: i32, long_polling: bool) -> Option<LatencySnapshot> {
+        let buckets: [u64; LATENCY_BOUNDS_MS.len() + 1] =
+            std::array::from_fn(|i| self.buckets[i].load(Ordering::Relaxed));
+        buckets.iter().any(|n| *n > 0).then(|| LatencySnapshot {
+            code,
+            response,
+            long_polling,
+            buckets,
+            sum_us: self.sum_us.load(Ordering::Relaxed),
+        })
+    }
+}
+
 /// How long the fast path took to answer, per request code and response code.
 #[derive(Default, Debug)]
 pub struct Latency {
     by: [[Histogram; RESPONSES.len()]; CODES.len()],
+    /// Held pulls' answers (from the pull's arrival: its wait included).
+    held: [[Histogram; HELD_RESPONSES.len()]; HELD_CODES.len()],
 }
 
 impl Latency {
@@ -93,28 +120,30 @@ impl Latency {
         ) else {
             return;
         };
-        let h = &self.by[c][r];
-        let us = took.as_micros().min(u64::MAX as u128) as u64;
-        // A bound of n ms holds the answers that took at most n ms.
-        h.buckets[bucket(&LATENCY_BOUNDS_MS, us.div_ceil(1000))].fetch_add(1, Ordering::Relaxed);
-        h.sum_us.fetch_add(us, Ordering::Relaxed);
+        self.by[c][r].add(took);
+    }
+
+    /// Record one answer to a pull the network thread held (long polling).
+    pub fn record_held(&self, code: i32, response: i32, took: Duration) {
+        let (Some(c), Some(r)) = (
+            HELD_CODES.iter().position(|x| *x == code),
+            HELD_RESPONSES.iter().position(|x| *x == response),
+        ) else {
+            return;
+        };
+        self.held[c][r].add(took);
     }
 
     fn snapshot(&self) -> Vec<LatencySnapshot> {
         let mut out = Vec::new();
         for (c, code) in CODES.iter().enumerate() {
             for (r, response) in RESPONSES.iter().enumerate() {
-                let h = &self.by[c][r];
-                let buckets: [u64; LATENCY_BOUNDS_MS.len() + 1] =
-                    std::array::from_fn(|i| h.buckets[i].load(Ordering::Relaxed));
-                if buckets.iter().any(|n| *n > 0) {
-                    out.push(LatencySnapshot {
-                        code: *code,
-                        response: *response,
-                        buckets,
-                        sum_us: h.sum_us.load(Ordering::Relaxed),
-                    });
-                }
+                out.extend(self.by[c][r].snapshot(*code, *response, false));
+            }
+        }
+        for (c, code) in HELD_CODES.iter().enumerate() {
+            for (r, response) in HELD_RESPONSES.iter().enumerate() {
+                out.extend(self.held[c][r].snapshot(*code, *response, true));
             }
         }
         out
@@ -126,6 +155,8 @@ impl Latency {
 pub struct LatencySnapshot {
     pub code: i32,
     pub response: i32,
+    /// A held pull's answer (RocketMQ 5.x's `is_long_polling`).
+    pub long_polling: bool,
     /// Answers per bucket ([`LATENCY_BOUNDS_MS`], then slower), not cumulative.
     pub buckets: [u64; LATENCY_BOUNDS_MS.len() + 1],
     pub sum_us: u64,
@@ -191,5 +222,20 @@ mod tests {
         assert_eq!(s[0].sum_us, 2400);
         assert_eq!((s[1].code, s[1].response), (320, 10));
         assert_eq!(s[1].buckets, [0, 0, 0, 0, 0, 0, 0, 1]);
+        assert!(!s[0].long_polling && !s[1].long_polling);
+
+        // Held pulls' answers are timed apart (FOUND and PULL_NOT_FOUND).
+        l.record_held(11, 19, Duration::from_secs(2));
+        l.record_held(11, 0, Duration::from_millis(50));
+        l.record_held(11, 21, Duration::from_millis(50)); // not an answer it gives: ignored
+        let s = l.snapshot();
+        assert_eq!(s.len(), 4);
+        assert_eq!((s[2].code, s[2].response, s[2].long_polling), (11, 0, true));
+        assert_eq!(s[2].buckets, [0, 0, 0, 0, 1, 0, 0, 0]);
+        assert_eq!(
+            (s[3].code, s[3].response, s[3].long_polling),
+            (11, 19, true)
+        );
+        assert_eq!(s[3].buckets, [0, 0, 0, 0, 0, 0, 1, 0]);
     }
 }

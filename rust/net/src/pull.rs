@@ -447,9 +447,10 @@ impl FastPull {
             PULL_NOT_FOUND
         };
         push_answer(out, &h, code, r.status.name(), route.suggest, &r, version);
-        if holding == Holding::May {
-            // A held pull's answer is a long poll's: the Python side times those apart.
-            latency.record(h.code, code, started.elapsed());
+        match holding {
+            Holding::May => latency.record(h.code, code, started.elapsed()),
+            // A held pull's answer, its wait included, is a long poll's: timed apart.
+            Holding::Done => latency.record_held(h.code, code, started.elapsed()),
         }
         Some(Pulled::Answered)
     }

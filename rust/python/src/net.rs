@@ -478,14 +478,15 @@ impl NetServer {
     /// `(topics, latency)`: per topic the fast path was allowed to take, `(topic, message_type,
     /// messages, bytes, sizes)` it stored (`normal`; `transaction`: half messages, once any) (bytes and sizes of the CommitLog records; `sizes` counts per
     /// size bucket of `SIZE_BOUNDS`, then larger, not cumulative); per request code and response
-    /// code it answered, `(code, response, buckets, sum_us)` (answers per bucket of
-    /// `LATENCY_BOUNDS_MS`, then slower); empty before `enable_fast_send`.
+    /// code it answered, `(code, response, buckets, sum_us, long_polling)` (answers per bucket
+    /// of `LATENCY_BOUNDS_MS`, then slower; `long_polling`: held pulls' answers, their wait
+    /// included); empty before `enable_fast_send`.
     #[allow(clippy::type_complexity)]
     fn fast_send_metrics(
         &self,
     ) -> (
         Vec<(String, &'static str, u64, u64, Vec<u64>)>,
-        Vec<(i32, i32, Vec<u64>, u64)>,
+        Vec<(i32, i32, Vec<u64>, u64, bool)>,
     ) {
         let m = self
             .inner
@@ -507,7 +508,15 @@ impl NetServer {
                 .collect(),
             m.latency
                 .into_iter()
-                .map(|l| (l.code, l.response, l.buckets.to_vec(), l.sum_us))
+                .map(|l| {
+                    (
+                        l.code,
+                        l.response,
+                        l.buckets.to_vec(),
+                        l.sum_us,
+                        l.long_polling,
+                    )
+                })
                 .collect(),
         )
     }
