@@ -679,3 +679,30 @@ async def test_sync_flush_send_answers_after_the_group_commit(tmp_path):
         assert len(b.s.flush_responder) == 0
     finally:
         b.close()
+
+
+class _HandOver:
+    """What the network thread's pull fast path hands over (``take_pulls``), as it would."""
+
+    def __init__(self, taken: list[tuple[str, str, int, int, int, int, int, int | None]]) -> None:
+        self.taken = taken
+
+    def take_pulls(self) -> list[tuple[str, str, int, int, int, int, int, int | None]]:
+        out, self.taken = self.taken, []
+        return out
+
+
+async def test_pulls_the_network_thread_served_are_counted_and_their_commits_applied(broker):
+    """An answered pull counts (requests, messages, the queue's pulled offset); a pull it only holds so far
+    hands over its commit offset alone: committed, and the queue's pulled offset left as it was."""
+    s = broker.s
+    s.fast_send = _HandOver([("CG", "T", 0, 2, 5, 5000, 9, 7)])
+    s.drain_pulls()
+    assert (s.counters.fast_pull_requests, s.counters.fast_pull_messages) == (2, 5)
+    assert s.metrics.pulled[("CG", "T", 0)] == 9
+    assert s.offsets.query("CG", "T", 0) == 7
+    s.fast_send = _HandOver([("CG", "T", 0, 0, 0, 0, 0, 8)])  # held: its commit, nothing answered
+    s.drain_pulls()
+    assert s.counters.fast_pull_requests == 2
+    assert s.metrics.pulled[("CG", "T", 0)] == 9, "a held pull moves no pulled offset"
+    assert s.offsets.query("CG", "T", 0) == 8

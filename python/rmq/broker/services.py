@@ -232,7 +232,8 @@ class BrokerServices:
             self.counters.fast_pull_requests += requests
             self.counters.fast_pull_messages += messages
             self.group_gets.add(f"{topic}@{group}", messages)
-            self.metrics.got(topic, group, queue_id, messages, nbytes, next_offset)
+            if requests:  # else only a held pull's commit: no answer, no offset reached yet
+                self.metrics.got(topic, group, queue_id, messages, nbytes, next_offset)
             if commit is not None:
                 self.offsets.commit_taken(group, topic, queue_id, commit)
 
