@@ -559,19 +559,16 @@ async def test_long_polling_is_woken_by_a_send_in_the_network_thread(brokers):
         )
         await asyncio.sleep(0.3)
         assert not held.done(), "held: nothing new yet"
-        t0 = time.monotonic()
         second = send_request("LongPoll", b"second", f"TAGS{KV}a{SEP}WAIT{KV}true")
         r = await client.invoke(addr, second, 5000)
         assert r.code == ResponseCode.SUCCESS, r.remark
-        answer = await asyncio.wait_for(held, 15)
-        woke_in_time = time.monotonic() - t0 < 10  # far below the 20 s suspend time
+        answer = await asyncio.wait_for(held, 15)  # woken by the send: its 20 s suspend time is longer
         taken = delta(before, await asyncio.to_thread(fast_send_stats, addr))
         records = decode_records(answer.body) if answer.body else []
         ext = {k: v for k, v in answer.ext_fields.items() if k != "maxOffset"}
-        results.append(((answer.code, answer.remark, ext, [m[12] for m in records]), woke_in_time, taken))
-    (native, native_woke, native_taken), (py, py_woke, py_taken) = results
+        results.append(((answer.code, answer.remark, ext, [m[12] for m in records]), taken))
+    (native, native_taken), (py, py_taken) = results
     assert native == py
     assert native[0] == ResponseCode.SUCCESS and native[3] == [b"second"], native
-    assert native_woke and py_woke
     assert (native_taken["pull_taken"], native_taken["pull_messages"]) == (1, 1), native_taken
     assert py_taken["pull_taken"] == 0

@@ -551,14 +551,13 @@ fn held_pulls_are_answered_by_a_dispatch_or_when_their_time_is_over() {
         .write_all(&frame(310, 0, 1, r#"{"b":"T","e":"0"}"#, b"hello"))
         .unwrap();
     assert_eq!(read_frame(&mut other)["code"], 0);
-    let t0 = Instant::now();
+    // Woken by the send: its 20 s are far beyond the read timeout above.
     let woken = read_frame(&mut c);
     assert_eq!(
         (woken["opaque"].as_i64(), woken["code"].as_i64()),
         (Some(7), Some(0))
     );
     assert_eq!(woken["remark"], "FOUND");
-    assert!(t0.elapsed() < Duration::from_secs(10));
     // Its records follow the header in the same frame (read_frame consumed them).
     assert_eq!(st.max_offset_in_queue("T", 0), 1);
 
