@@ -101,8 +101,8 @@ class ProxyServer:
         if way == "tls":
             port = server.add_secure_port(address, self._credentials())
         elif way == "front":
-            # grpcio behind the front, on an abstract Unix socket of this process (cheaper than a loopback
-            # TCP hop; each of the front's connections comes from a name of its own, mapped to its client).
+            # grpcio behind the front, on an abstract Unix socket of this process (no TCP port on loopback;
+            # each of the front's connections comes from a name of its own, mapped to its client).
             upstream = f"rmq-grpc-{os.getpid()}-{secrets.token_hex(6)}"
             port = server.add_insecure_port(f"unix-abstract:{upstream}")
         else:

@@ -8,10 +8,14 @@
 //! byte that opens a TLS handshake (0x16) gets a TLS session (ALPN as the [`TlsServer`] offers
 //! it), anything else is passed on as it is (refused in `enforcing` mode). Then a thread per
 //! connection moves bytes both ways between the client and a new connection to the upstream
-//! server's abstract Unix socket (cheaper than a second loopback TCP hop), decrypting and encrypting on the way for TLS clients, until either side closes.
+//! server's abstract Unix socket (no TCP port for it on loopback), decrypting and encrypting on
+//! the way for TLS clients, until either side closes.
+//!
 //! Each upstream connection is bound to an abstract name of its own (`<upstream>.<n>`), which the
 //! upstream server reports as its peer (`unix-abstract:<name>`): [`Front::peer_of`] names the
-//! client behind it, for the addresses ACL white lists and client lists use. Refusals (a plaintext client in enforcing mode, a failed handshake, an upstream that does not
+//! client behind it, for the addresses ACL white lists and client lists use.
+//!
+//! Refusals (a plaintext client in enforcing mode, a failed handshake, an upstream that does not
 //! answer) are counted and kept, with the peer's address, for the owner to log.
 
 use std::collections::{HashMap, VecDeque};
