@@ -31,9 +31,10 @@ both sides, which side goes first alternating:
   source API prunes no column; Kafka's source prunes them itself);
 * batch, every column decoded (``write.format("noop")``);
 * streaming ``Trigger.AvailableNow`` from the earliest offsets to the end, ``noop`` sink;
-* the sink: ``df.write`` of ``--messages`` rows (a ``body`` / ``value`` column) into another topic of
-  8 queues / partitions, rmq at-least-once (its default) and exactly-once, Kafka's sink (at-least-once, its
-  producer's defaults);
+* the sink: ``--messages`` rows (a ``body`` / ``value`` column) written into another topic of 8 queues /
+  partitions: rmq at-least-once by ``rmq.spark.save`` (the JVM sink, in rmq's jar, which the session
+  loads; the run stops if Spark cannot load it) and by ``df.write.format("rocketmq")`` (the Python sink),
+  rmq exactly-once (the Python sink), Kafka's sink (at-least-once, its producer's defaults);
 * rmq's store-direct reader of the same topic (the broker's store directory read by ``load(path)``), no
   broker involved: count and all columns.
 
@@ -94,7 +95,14 @@ ROWS: list[tuple[str, str, bool, str, str]] = [
     ("count", "batch `count()`", True, "both", ""),
     ("decode", 'batch, all columns decoded (`write.format("noop")`)', True, "both", ""),
     ("stream", "streaming `Trigger.AvailableNow` to the end (`noop` sink)", True, "both", ""),
-    ("sink", "sink `df.write` (rmq at-least-once, its default; Kafka's sink)", True, "both", ""),
+    ("sink", "sink (rmq `rmq.spark.save`: the JVM sink, at-least-once; Kafka's sink)", True, "both", ""),
+    (
+        "sink_py",
+        'sink `df.write.format("rocketmq")`, the Python sink, at-least-once (beside Kafka\'s sink)',
+        False,
+        "rmq",
+        "sink",
+    ),
     (
         "sink_eos",
         "sink `df.write`, rmq `deliveryGuarantee=exactly_once` (beside Kafka's sink)",
@@ -189,12 +197,19 @@ def spark_child(cfg: dict[str, Any]) -> None:
 
     n, ns, bs = cfg["messages"], cfg["namesrv"], cfg["bootstrap"]
     tmp = Path(cfg["tmp"])
+    from rmq.spark.jvm import JVM_SINK, jvm_class_available
+
     jars = _connector_jars(Path(cfg["connector_lib"]))
+    rmq_jar = rmq.spark.jar_path()
+    if rmq_jar is None:
+        raise SystemExit("this checkout has no rmq Spark jar (the JVM sink): build it with scripts/spark-jar")
     spark = bench_session(
-        "rmq-spark-kafka-bench", ",".join(jars), **{"spark.sql.shuffle.partitions": str(QUEUES)}
+        "rmq-spark-kafka-bench", ",".join([*jars, rmq_jar]), **{"spark.sql.shuffle.partitions": str(QUEUES)}
     )
     spark.sparkContext.setLogLevel("ERROR")
     rmq.spark.register(spark)
+    if not jvm_class_available(spark, JVM_SINK):
+        raise SystemExit(f"Spark cannot load rmq's JVM sink from {rmq_jar}")
     me = os.getpid()
     brokers = {"rmq": cfg["rmq_pid"], "kafka": cfg["kafka_pid"]}
     out: dict[str, Any] = {"pyspark": pyspark.__version__, "jars": [Path(j).name for j in jars], "runs": {}}
@@ -210,6 +225,10 @@ def spark_child(cfg: dict[str, Any]) -> None:
         if eos:
             w = w.option("deliveryGuarantee", "exactly_once")
         w.save()
+        return n
+
+    def rmq_save(topic: str) -> int:
+        rmq.spark.save(data, nameServer=ns, topic=topic)  # the JVM sink: checked above that Spark loads it
         return n
 
     def kafka_write(topic: str) -> int:
@@ -278,7 +297,8 @@ def spark_child(cfg: dict[str, Any]) -> None:
         ("decode", "kafka"): lambda: noop(kafka_read()),
         ("stream", "rmq"): rmq_stream,
         ("stream", "kafka"): kafka_stream,
-        ("sink", "rmq"): lambda: rmq_write(SINK_TOPIC),
+        ("sink", "rmq"): lambda: rmq_save(SINK_TOPIC),
+        ("sink_py", "rmq"): lambda: rmq_write(SINK_TOPIC),
         ("sink", "kafka"): lambda: kafka_write(SINK_TOPIC),
         ("sink_eos", "rmq"): lambda: rmq_write(EOS_TOPIC, eos=True),
         ("direct_count", "rmq"): lambda: direct("").count(),
@@ -504,13 +524,14 @@ def bench(a: argparse.Namespace) -> dict[str, Any]:
         result: dict[str, Any] = json.loads(Path(cfg["result"]).read_text())
         # What the sinks left, from the brokers' offsets: every row at least once (an at-least-once sink
         # may repeat a row on a retry).
-        runs_of = {k: len(result["runs"].get(k, {}).get("rmq", [])) for k in ("sink", "sink_eos")}
+        runs_of = {k: len(result["runs"].get(k, {}).get("rmq", [])) for k in ("sink", "sink_py", "sink_eos")}
         result["sink_counts"] = {
             "rmq": sum(bb.max_offsets(rmq.broker_addr, SINK_TOPIC, QUEUES)),
             "rmq_eos": sum(bb.max_offsets(rmq.broker_addr, EOS_TOPIC, QUEUES)),
             "kafka": int(kafka.topics("end", SINK_TOPIC)),
-            "expected_rmq": runs_of["sink"] * a.messages,
+            "expected_rmq": (runs_of["sink"] + runs_of["sink_py"]) * a.messages,
             "expected_eos": runs_of["sink_eos"] * a.messages,
+            "expected_kafka": len(result["runs"].get("sink", {}).get("kafka", [])) * a.messages,
         }
         result["kafka_jars"] = len(list(kafka_lib.glob("*.jar")))
         return result
@@ -607,9 +628,9 @@ def render(res: dict[str, Any], a: argparse.Namespace, elapsed: float) -> str:
     lines += [
         "",
         "- What the sinks left (the topics' end offsets after the run, from the brokers): rmq at-least-once"
-        f" {sc['rmq']:,} rows for {sc['expected_rmq']:,} written, exactly-once {sc['rmq_eos']:,} for"
-        f" {sc['expected_eos']:,},"
-        f" Kafka {sc['kafka']:,} for {sc['expected_rmq']:,}. The store-direct rows read the rmq broker's"
+        f" (the JVM and the Python sink, one topic) {sc['rmq']:,} rows for {sc['expected_rmq']:,} written,"
+        f" exactly-once {sc['rmq_eos']:,} for {sc['expected_eos']:,},"
+        f" Kafka {sc['kafka']:,} for {sc['expected_kafka']:,}. The store-direct rows read the rmq broker's"
         " store directory (`load(path)`, option `topics`), no broker involved: their broker CPU is what the"
         " rmq broker spent meanwhile on its own work (they follow the exactly-once sink row).",
         END,

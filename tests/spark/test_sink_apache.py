@@ -1,6 +1,6 @@
 """The ``rocketmq`` sink against Apache RocketMQ 4.9.7 (the peer broker, Java): a batch write at-least-once
-and a streaming query exactly-once (transactional half messages committed by END_TRANSACTION from the
-driver), each row read back once by a real consumer."""
+(by the Python sink and by the JVM sink) and a streaming query exactly-once (transactional half messages
+committed by END_TRANSACTION from the driver), each row read back once by a real consumer."""
 
 from __future__ import annotations
 
@@ -42,6 +42,22 @@ def test_batch_write_to_apache(spark: SparkSession, apache: ApachePeer) -> None:
         .save()
     )
     got = consume(apache.namesrv_addr, "SinkApache", len(rows))
+    assert got.bodies == Counter(digest(b) for b, _t, _k in rows)
+    by_body = {m.body: m for m in got.messages}
+    for body, tags, keys in rows:
+        assert (by_body[body].tags, by_body[body].keys) == (tags, keys)
+
+
+def test_jvm_sink_batch_write_to_apache(spark: SparkSession, apache: ApachePeer) -> None:
+    """``rmq.spark.save`` through the JVM sink: the route from Apache's name server (its JSON keys
+    unquoted), batches stored by Apache's broker, every row once with its tags and keys."""
+    import rmq.spark
+
+    create_topic(apache, "SinkApacheJvm")
+    rows = [(f"apache-jvm-{i}".encode(), f"t{i % 2}", f"k{i}") for i in range(3000)]
+    df = spark.createDataFrame(rows, "body binary, tags string, keys string").repartition(2)
+    rmq.spark.save(df, nameServer=apache.namesrv_addr, topic="SinkApacheJvm", batchSize=50)
+    got = consume(apache.namesrv_addr, "SinkApacheJvm", len(rows))
     assert got.bodies == Counter(digest(b) for b, _t, _k in rows)
     by_body = {m.body: m for m in got.messages}
     for body, tags, keys in rows:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
     from rmq.spark.jvm import jar_path, jvm_reader_available, load
     from rmq.spark.schema import spark_schema
+    from rmq.spark.sink.jvm import save, write_stream
     from rmq.spark.source import RocketMQDataSource
     from rmq.spark.udf import decode_record, decode_records, parse_properties, record_struct_type
 
@@ -51,6 +52,8 @@ _LAZY = {
     "jvm_reader_available": "rmq.spark.jvm",
     "load": "rmq.spark.jvm",
     "spark_schema": "rmq.spark.schema",
+    "save": "rmq.spark.sink.jvm",
+    "write_stream": "rmq.spark.sink.jvm",
 }
 
 
@@ -67,7 +70,9 @@ __all__ = [
     "parse_properties",
     "record_struct_type",
     "register",
+    "save",
     "spark_schema",
+    "write_stream",
 ]
 
 

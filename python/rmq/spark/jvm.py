@@ -27,12 +27,25 @@ from rmq.spark.schema import columns_option, spark_schema
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["JVM_SOURCE", "jar_path", "jvm_reader_available", "load", "python_only_reason"]
+__all__ = [
+    "JVM_SINK",
+    "JVM_SOURCE",
+    "ensure_registered",
+    "jar_path",
+    "jvm_class_available",
+    "jvm_reader_available",
+    "load",
+    "no_jar_reason",
+    "python_only_reason",
+]
 
 log = logging.getLogger(__name__)
 
 JVM_SOURCE = "org.rmq.spark.RocketMQSource"
 """The JVM reader's class, as ``spark.read.format`` takes it."""
+
+JVM_SINK = "org.rmq.spark.sink.RocketMQSink"
+"""The JVM sink's class (same jar), as ``df.write.format`` takes it (``rmq.spark.save`` uses it)."""
 
 _JAR = Path(__file__).with_name("jars") / "rmq-spark.jar"
 
@@ -51,13 +64,18 @@ def jar_path() -> str | None:
     return str(_JAR) if _JAR.is_file() else None
 
 
-def jvm_reader_available(spark: SparkSession) -> bool:
-    """Whether `spark`'s driver can load the JVM reader (its jar is on the classpath)."""
+def jvm_class_available(spark: SparkSession, name: str) -> bool:
+    """Whether `spark`'s driver can load the class `name` (rmq's jar is on the classpath)."""
     try:
         jvm = spark.sparkContext._jvm  # type: ignore[attr-defined]
-        return bool(jvm.org.apache.spark.util.Utils.classIsLoadable(JVM_SOURCE))
-    except Exception:  # Spark Connect, or a JVM that is gone: no JVM reader
+        return bool(jvm.org.apache.spark.util.Utils.classIsLoadable(name))
+    except Exception:  # Spark Connect, or a JVM that is gone: no JVM classes
         return False
+
+
+def jvm_reader_available(spark: SparkSession) -> bool:
+    """Whether `spark`'s driver can load the JVM reader (its jar is on the classpath)."""
+    return jvm_class_available(spark, JVM_SOURCE)
 
 
 def python_only_reason(spec: ReadSpec, options: dict[str, str]) -> str | None:
@@ -72,7 +90,8 @@ def python_only_reason(spec: ReadSpec, options: dict[str, str]) -> str | None:
     return None
 
 
-def _python_source(spark: SparkSession, options: dict[str, str]) -> DataFrame:
+def ensure_registered(spark: SparkSession) -> None:
+    """Register the ``rocketmq`` format (the Python source and sink) with `spark` unless it is already."""
     from rmq.spark import register
 
     try:
@@ -81,18 +100,23 @@ def _python_source(spark: SparkSession, options: dict[str, str]) -> DataFrame:
         registered = False
     if not registered:
         register(spark)
+
+
+def _python_source(spark: SparkSession, options: dict[str, str]) -> DataFrame:
+    ensure_registered(spark)
     return spark.read.format("rocketmq").options(**options).load()
 
 
-def _no_jar_reason() -> str:
+def no_jar_reason(what: str = "reader") -> str:
+    """Why the JVM `what` (reader or sink) cannot be used, and how to get its jar on the classpath."""
     jar = jar_path()
     if jar is None:
         return (
-            "this install has no JVM reader jar (rmq/spark/jars/rmq-spark.jar: a wheel built by"
+            f"this install has no JVM {what} jar (rmq/spark/jars/rmq-spark.jar: a wheel built by"
             " scripts/wheel carries it, or build it with scripts/spark-jar), so the session cannot load it"
         )
     return (
-        "the JVM reader is not on Spark's classpath: build the first session of the process with"
+        f"the JVM {what} is not on Spark's classpath: build the first session of the process with"
         f' SparkSession.builder.config("spark.jars", "{jar}") (the path rmq.spark.jar_path() gives)'
     )
 
@@ -121,7 +145,7 @@ def load(spark: SparkSession, path: str | Path | None = None, **options: str | i
     spark_schema(columns)  # an unknown or repeated column name is an error here, as with the Python source
     why = python_only_reason(spec, opts)
     if why is None and not jvm_reader_available(spark):
-        why = _no_jar_reason()
+        why = no_jar_reason()
     if why is not None:
         log.info("rocketmq: reading %s with the Python source: %s", spec.path, why)
         return _python_source(spark, opts)
