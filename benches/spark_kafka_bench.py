@@ -27,10 +27,12 @@ into a topic of 8 queues on rmq by rmq's sink and into a topic of 8 partitions o
 (unmeasured; the counts and the queues used are checked). Then ``--runs`` rounds, each running every row on
 both sides, which side goes first alternating:
 
-* batch ``count()`` (rmq: ``.option("columns", "")``, as the README says to count: pyspark's Python data
-  source API prunes no column; Kafka's source prunes them itself);
-* batch, every column decoded (``write.format("noop")``);
-* streaming ``Trigger.AvailableNow`` from the earliest offsets to the end, ``noop`` sink;
+* batch ``count()``, batch with every column decoded (``write.format("noop")``), and streaming
+  ``Trigger.AvailableNow`` from the earliest offsets to the end (``noop`` sink): rmq through the JVM
+  network reader (``rmq.spark.load`` / ``rmq.spark.read_stream`` with ``nameServer``, in rmq's jar; it
+  prunes columns itself, as Kafka's source does), and, for information, through the Python network source
+  (``format("rocketmq")``; its ``count()`` with ``.option("columns", "")``, as the README says to count:
+  pyspark's Python data source API prunes no column);
 * the sink: ``--messages`` rows (a ``body`` / ``value`` column) written into another topic of 8 queues /
   partitions: rmq at-least-once by ``rmq.spark.save`` (the JVM sink, in rmq's jar, which the session
   loads; the run stops if Spark cannot load it) and by ``df.write.format("rocketmq")`` (the Python sink),
@@ -92,9 +94,25 @@ _TICK = os.sysconf("SC_CLK_TCK")
 # (key, what the row measures, target applies, kinds run): "both" rows run on rmq and Kafka, "rmq" rows
 # on rmq only (their ratio is to the Kafka row named by the last element, for information).
 ROWS: list[tuple[str, str, bool, str, str]] = [
-    ("count", "batch `count()`", True, "both", ""),
-    ("decode", 'batch, all columns decoded (`write.format("noop")`)', True, "both", ""),
-    ("stream", "streaming `Trigger.AvailableNow` to the end (`noop` sink)", True, "both", ""),
+    ("count", "batch `count()` (rmq: `rmq.spark.load`, the JVM network reader)", True, "both", ""),
+    (
+        "decode",
+        'batch, all columns decoded (`write.format("noop")`; rmq: the JVM network reader)',
+        True,
+        "both",
+        "",
+    ),
+    (
+        "stream",
+        "streaming `Trigger.AvailableNow` to the end (`noop` sink; rmq: `rmq.spark.read_stream`,"
+        " the JVM network reader)",
+        True,
+        "both",
+        "",
+    ),
+    ("count_py", 'batch `count()`, `format("rocketmq")`: the Python network source', False, "rmq", "count"),
+    ("decode_py", "batch, all columns decoded, the Python network source", False, "rmq", "decode"),
+    ("stream_py", "streaming `Trigger.AvailableNow`, the Python network source", False, "rmq", "stream"),
     ("sink", "sink (rmq `rmq.spark.save`: the JVM sink, at-least-once; Kafka's sink)", True, "both", ""),
     (
         "sink_py",
@@ -197,7 +215,7 @@ def spark_child(cfg: dict[str, Any]) -> None:
 
     n, ns, bs = cfg["messages"], cfg["namesrv"], cfg["bootstrap"]
     tmp = Path(cfg["tmp"])
-    from rmq.spark.jvm import JVM_SINK, jvm_class_available
+    from rmq.spark.jvm import JVM_NET_SOURCE, JVM_SINK, jvm_class_available
 
     jars = _connector_jars(Path(cfg["connector_lib"]))
     rmq_jar = rmq.spark.jar_path()
@@ -208,8 +226,9 @@ def spark_child(cfg: dict[str, Any]) -> None:
     )
     spark.sparkContext.setLogLevel("ERROR")
     rmq.spark.register(spark)
-    if not jvm_class_available(spark, JVM_SINK):
-        raise SystemExit(f"Spark cannot load rmq's JVM sink from {rmq_jar}")
+    for cls in (JVM_SINK, JVM_NET_SOURCE):
+        if not jvm_class_available(spark, cls):
+            raise SystemExit(f"Spark cannot load rmq's {cls} from {rmq_jar}")
     me = os.getpid()
     brokers = {"rmq": cfg["rmq_pid"], "kafka": cfg["kafka_pid"]}
     out: dict[str, Any] = {"pyspark": pyspark.__version__, "jars": [Path(j).name for j in jars], "runs": {}}
@@ -246,6 +265,10 @@ def spark_child(cfg: dict[str, Any]) -> None:
         r = spark.read.format("rocketmq").option("nameServer", ns).option("topics", READ_TOPIC)
         return (r if columns is None else r.option("columns", columns)).load()
 
+    def rmq_jvm_read(columns: str | None = None):  # type: ignore[no-untyped-def]
+        extra = {} if columns is None else {"columns": columns}
+        return rmq.spark.load(spark, nameServer=ns, topics=READ_TOPIC, **extra)
+
     def kafka_read():  # type: ignore[no-untyped-def]
         return (
             spark.read.format("kafka")
@@ -263,12 +286,10 @@ def spark_child(cfg: dict[str, Any]) -> None:
         df.write.format("noop").mode("overwrite").save()
         return n
 
-    def stream(reader) -> int:  # type: ignore[no-untyped-def]
+    def stream(df) -> int:  # type: ignore[no-untyped-def]
         ckpt = tempfile.mkdtemp(dir=tmp, prefix="ckpt-")
         q = (
-            reader.option("startingOffsets", "earliest")
-            .load()
-            .writeStream.format("noop")
+            df.writeStream.format("noop")
             .option("checkpointLocation", ckpt)
             .trigger(availableNow=True)
             .start()
@@ -279,24 +300,32 @@ def spark_child(cfg: dict[str, Any]) -> None:
         return int(rows)
 
     def rmq_stream() -> int:
+        r = spark.readStream.format("rocketmq").option("nameServer", ns).option("topics", READ_TOPIC)
+        return stream(r.option("startingOffsets", "earliest").load())
+
+    def rmq_jvm_stream() -> int:
         return stream(
-            spark.readStream.format("rocketmq").option("nameServer", ns).option("topics", READ_TOPIC)
+            rmq.spark.read_stream(spark, nameServer=ns, topics=READ_TOPIC, startingOffsets="earliest")
         )
 
     def kafka_stream() -> int:
-        return stream(
+        r = (
             spark.readStream.format("kafka")
             .option("kafka.bootstrap.servers", bs)
             .option("subscribe", READ_TOPIC)
         )
+        return stream(r.option("startingOffsets", "earliest").load())
 
     cases = {
-        ("count", "rmq"): lambda: rmq_read("").count(),
+        ("count", "rmq"): lambda: rmq_jvm_read().count(),
         ("count", "kafka"): lambda: kafka_read().count(),
-        ("decode", "rmq"): lambda: noop(rmq_read()),
+        ("decode", "rmq"): lambda: noop(rmq_jvm_read()),
         ("decode", "kafka"): lambda: noop(kafka_read()),
-        ("stream", "rmq"): rmq_stream,
+        ("stream", "rmq"): rmq_jvm_stream,
         ("stream", "kafka"): kafka_stream,
+        ("count_py", "rmq"): lambda: rmq_read("").count(),
+        ("decode_py", "rmq"): lambda: noop(rmq_read()),
+        ("stream_py", "rmq"): rmq_stream,
         ("sink", "rmq"): lambda: rmq_save(SINK_TOPIC),
         ("sink_py", "rmq"): lambda: rmq_write(SINK_TOPIC),
         ("sink", "kafka"): lambda: kafka_write(SINK_TOPIC),
@@ -598,9 +627,11 @@ def render(res: dict[str, Any], a: argparse.Namespace, elapsed: float) -> str:
         " runs the tasks in local mode, and its Python workers; from /proc) over the run ÷ rows."
         " *Broker CPU/row*: the rmq process (name server embedded); Kafka's JVM. *Other load*: CPU use of"
         " other processes over 0.5 s before each round of the row, share of the machine.",
-        '- rmq\'s `count()` reads with `.option("columns", "")` (the README\'s way to count: pyspark\'s'
-        " Python data source API prunes no column, so a plain `count()` would decode every column);"
-        " Kafka's source prunes the columns itself. Both read every message off the broker.",
+        "- rmq's read rows with a target go through the JVM network reader (`rmq.spark.load` /"
+        " `rmq.spark.read_stream` with `nameServer`), which prunes columns itself, as Kafka's source does;"
+        ' the Python network source\'s rows (`format("rocketmq")`) are listed for information, its `count()`'
+        ' with `.option("columns", "")` (the README\'s way to count with it: pyspark\'s Python data source'
+        " API prunes no column). Every read reads every message off the broker.",
         "",
         "| row | rmq rows/s | Kafka rows/s | rmq ÷ Kafka | target | executor CPU µs/row rmq / Kafka"
         " | broker CPU µs/row rmq / Kafka | other load per round |",

@@ -174,7 +174,7 @@ def test_load_with_a_name_server_reads_over_the_network(
 
     with caplog.at_level(logging.INFO, logger="rmq.spark.jvm"):
         df = rmq.spark.load(spark, nameServer=cluster.ns, topics=TOPIC, columns="body,broker_name")
-    assert "over the network with the Python network source" in caplog.text
+    assert "with the JVM network reader" in caplog.text  # tests/spark/test_network_jvm.py: its rows
     assert df.columns == ["body", "broker_name"]
     assert hashes([bytes(r.body) for r in df.collect()]) == hashes([m.body for m in sent_of(cluster)])
 

@@ -94,3 +94,45 @@ def test_reads_an_apache_cluster(
     assert hashes([bytes(r.body) for r in spark.read.parquet(str(out)).collect()]) == hashes(
         [b for b, _ in sent]
     )
+
+
+def test_jvm_network_reader_reads_an_apache_cluster(
+    spark: SparkSession, apache: tuple[ApachePeer, list[tuple[bytes, str]]], tmp_path: Path
+) -> None:
+    """The JVM network reader (``rmq.spark.load`` / ``read_stream`` with a name server): the Apache name
+    server's route (its JSON keys unquoted), the Apache broker's offsets and pull answers, its tag and SQL92
+    filters; the same rows as the Python network source."""
+    import rmq.spark
+
+    peer, sent = apache
+
+    def read(**opts: str) -> list[bytes]:
+        df = rmq.spark.load(spark, nameServer=peer.namesrv_addr, topics=TOPIC, **opts)
+        rows = df.select("body", "broker_name", "topic").collect()
+        assert all(row.broker_name == "broker-a" and row.topic == TOPIC for row in rows)
+        return [bytes(row.body) for row in rows]
+
+    assert hashes(read()) == hashes([b for b, _ in sent])
+    assert hashes(read(subExpression="TagA")) == hashes([b for b, t in sent if t == "TagA"])
+    sql = read(subExpression="n < 10", expressionType="SQL92")
+    assert hashes(sql) == hashes([b for i, (b, _) in enumerate(sent) if i < 10])
+    python = (
+        spark.read.format("rocketmq").option("nameServer", peer.namesrv_addr).option("topics", TOPIC).load()
+    )
+    jvm = rmq.spark.load(spark, nameServer=peer.namesrv_addr, topics=TOPIC)
+    assert sorted(map(tuple, jvm.collect())) == sorted(map(tuple, python.collect()))
+
+    out, ckpt = tmp_path / "out", tmp_path / "ckpt"
+    q = (
+        rmq.spark.read_stream(spark, nameServer=peer.namesrv_addr, topics=TOPIC, startingOffsets="earliest")
+        .select("body")
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(ckpt))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination()
+    assert hashes([bytes(r.body) for r in spark.read.parquet(str(out)).collect()]) == hashes(
+        [b for b, _ in sent]
+    )

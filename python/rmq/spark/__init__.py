@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from rmq.spark.jvm import jar_path, jvm_reader_available, load
+    from rmq.spark.jvm import jar_path, jvm_reader_available, load, read_stream
     from rmq.spark.schema import spark_schema
     from rmq.spark.sink.jvm import save, write_stream
     from rmq.spark.source import RocketMQDataSource
@@ -51,6 +51,7 @@ _LAZY = {
     "jar_path": "rmq.spark.jvm",
     "jvm_reader_available": "rmq.spark.jvm",
     "load": "rmq.spark.jvm",
+    "read_stream": "rmq.spark.jvm",
     "spark_schema": "rmq.spark.schema",
     "save": "rmq.spark.sink.jvm",
     "write_stream": "rmq.spark.sink.jvm",
@@ -68,6 +69,7 @@ __all__ = [
     "jvm_reader_available",
     "load",
     "parse_properties",
+    "read_stream",
     "record_struct_type",
     "register",
     "save",

@@ -8,8 +8,14 @@ JVM reader as options. The DataFrame reads what was committed when ``load`` plan
 
 Reads the JVM reader does not serve (row filters given as options, ``failOnDataLoss=false``, or a Spark
 without the jar on its classpath) go to the Python source (``spark.read.format("rocketmq")``), with a log
-line saying why; both give the same rows. A read over the network (a ``nameServer`` option, no path) is
-the Python network source's (``rmq.spark.network``): the JVM reader reads store directories only.
+line saying why; both give the same rows.
+
+A read over the network (a ``nameServer`` option, no path; ``read_stream`` for a streaming one) goes to the
+JVM network reader (``org.rmq.spark.NetSource``, same jar) when it serves the options: topics by name,
+``earliest`` / ``latest`` offsets, no rate limits, no offset commits, no ACL or TLS
+(:func:`network_python_only_reason`); it plans in the driver's JVM (the queues' offsets from the brokers)
+and pulls in the executors, decoding as the store-direct JVM reader does. Other network reads go to the
+Python network source (``rmq.spark.network``), with the reason logged; both give the same rows.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rmq.spark.network.options import is_network, parse_network_options
+from rmq.spark.network.options import NetworkSpec, is_network, parse_network_options
 from rmq.spark.network.reading import network_schema
 from rmq.spark.options import FilterSpec, ReadSpec, parse_options
 from rmq.spark.schema import columns_option, spark_schema
@@ -28,6 +34,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 __all__ = [
+    "JVM_NET_SOURCE",
     "JVM_SINK",
     "JVM_SOURCE",
     "ensure_registered",
@@ -35,14 +42,19 @@ __all__ = [
     "jvm_class_available",
     "jvm_reader_available",
     "load",
+    "network_python_only_reason",
     "no_jar_reason",
     "python_only_reason",
+    "read_stream",
 ]
 
 log = logging.getLogger(__name__)
 
 JVM_SOURCE = "org.rmq.spark.RocketMQSource"
 """The JVM reader's class, as ``spark.read.format`` takes it."""
+
+JVM_NET_SOURCE = "org.rmq.spark.NetSource"
+"""The JVM network reader's class (same jar): topics of a live cluster, batch and streaming."""
 
 JVM_SINK = "org.rmq.spark.sink.RocketMQSink"
 """The JVM sink's class (same jar), as ``df.write.format`` takes it (``rmq.spark.save`` uses it)."""
@@ -129,14 +141,7 @@ def load(spark: SparkSession, path: str | Path | None = None, **options: str | i
     (options as ``rmq.spark.network.options``)."""
     opts = {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in options.items()}
     if is_network(opts):
-        spec = parse_network_options({**opts, **({"path": str(path)} if path is not None else {})})
-        network_schema(columns_option(opts))
-        log.info(
-            "rocketmq: reading %s over the network with the Python network source (the JVM reader reads"
-            " store directories only)",
-            spec.describe(),
-        )
-        return _python_source(spark, opts)
+        return _network(spark, opts, path, streaming=False)
     if path is None:
         raise ValueError("rmq.spark.load needs a store path, or a nameServer option to read over the network")
     opts["path"] = str(path)
@@ -150,6 +155,74 @@ def load(spark: SparkSession, path: str | Path | None = None, **options: str | i
         log.info("rocketmq: reading %s with the Python source: %s", spec.path, why)
         return _python_source(spark, opts)
     return _jvm_frame(spark, spec, columns)
+
+
+def read_stream(spark: SparkSession, **options: str | int | bool) -> DataFrame:
+    """A streaming DataFrame of the topics of a live cluster (options as ``rmq.spark.network.options``,
+    ``nameServer`` required), read by the JVM network reader when it serves the options (see
+    :func:`network_python_only_reason`), else by the Python network source."""
+    opts = {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in options.items()}
+    if not is_network(opts):
+        raise ValueError("rmq.spark.read_stream reads over the network: give it a nameServer option")
+    return _network(spark, opts, None, streaming=True)
+
+
+def network_python_only_reason(spec: NetworkSpec) -> str | None:
+    """Why a network read with these options needs the Python network source, or ``None`` when the JVM
+    network reader serves it."""
+    if spec.topics is None:
+        return "topicPattern is the Python source's"
+    if not isinstance(spec.starting, str) or not isinstance(spec.ending, str):
+        return "JSON startingOffsets / endingOffsets are the Python source's"
+    if spec.starting_timestamp is not None or spec.ending_timestamp is not None:
+        return "startingTimestamp / endingTimestamp are the Python source's"
+    if spec.max_offsets_per_trigger is not None or spec.min_offsets_per_trigger is not None:
+        return "maxOffsetsPerTrigger / minOffsetsPerTrigger are the Python source's"
+    if not spec.fail_on_data_loss:
+        return "failOnDataLoss=false skips lost offsets, which only the Python source does"
+    if spec.commit_group:
+        return "consumerGroup commits offsets to the brokers, which only the Python source does"
+    if spec.access_key or spec.tls:
+        return "ACL credentials and TLS are the Python source's"
+    return None
+
+
+def _network(
+    spark: SparkSession, opts: dict[str, str], path: str | Path | None, streaming: bool
+) -> DataFrame:
+    spec = parse_network_options({**opts, **({"path": str(path)} if path is not None else {})}, streaming)
+    columns = columns_option(opts)
+    network_schema(columns)  # an unknown or repeated column name is an error here, as with the Python source
+    why = network_python_only_reason(spec)
+    if why is None and not jvm_class_available(spark, JVM_NET_SOURCE):
+        why = no_jar_reason("network reader")
+    if why is not None:
+        log.info("rocketmq: reading %s with the Python network source: %s", spec.describe(), why)
+        ensure_registered(spark)
+        reader = spark.readStream if streaming else spark.read
+        return reader.format("rocketmq").options(**opts).load()
+    assert spec.topics is not None and isinstance(spec.starting, str) and isinstance(spec.ending, str)
+    jvm = {
+        "nameServer": ";".join(spec.name_servers),
+        "topics": ",".join(spec.topics),
+        "endingOffsets": spec.ending,
+        "subExpression": spec.sub_expression,
+        "expressionType": spec.expression_type,
+        "consumerGroup": spec.consumer_group,
+        "pullBatchSize": str(spec.pull_batch_size),
+        "pullTimeoutMs": str(spec.pull_timeout_ms),
+        "batchSize": str(min(spec.batch_rows, 8192)),
+        "checkCRC": str(spec.check_crc).lower(),
+        "decompress": str(spec.decompress).lower(),
+    }
+    if spec.starting_given:
+        jvm["startingOffsets"] = spec.starting
+    if spec.min_partitions is not None:
+        jvm["minPartitions"] = str(spec.min_partitions)
+    log.info("rocketmq: reading %s with the JVM network reader", spec.describe())
+    reader = spark.readStream if streaming else spark.read
+    df = reader.format(JVM_NET_SOURCE).options(**jvm).load()
+    return df if columns is None else df.select(*columns)
 
 
 _MIN_SLICE = 32 << 20

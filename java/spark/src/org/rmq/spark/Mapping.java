@@ -10,7 +10,8 @@ import java.nio.channels.FileChannel;
 import org.apache.spark.unsafe.Platform;
 
 /**
- * A read-only mapping of part of a CommitLog file, read big-endian at byte positions.
+ * A read-only mapping of part of a CommitLog file (or records in a byte array, as a pull answer carries
+ * them), read big-endian at byte positions.
  *
  * <p>Reads go straight to the mapped memory through Spark's {@link Platform} (sun.misc.Unsafe), as Spark reads
  * its own off-heap memory: a {@code ByteBuffer} access costs more than the load itself (scope and index
@@ -33,15 +34,30 @@ final class Mapping {
         }
     }
 
-    private final MappedByteBuffer buffer;
+    /** What keeps the memory alive: the mapped buffer, or the array ({@code base} of every read). */
+    private final Object keep;
+    private final Object base;
     private final long address;
     final int length;
 
     /** Map {@code length} bytes of {@code channel} from {@code position} (at most 2 GiB - 1). */
     Mapping(FileChannel channel, long position, int length) throws IOException {
-        buffer = channel.map(FileChannel.MapMode.READ_ONLY, position, length);
+        MappedByteBuffer buffer = channel.map(FileChannel.MapMode.READ_ONLY, position, length);
+        keep = buffer;
+        base = null;
         address = Platform.getLong(buffer, ADDRESS_FIELD);
         this.length = buffer.capacity();
+    }
+
+    /** The first {@code length} bytes of {@code array}. */
+    Mapping(byte[] array, int length) {
+        if (length < 0 || length > array.length) {
+            throw new IndexOutOfBoundsException(length + " bytes of a " + array.length + "-byte array");
+        }
+        keep = array;
+        base = array;
+        address = Platform.BYTE_ARRAY_OFFSET;
+        this.length = length;
     }
 
     private void check(int p, int n) {
@@ -53,22 +69,22 @@ final class Mapping {
 
     byte get(int p) {
         check(p, 1);
-        return Platform.getByte(null, address + p);
+        return Platform.getByte(base, address + p);
     }
 
     short getShort(int p) {
         check(p, 2);
-        return Short.reverseBytes(Platform.getShort(null, address + p));
+        return Short.reverseBytes(Platform.getShort(base, address + p));
     }
 
     int getInt(int p) {
         check(p, 4);
-        return Integer.reverseBytes(Platform.getInt(null, address + p));
+        return Integer.reverseBytes(Platform.getInt(base, address + p));
     }
 
     long getLong(int p) {
         check(p, 8);
-        return Long.reverseBytes(Platform.getLong(null, address + p));
+        return Long.reverseBytes(Platform.getLong(base, address + p));
     }
 
     /** Copy {@code len} bytes from {@code p} into {@code dst} at {@code off}. */
@@ -81,15 +97,15 @@ final class Mapping {
         long from = address + p;
         long to = Platform.BYTE_ARRAY_OFFSET + off;
         if (len >= 256) {
-            Platform.copyMemory(null, from, dst, to, len);
+            Platform.copyMemory(base, from, dst, to, len);
             return;
         }
         int i = 0;
         for (; i + 8 <= len; i += 8) {
-            Platform.putLong(dst, to + i, Platform.getLong(null, from + i));
+            Platform.putLong(dst, to + i, Platform.getLong(base, from + i));
         }
         for (; i < len; i++) {
-            Platform.putByte(dst, to + i, Platform.getByte(null, from + i));
+            Platform.putByte(dst, to + i, Platform.getByte(base, from + i));
         }
     }
 
@@ -100,12 +116,12 @@ final class Mapping {
         long to = Platform.BYTE_ARRAY_OFFSET + off;
         int i = 0;
         for (; i + 8 <= len; i += 8) {
-            if (Platform.getLong(null, from + i) != Platform.getLong(b, to + i)) {
+            if (Platform.getLong(base, from + i) != Platform.getLong(b, to + i)) {
                 return false;
             }
         }
         for (; i < len; i++) {
-            if (Platform.getByte(null, from + i) != b[off + i]) {
+            if (Platform.getByte(base, from + i) != b[off + i]) {
                 return false;
             }
         }

@@ -17,6 +17,7 @@ import org.apache.spark.sql.types.BinaryType;
 import org.apache.spark.sql.types.StructField;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.types.UTF8String;
+import org.rmq.spark.remoting.Remoting;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 

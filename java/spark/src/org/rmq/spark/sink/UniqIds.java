@@ -9,6 +9,8 @@ import java.time.ZoneId;
 import java.util.Enumeration;
 import java.util.concurrent.ThreadLocalRandom;
 
+import org.rmq.spark.remoting.Remoting;
+
 /**
  * Message ids ({@code UNIQ_KEY}) as RocketMQ's {@code MessageClientIDSetter} makes them: 32 uppercase hex
  * digits of the client's IPv4 address, its pid (a short), a random word, the milliseconds since the start of

@@ -1,4 +1,4 @@
-package org.rmq.spark.sink;
+package org.rmq.spark.remoting;
 
 import java.io.BufferedInputStream;
 import java.io.BufferedOutputStream;
@@ -8,6 +8,7 @@ import java.io.OutputStream;
 import java.net.InetSocketAddress;
 import java.net.Socket;
 import java.nio.charset.StandardCharsets;
+import java.util.HashMap;
 import java.util.Map;
 
 import com.fasterxml.jackson.databind.JsonNode;
@@ -15,22 +16,39 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 
 /**
- * A small blocking Remoting client (REMOTING.md §1): requests framed as {@code length, header length +
- * serialize type, JSON header, body}; answers read in the order they come, matched by opaque by the caller.
+ * A small blocking Remoting client (REMOTING.md §1) the JVM sink and the JVM network reader share: requests
+ * framed as {@code length, header length + serialize type, JSON header, body}; answers read in the order
+ * they come, matched by opaque by the caller.
  */
-final class Remoting {
-    static final int GET_ROUTEINFO_BY_TOPIC = 105;
-    static final int SEND_BATCH_MESSAGE = 320;
+public final class Remoting {
+    public static final int PULL_MESSAGE = 11;
+    public static final int GET_MAX_OFFSET = 30;
+    public static final int GET_MIN_OFFSET = 31;
+    public static final int GET_ROUTEINFO_BY_TOPIC = 105;
+    public static final int SEND_BATCH_MESSAGE = 320;
     /** The Java client's version code the requests carry (4.9.8's). */
     private static final int VERSION = 453;
     private static final ObjectMapper JSON = new ObjectMapper();
 
     private Remoting() {}
 
-    /** A response: its code, opaque, remark and body. */
-    record Response(int code, int opaque, String remark, byte[] body) {}
+    /** A response: its code, opaque, remark, header fields and body. */
+    public record Response(int code, int opaque, String remark, Map<String, String> ext, byte[] body) {
+        /** Header field {@code name} as a long, {@code dflt} when it is missing or not a number. */
+        public long extLong(String name, long dflt) {
+            String v = ext.get(name);
+            if (v == null) {
+                return dflt;
+            }
+            try {
+                return Long.parseLong(v.strip());
+            } catch (NumberFormatException e) {
+                return dflt;
+            }
+        }
+    }
 
-    static byte[] header(int code, int opaque, Map<String, String> ext) {
+    public static byte[] header(int code, int opaque, Map<String, String> ext) {
         ObjectNode h = JSON.createObjectNode();
         h.put("code", code);
         h.put("language", "JAVA");
@@ -50,13 +68,13 @@ final class Remoting {
     }
 
     /** One TCP connection to a name server or broker. */
-    static final class Connection implements AutoCloseable {
-        final String addr;
+    public static final class Connection implements AutoCloseable {
+        public final String addr;
         private final Socket socket;
         private final OutputStream out;
         private final DataInputStream in;
 
-        Connection(String addr, int timeoutMs) throws IOException {
+        public Connection(String addr, int timeoutMs) throws IOException {
             this.addr = addr;
             int colon = addr.lastIndexOf(':');
             if (colon <= 0) {
@@ -82,7 +100,7 @@ final class Remoting {
             this.socket = s;
         }
 
-        void send(byte[] header, byte[] body, int bodyLength) throws IOException {
+        public void send(byte[] header, byte[] body, int bodyLength) throws IOException {
             int total = 4 + header.length + bodyLength;
             byte[] prefix = new byte[8];
             putInt(prefix, 0, total);
@@ -96,7 +114,7 @@ final class Remoting {
         }
 
         /** The next answer on this connection (a socket timeout or a closed connection throws). */
-        Response read() throws IOException {
+        public Response read() throws IOException {
             int total = in.readInt();
             int mark = in.readInt();
             int headerLength = mark & 0xFFFFFF;
@@ -111,10 +129,15 @@ final class Remoting {
             if (type == 0) {
                 JsonNode h = JSON.readTree(header);
                 JsonNode remark = h.get("remark");
+                Map<String, String> ext = new HashMap<>();
+                for (Map.Entry<String, JsonNode> e : h.path("extFields").properties()) {
+                    ext.put(e.getKey(), e.getValue().asText());
+                }
                 return new Response(
                         h.path("code").asInt(-1),
                         h.path("opaque").asInt(-1),
                         remark == null || remark.isNull() ? "" : remark.asText(),
+                        ext,
                         body);
             }
             // RocketMQ's binary header: code, language, version, opaque, flag, remark, ext fields.
@@ -124,14 +147,15 @@ final class Remoting {
             b.getShort();
             int opaque = b.getInt();
             b.getInt();
-            int remarkLength = b.getInt();
-            String remark = "";
-            if (remarkLength > 0) {
-                byte[] r = new byte[remarkLength];
-                b.get(r);
-                remark = new String(r, StandardCharsets.UTF_8);
+            String remark = text(b, b.getInt());
+            Map<String, String> ext = new HashMap<>();
+            int extLength = b.getInt();
+            int extEnd = b.position() + Math.max(0, extLength);
+            while (b.position() < extEnd) {
+                String k = text(b, b.getShort());
+                ext.put(k, text(b, b.getInt()));
             }
-            return new Response(code, opaque, remark, body);
+            return new Response(code, opaque, remark, ext, body);
         }
 
         @Override
@@ -144,7 +168,17 @@ final class Remoting {
         }
     }
 
-    static void putInt(byte[] b, int at, int v) {
+    private static String text(java.nio.ByteBuffer b, int length) {
+        if (length <= 0) {
+            return "";
+        }
+        byte[] r = new byte[length];
+        b.get(r);
+        return new String(r, StandardCharsets.UTF_8);
+    }
+
+    /** Big-endian {@code v} into {@code b} at {@code at}. */
+    public static void putInt(byte[] b, int at, int v) {
         b[at] = (byte) (v >>> 24);
         b[at + 1] = (byte) (v >>> 16);
         b[at + 2] = (byte) (v >>> 8);
