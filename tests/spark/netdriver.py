@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import rmq
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
@@ -16,15 +15,29 @@ def cluster_settings() -> dict[str, str]:
     """The session settings of ``local-cluster[2,1,1024]``: two executor JVMs of one core and 1 GiB each.
     The executors' Python imports rmq from where this process did (the installed wheel in CI), never from
     the source tree, which has no native module on a clean checkout."""
+    import rmq.spark
+
     rmq_path = str(Path(rmq.__file__).resolve().parents[1])
-    return {"spark.master": "local-cluster[2,1,1024]", "spark.executorEnv.PYTHONPATH": rmq_path}
+    return {
+        "spark.master": "local-cluster[2,1,1024]",
+        "spark.executorEnv.PYTHONPATH": rmq_path,
+        "spark.jars": rmq.spark.jar_path() or "",  # the JVM network reader, shipped to the executors
+    }
 
 
 def batch_reads(spark: SparkSession, args: list[str]) -> None:
-    """`args`: NS, TOPIC, OUT, ...: each topic read from its name server, written as parquet to OUT."""
+    """`args`: NS, TOPIC, OUT, ...: each topic read from its name server, written as parquet to OUT, by the
+    Python network source, and to OUT-jvm by the JVM network reader (``rmq.spark.load``)."""
+    import rmq.spark
+    from rmq.spark.jvm import JVM_NET_SOURCE, jvm_class_available
+
+    if not jvm_class_available(spark, JVM_NET_SOURCE):
+        raise RuntimeError("the session cannot load rmq's JVM network reader (spark.jars)")
     for ns, topic, out in zip(args[::3], args[1::3], args[2::3], strict=True):
         df = spark.read.format("rocketmq").option("nameServer", ns).option("topics", topic).load()
         df.select("body", "broker_name").write.parquet(out)
+        jvm = rmq.spark.load(spark, nameServer=ns, topics=topic, columns="body,broker_name")
+        jvm.write.parquet(out + "-jvm")
 
 
 def read_stream(

@@ -2,7 +2,8 @@
 two broker groups, each a master and a slave, on one name server, and against the Apache RocketMQ broker.
 Two driver processes (tests/spark/sink_child.py, with tests/spark/netdriver.py's reads) do it all:
 
-1. The first reads the rmq cluster and the Apache broker (batch, exact content), then runs a stream that
+1. The first reads the rmq cluster and the Apache broker (batch, exact content; by the Python network
+   source and by the JVM network reader, whose jar Spark ships to the executors), then runs a stream that
    reads the cluster and the exactly-once sink, until both the driver and its executors are SIGKILLed in
    the middle of a sink batch (its first half messages stored, not committed).
 2. The second, on the same checkpoints, runs the sink on (every row once in the topic, counted by a
@@ -92,10 +93,11 @@ def test_local_cluster_reads_and_sink_through_kills(
     # More rows read after the kill than broker-b has: some of broker-a's came from its slave
     # (child.log: the drivers' output, kill_mid_batch_and_restart's log).
     assert restarted_rows(tmp_path / "child.log") - before_kill > sum(m.broker == "broker-b" for m in later)
-    got = [bytes(r.body) for r in spark.read.parquet(batch).collect()]
-    assert hashes(got) == hashes([m.body for m in sent])
-    got = [bytes(r.body) for r in spark.read.parquet(apache_batch).collect()]
-    assert hashes(got) == hashes([b for b, _ in apache_sent])
+    for suffix in ("", "-jvm"):  # the Python network source, and the JVM network reader
+        got = [bytes(r.body) for r in spark.read.parquet(batch + suffix).collect()]
+        assert hashes(got) == hashes([m.body for m in sent])
+        got = [bytes(r.body) for r in spark.read.parquet(apache_batch + suffix).collect()]
+        assert hashes(got) == hashes([b for b, _ in apache_sent])
     got = [bytes(r.body) for r in spark.read.parquet(out).collect()]
     assert hashes(got) == hashes([m.body for m in sent + later])
     assert max(hashes(got).values()) == 1
