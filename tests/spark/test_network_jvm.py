@@ -175,3 +175,37 @@ def test_errors_name_the_topic_or_option(
         _jvm(spark, cluster, caplog, subExpression="n >>> 1", expressionType="SQL92").count()
     with pytest.raises(ValueError, match="nameServer"):
         rmq.spark.read_stream(spark, topics=TOPIC)
+
+
+def test_compressed_and_big_bodies_come_back_as_sent(
+    spark: SparkSession, cluster: Cluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Bodies over the producer's compression threshold (4 KiB: stored zlib-compressed, sysflag bit 0) and
+    a body of 1 MiB: inflated by default, as stored with ``decompress=false``; the same as the Python
+    network source either way."""
+    import zlib
+
+    from rmq.client import Message
+    from rmq.client.sync import Producer
+
+    topic = "NetJvmZip"
+    cluster.create(topic)
+    bodies = [(f"zip-{i}-".encode() * 1000)[: 5000 + i * 997] for i in range(6)] + [bytes(range(256)) * 4096]
+    with Producer("pg_netjvm_zip", namesrv_addr=cluster.ns) as p:
+        for b in bodies:
+            assert p.send(Message(topic, b)).ok
+    python = spark.read.format("rocketmq").option("nameServer", cluster.ns).option("topics", topic).load()
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="rmq.spark.jvm"):
+        jvm = rmq.spark.load(spark, nameServer=cluster.ns, topics=topic, columns="body,sysflag,body_size")
+        raw = rmq.spark.load(
+            spark, nameServer=cluster.ns, topics=topic, columns="body,sysflag", decompress=False
+        )
+    assert caplog.text.count(JVM_LINE) == 2
+    rows = jvm.collect()
+    assert hashes([bytes(r.body) for r in rows]) == hashes(bodies)
+    assert all(r.sysflag & 1 for r in rows), "every body was stored compressed"
+    assert sorted(bytes(r.body) for r in rows) == sorted(
+        bytes(r.body) for r in python.select("body").collect()
+    )
+    assert hashes([zlib.decompress(bytes(r.body)) for r in raw.collect()]) == hashes(bodies)

@@ -125,9 +125,11 @@ final class NetReader implements PartitionReader<ColumnarBatch> {
         pullFields.put("bname", q.broker());
     }
 
+    /** A malformed record in a pull answer ({@code pos}: its CommitLog offset, or -1 when it cannot be read). */
     private IOException damage(long pos, String why) {
-        return new IOException("rocketmq source: the record at CommitLog offset " + pos + " pulled from "
-                + range.queue().key() + " (broker " + range.queue().addrs().get(addr) + ") is malformed: " + why);
+        String which = pos < 0 ? "a record" : "the record at CommitLog offset " + pos;
+        return new IOException("rocketmq source: " + which + " pulled from " + range.queue().key() + " (broker "
+                + range.queue().addrs().get(addr) + ") is malformed: " + why);
     }
 
     @Override
