@@ -97,7 +97,7 @@ def save(df: DataFrame, **options: str | int | bool) -> None:
 
 def write_stream(df: DataFrame, **options: str | int | bool) -> DataStreamWriter:
     """``df.writeStream`` set up to append to RocketMQ topics as :func:`save` does (the JVM sink when it
-    serves the write, else the Python sink); give it ``checkpointLocation`` (and a trigger), then
-    ``start()``."""
+    serves the write, else the Python sink), with `options` as the sink's, ``checkpointLocation`` among
+    them (exactly-once keeps its commit records beside it); give it a trigger, then ``start()``."""
     opts, jvm = _route(df, options, streaming=True)
     return df.writeStream.format(JVM_SINK if jvm else "rocketmq").outputMode("append").options(**opts)
