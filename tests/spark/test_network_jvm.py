@@ -36,6 +36,20 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         c.stop()
 
 
+def available_now(df, out: Path, ck: Path) -> list[dict]:  # type: ignore[no-untyped-def]
+    """`df` (streaming) to parquet at `out` with Trigger.AvailableNow on checkpoint `ck`: its progress."""
+    q = (
+        df.writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(ck))
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination()
+    assert q.exception() is None
+    return [json.loads(p.json) for p in q.recentProgress]
+
+
 def _jvm(spark: SparkSession, cluster: Cluster, caplog: pytest.LogCaptureFixture, **options: object):  # type: ignore[no-untyped-def]
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="rmq.spark.jvm"):
@@ -111,17 +125,7 @@ def test_stream_available_now_twice_on_one_checkpoint(
         with caplog.at_level(logging.INFO, logger="rmq.spark.jvm"):
             df = rmq.spark.read_stream(spark, nameServer=cluster.ns, topics=topic, startingOffsets="earliest")
         assert JVM_LINE in caplog.text
-        q = (
-            df.select("body", "broker_name", "queue_id", "queue_offset")
-            .writeStream.format("parquet")
-            .option("path", str(out))
-            .option("checkpointLocation", str(ck))
-            .trigger(availableNow=True)
-            .start()
-        )
-        q.awaitTermination()
-        assert q.exception() is None
-        return [json.loads(p.json) for p in q.recentProgress]
+        return available_now(df.select("body", "broker_name", "queue_id", "queue_offset"), out, ck)
 
     progress = run()
     second = cluster.send(topic, 200, "s2")
@@ -142,7 +146,7 @@ def test_stream_available_now_twice_on_one_checkpoint(
         ({"topicPattern": "NetJvm"}, "topicPattern"),
         ({"topics": TOPIC, "startingOffsets": json.dumps({TOPIC: {"broker-a": {"0": 0}}})}, "JSON"),
         ({"topics": TOPIC, "failOnDataLoss": "false"}, "failOnDataLoss=false"),
-        ({"topics": TOPIC, "consumerGroup": "g1"}, "consumerGroup"),
+        ({"topics": TOPIC, "minOffsetsPerTrigger": "5"}, "minOffsetsPerTrigger"),
     ],
 )
 def test_reads_the_jvm_reader_does_not_serve_go_to_the_python_source(
@@ -156,6 +160,41 @@ def test_reads_the_jvm_reader_does_not_serve_go_to_the_python_source(
         df = rmq.spark.load(spark, nameServer=cluster.ns, columns="", **options)
     assert PYTHON_LINE in caplog.text and reason in caplog.text
     assert df.count() > 0
+
+
+def test_stream_with_a_rate_limit_commits_its_offsets_to_the_group(
+    spark: SparkSession, cluster: Cluster, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``maxOffsetsPerTrigger`` (shared out over the queues by backlog) and ``consumerGroup`` through the
+    JVM reader: several micro-batches of at most 40 rows, every message once, and the group's committed
+    offsets on the brokers the queues' ends (what ``rmqadmin consumerProgress`` shows)."""
+    from tests.spark.netcluster import consumer_offset
+
+    topic, group = "NetJvmLimited", "cg_netjvm"
+    cluster.create(topic)
+    sent = cluster.send(topic, 250, "lim")
+    ck, out = tmp_path / "ck", tmp_path / "out"
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="rmq.spark.jvm"):
+        df = rmq.spark.read_stream(
+            spark,
+            nameServer=cluster.ns,
+            topics=topic,
+            startingOffsets="earliest",
+            maxOffsetsPerTrigger=40,
+            consumerGroup=group,
+        )
+    assert JVM_LINE in caplog.text
+    sizes = [p["numInputRows"] for p in available_now(df.select("body"), out, ck) if p["numInputRows"]]
+    assert sum(sizes) == 250 and max(sizes) <= 40 and len(sizes) >= 7
+    got = [bytes(r.body) for r in spark.read.parquet(str(out)).collect()]
+    assert hashes(got) == hashes([m.body for m in sent])
+    ends: dict[tuple[str, int], int] = {}
+    for m in sent:
+        ends[(m.broker, m.queue_id)] = max(ends.get((m.broker, m.queue_id), 0), m.queue_offset + 1)
+    for (broker, qid), end in ends.items():
+        addr = cluster.brokers[broker].broker_addr
+        assert consumer_offset(addr, group, topic, broker, qid) == end
 
 
 def test_errors_name_the_topic_or_option(

@@ -12,7 +12,7 @@ line saying why; both give the same rows.
 
 A read over the network (a ``nameServer`` option, no path; ``read_stream`` for a streaming one) goes to the
 JVM network reader (``org.rmq.spark.NetSource``, same jar) when it serves the options: topics by name,
-``earliest`` / ``latest`` offsets, no rate limits, no offset commits, no ACL or TLS
+``earliest`` / ``latest`` offsets, no ``minOffsetsPerTrigger``, no ACL or TLS
 (:func:`network_python_only_reason`); it plans in the driver's JVM (the queues' offsets from the brokers)
 and pulls in the executors, decoding as the store-direct JVM reader does. Other network reads go to the
 Python network source (``rmq.spark.network``), with the reason logged; both give the same rows.
@@ -176,12 +176,10 @@ def network_python_only_reason(spec: NetworkSpec) -> str | None:
         return "JSON startingOffsets / endingOffsets are the Python source's"
     if spec.starting_timestamp is not None or spec.ending_timestamp is not None:
         return "startingTimestamp / endingTimestamp are the Python source's"
-    if spec.max_offsets_per_trigger is not None or spec.min_offsets_per_trigger is not None:
-        return "maxOffsetsPerTrigger / minOffsetsPerTrigger are the Python source's"
+    if spec.min_offsets_per_trigger is not None:
+        return "minOffsetsPerTrigger / maxTriggerDelay are the Python source's"
     if not spec.fail_on_data_loss:
         return "failOnDataLoss=false skips lost offsets, which only the Python source does"
-    if spec.commit_group:
-        return "consumerGroup commits offsets to the brokers, which only the Python source does"
     if spec.access_key or spec.tls:
         return "ACL credentials and TLS are the Python source's"
     return None
@@ -219,6 +217,10 @@ def _network(
         jvm["startingOffsets"] = spec.starting
     if spec.min_partitions is not None:
         jvm["minPartitions"] = str(spec.min_partitions)
+    if spec.max_offsets_per_trigger is not None:
+        jvm["maxOffsetsPerTrigger"] = str(spec.max_offsets_per_trigger)
+    if spec.commit_group:
+        jvm["commitOffsets"] = "true"
     log.info("rocketmq: reading %s with the JVM network reader", spec.describe())
     reader = spark.readStream if streaming else spark.read
     df = reader.format(JVM_NET_SOURCE).options(**jvm).load()

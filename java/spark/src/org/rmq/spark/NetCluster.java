@@ -59,11 +59,22 @@ final class NetCluster {
             return offset(q, Remoting.GET_MAX_OFFSET, "the max offset");
         }
 
+        /** UPDATE_CONSUMER_OFFSET: {@code offset} as {@code group}'s committed offset of {@code q}. */
+        void commit(Queue q, String group, long offset) {
+            Map<String, String> ext = Map.of("consumerGroup", group, "topic", q.topic(), "queueId",
+                    Integer.toString(q.queueId()), "commitOffset", Long.toString(offset), "bname", q.broker());
+            call(q, Remoting.UPDATE_CONSUMER_OFFSET, ext, "committing offset " + offset + " for consumerGroup " + group);
+        }
+
         /** Asks the group's master, else each slave in turn (only a transport failure moves on). */
         private long offset(Queue q, int code, String what) {
-            StringBuilder failures = new StringBuilder();
             Map<String, String> ext =
                     Map.of("topic", q.topic(), "queueId", Integer.toString(q.queueId()), "bname", q.broker());
+            return call(q, code, ext, what).extLong("offset", 0);
+        }
+
+        private Remoting.Response call(Queue q, int code, Map<String, String> ext, String what) {
+            StringBuilder failures = new StringBuilder();
             for (String addr : q.addrs()) {
                 Remoting.Response r;
                 try {
@@ -86,7 +97,7 @@ final class NetCluster {
                     throw new IllegalStateException("rocketmq source: " + what + " of " + q.key() + ": broker " + addr
                             + " answered code " + r.code() + ": " + r.remark());
                 }
-                return r.extLong("offset", 0);
+                return r;
             }
             throw new IllegalStateException("rocketmq source: " + what + " of " + q.key() + ": no broker of group "
                     + q.broker() + " answers: " + failures);

@@ -10,7 +10,8 @@ import java.util.Map;
  * after checking them with the Python network source's parser (same names and defaults):
  * {@code nameServer}, {@code topics} (comma-separated), {@code startingOffsets} and {@code endingOffsets}
  * ({@code earliest} or {@code latest}), {@code minPartitions}, {@code subExpression}, {@code expressionType},
- * {@code consumerGroup} (named by the pulls, never committed to), {@code pullBatchSize},
+ * {@code consumerGroup} (named by the pulls), {@code commitOffsets} ({@code true}: a stream commits each
+ * batch's end offsets to {@code consumerGroup}), {@code maxOffsetsPerTrigger}, {@code pullBatchSize},
  * {@code pullTimeoutMs}, {@code batchSize}, {@code checkCRC}, {@code decompress}.
  */
 final class NetOptions implements Serializable {
@@ -25,6 +26,9 @@ final class NetOptions implements Serializable {
     final String subExpression;
     final String expressionType;
     final String consumerGroup;
+    final boolean commitOffsets;
+    /** Offsets per micro-batch at most (0: no limit). */
+    final long maxOffsetsPerTrigger;
     final int pullBatchSize;
     final int pullTimeoutMs;
     final int batchRows;
@@ -41,6 +45,8 @@ final class NetOptions implements Serializable {
         subExpression = orDefault(o, "subExpression", "*");
         expressionType = orDefault(o, "expressionType", "TAG");
         consumerGroup = orDefault(o, "consumerGroup", "rmq-spark-reader");
+        commitOffsets = Boolean.parseBoolean(orDefault(o, "commitOffsets", "false"));
+        maxOffsetsPerTrigger = Math.max(0, intOption(o, "maxOffsetsPerTrigger", 0));
         pullBatchSize = Math.min(1024, Math.max(1, intOption(o, "pullBatchSize", 32)));
         pullTimeoutMs = Math.max(1, intOption(o, "pullTimeoutMs", 10_000));
         batchRows = Math.max(1, intOption(o, "batchSize", 16384));

@@ -28,11 +28,14 @@ import org.apache.spark.sql.connector.read.SupportsPushDownRequiredColumns;
 import org.apache.spark.sql.connector.read.streaming.MicroBatchStream;
 import org.apache.spark.sql.connector.read.streaming.Offset;
 import org.apache.spark.sql.connector.read.streaming.ReadLimit;
+import org.apache.spark.sql.connector.read.streaming.ReadMaxRows;
 import org.apache.spark.sql.connector.read.streaming.ReportsSourceMetrics;
 import org.apache.spark.sql.connector.read.streaming.SupportsTriggerAvailableNow;
 import org.apache.spark.sql.types.DataTypes;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.sql.util.CaseInsensitiveStringMap;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The JVM network reader: a Spark DataSource V2 batch and micro-batch source reading topics of a live
@@ -45,10 +48,13 @@ import org.apache.spark.sql.util.CaseInsensitiveStringMap;
  * <p>Planning (the driver): each topic's readable queues from the name servers, one partition per queue
  * range from the queues' min or max offsets (GET_MIN_OFFSET / GET_MAX_OFFSET, to the master, else a slave),
  * long ranges split until there are {@code minPartitions}. Streaming offsets are per queue, as JSON
- * {@code {"topic":{"broker":{"queueId":offset}}}} in Spark's checkpoint; {@code Trigger.AvailableNow} reads
- * to the offsets of its start; the progress reports min / avg / max offsets behind latest.
+ * {@code {"topic":{"broker":{"queueId":offset}}}} in Spark's checkpoint (and committed to
+ * {@code consumerGroup} after each batch when {@code commitOffsets}); {@code maxOffsetsPerTrigger} shares a
+ * batch's offsets over the queues by backlog; {@code Trigger.AvailableNow} reads to the offsets of its start;
+ * the progress reports min / avg / max offsets behind latest.
  */
 public final class NetSource implements TableProvider {
+    private static final Logger LOG = LoggerFactory.getLogger(NetSource.class);
     static final StructType SCHEMA = Columns.SCHEMA.add(NetReader.BROKER_NAME, DataTypes.StringType, false);
 
     @Override
@@ -257,6 +263,7 @@ public final class NetSource implements TableProvider {
         private Map<NetCluster.Queue, Long> upTo;
         private Map<NetCluster.Queue, Long> latest = Map.of();
         private List<NetCluster.Queue> queues = List.of();
+        private String committed;
 
         Stream(NetOptions options, StructType schema) {
             this.options = options;
@@ -292,22 +299,126 @@ public final class NetSource implements TableProvider {
         }
 
         @Override
-        public Offset latestOffset(Offset startOffset, ReadLimit limit) {
-            return latestOffset(); // no rate limit: the JVM reader reads every new offset (ReadLimit.allAvailable)
+        public ReadLimit getDefaultReadLimit() {
+            return options.maxOffsetsPerTrigger > 0
+                    ? ReadLimit.maxRows(options.maxOffsetsPerTrigger)
+                    : ReadLimit.allAvailable();
         }
 
         @Override
         public Offset latestOffset() {
+            throw new UnsupportedOperationException("latestOffset(Offset, ReadLimit) plans the micro-batches");
+        }
+
+        /**
+         * Each queue's end for the next micro-batch: its max offset (capped at the AvailableNow start's), and
+         * with a row limit ({@code maxOffsetsPerTrigger}) the limit shared out by backlog. A queue new since
+         * {@code startOffset} starts at its min offset. {@code startOffset}, the end of the last completed
+         * batch, is committed to {@code consumerGroup} first (Spark's own commit of it comes only when a next
+         * batch is planned).
+         */
+        @Override
+        public Offset latestOffset(Offset startOffset, ReadLimit limit) {
+            QueueOffsets begin = (QueueOffsets) startOffset;
+            commitGroup(begin);
             Map<NetCluster.Queue, Long> now = maxOffsets();
-            if (upTo != null) {
-                Map<NetCluster.Queue, Long> capped = new TreeMap<>(QUEUE_ORDER);
-                for (Map.Entry<NetCluster.Queue, Long> e : upTo.entrySet()) {
-                    capped.put(e.getKey(), Math.min(e.getValue(), now.getOrDefault(e.getKey(), e.getValue())));
+            Map<NetCluster.Queue, Long> first = new TreeMap<>(QUEUE_ORDER);
+            Map<NetCluster.Queue, Long> backlog = new TreeMap<>(QUEUE_ORDER);
+            try (NetCluster.Session s = new NetCluster.Session(options)) {
+                for (Map.Entry<NetCluster.Queue, Long> e : now.entrySet()) {
+                    NetCluster.Queue q = e.getKey();
+                    Long b = begin == null ? null : begin.get(q);
+                    long from = b != null ? b : s.min(q);
+                    long top = e.getValue();
+                    if (upTo != null) {
+                        top = Math.min(top, upTo.getOrDefault(q, from));
+                    }
+                    first.put(q, from);
+                    if (top > from) {
+                        backlog.put(q, top - from);
+                    }
+                    now.put(q, Math.max(top, from));
                 }
-                now = capped;
             }
             latest = now;
-            return QueueOffsets.of(now);
+            if (limit instanceof ReadMaxRows m) {
+                backlog = share(backlog, m.maxRows());
+            }
+            Map<NetCluster.Queue, Long> end = new TreeMap<>(QUEUE_ORDER);
+            for (Map.Entry<NetCluster.Queue, Long> e : first.entrySet()) {
+                end.put(e.getKey(), e.getValue() + backlog.getOrDefault(e.getKey(), 0L));
+            }
+            QueueOffsets out = QueueOffsets.of(end);
+            if (begin != null) { // a queue the name server no longer lists keeps its offset
+                begin.offsets.forEach((t, brokers) -> brokers.forEach((b, ids) -> ids.forEach((id, off) -> out.offsets
+                        .computeIfAbsent(t, k -> new TreeMap<>()).computeIfAbsent(b, k -> new TreeMap<>())
+                        .putIfAbsent(id, off))));
+            }
+            return out;
+        }
+
+        /**
+         * {@code budget} offsets shared out by backlog: each queue with a backlog gets at least one while the
+         * budget lasts (rounded down, the remainder to the largest backlogs), as the Python source shares it.
+         */
+        static Map<NetCluster.Queue, Long> share(Map<NetCluster.Queue, Long> backlog, long budget) {
+            long total = 0;
+            for (long n : backlog.values()) {
+                total += n;
+            }
+            if (total <= budget) {
+                return backlog;
+            }
+            Map<NetCluster.Queue, Long> out = new TreeMap<>(QUEUE_ORDER);
+            long given = 0;
+            for (Map.Entry<NetCluster.Queue, Long> e : backlog.entrySet()) {
+                long n = (long) ((double) budget * e.getValue() / total);
+                out.put(e.getKey(), n);
+                given += n;
+            }
+            List<Map.Entry<NetCluster.Queue, Long>> largest = new ArrayList<>(backlog.entrySet());
+            largest.sort((a, b) -> Long.compare(b.getValue(), a.getValue()));
+            long left = budget - given;
+            for (Map.Entry<NetCluster.Queue, Long> e : largest) {
+                if (left <= 0) {
+                    break;
+                }
+                if (out.get(e.getKey()) < e.getValue()) {
+                    out.put(e.getKey(), out.get(e.getKey()) + 1);
+                    left--;
+                }
+            }
+            return out;
+        }
+
+        /** With {@code consumerGroup} given: {@code offsets} to the brokers (a failure is logged: the checkpoint,
+         * not the broker, is what the query goes on from). */
+        private void commitGroup(QueueOffsets offsets) {
+            if (!options.commitOffsets || offsets == null || offsets.json().equals(committed)) {
+                return;
+            }
+            boolean ok = true;
+            try (NetCluster.Session s = new NetCluster.Session(options)) {
+                for (NetCluster.Queue q : queues.isEmpty() ? NetCluster.queues(options) : queues) {
+                    Long off = offsets.get(q);
+                    if (off == null) {
+                        continue;
+                    }
+                    try {
+                        s.commit(q, options.consumerGroup, off);
+                    } catch (RuntimeException e) {
+                        ok = false;
+                        LOG.warn("rocketmq network stream: {}", e.getMessage());
+                    }
+                }
+            } catch (RuntimeException e) {
+                LOG.warn("rocketmq network stream: offsets not committed to consumerGroup {}: {}",
+                        options.consumerGroup, e.getMessage());
+                return;
+            }
+            if (ok) {
+                committed = offsets.json();
+            }
         }
 
         @Override
@@ -343,7 +454,7 @@ public final class NetSource implements TableProvider {
 
         @Override
         public void commit(Offset end) {
-            // offsets live in Spark's checkpoint; the JVM reader commits nothing to the brokers
+            commitGroup((QueueOffsets) end); // the checkpoint has them; the brokers too with consumerGroup
         }
 
         @Override

@@ -22,6 +22,7 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
  */
 public final class Remoting {
     public static final int PULL_MESSAGE = 11;
+    public static final int UPDATE_CONSUMER_OFFSET = 15;
     public static final int GET_MAX_OFFSET = 30;
     public static final int GET_MIN_OFFSET = 31;
     public static final int GET_ROUTEINFO_BY_TOPIC = 105;
