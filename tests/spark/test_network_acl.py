@@ -68,3 +68,29 @@ def test_signed_reads_and_refusals(spark: SparkSession, acl_cluster: tuple[Clust
     with pytest.raises(Exception) as e:
         read(spark, cluster, TOPIC, accessKey=APP[0])
     assert "accessKey and secretKey" in str(e.value)
+
+
+def test_jvm_network_reader_signs_its_requests(
+    spark: SparkSession, acl_cluster: tuple[Cluster, list[bytes]]
+) -> None:
+    """``rmq.spark.load`` with ACL credentials through the JVM network reader: its route queries, offset
+    queries and pulls are signed; a topic the account may not subscribe to, a wrong secret and no
+    credentials are refused naming the topic and the broker's reason."""
+    import rmq.spark
+
+    cluster, bodies = acl_cluster
+    creds = {"accessKey": APP[0], "secretKey": APP[1], "consumerGroup": GROUP}
+
+    def jvm(topic: str, **opts: str) -> list[bytes]:
+        df = rmq.spark.load(spark, nameServer=cluster.ns, topics=topic, columns="body", **opts)
+        return [bytes(r.body) for r in df.collect()]
+
+    assert hashes(jvm(TOPIC, **creds)) == hashes(bodies)
+    for topic, opts, reason in (
+        (DENIED_TOPIC, creds, "No permission|no permission|denied"),
+        (TOPIC, {**creds, "secretKey": "not-the-secret"}, "Check signature failed"),
+        (TOPIC, {"consumerGroup": GROUP}, "accessKey|AccessKey|No accessKey"),
+    ):
+        with pytest.raises(Exception, match=reason) as e:
+            jvm(topic, **opts)
+        assert f"{topic}" in str(e.value)

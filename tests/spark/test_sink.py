@@ -344,6 +344,34 @@ def test_acl_account_writes_its_topic_and_is_refused_elsewhere(
         _writer(df.limit(1), acl_broker, topic=TOPIC, accessKey=key).save()
 
 
+def test_jvm_sink_signs_its_requests(spark: SparkSession, acl_broker: BrokerProcess) -> None:
+    """``rmq.spark.save`` with ACL credentials: the JVM sink signs its route queries and batches; a topic
+    the account may not send to, or a wrong secret, is refused naming the rows and the topic."""
+    import rmq.spark
+
+    from tests.acl.aclenv import APP, DENIED_TOPIC, TOPIC
+    from tests.spark.helpers import read_rows, wait_for
+
+    key, secret = APP
+    ns = acl_broker.namesrv_addr
+    df = spark.createDataFrame([(f"acl-jvm-{i}".encode(),) for i in range(300)], "body binary").coalesce(1)
+    rmq.spark.save(df, nameServer=ns, topic=TOPIC, accessKey=key, secretKey=secret, batchSize=64)
+    wait_for(
+        lambda: (
+            sorted(
+                r["body"]
+                for r in read_rows(acl_broker.store_dir, topics=TOPIC)
+                if r["body"].startswith(b"acl-jvm")
+            )
+            == sorted(f"acl-jvm-{i}".encode() for i in range(300))
+        )
+    )
+    with pytest.raises(Exception, match=f"refused a batch of rows 0..63 for topic '{DENIED_TOPIC}'"):
+        rmq.spark.save(df, nameServer=ns, topic=DENIED_TOPIC, accessKey=key, secretKey=secret, batchSize=64)
+    with pytest.raises(Exception, match=f"topic '{TOPIC}'.*Check signature failed for accessKey=app"):
+        rmq.spark.save(df, nameServer=ns, topic=TOPIC, accessKey=key, secretKey="wrong-secret", batchSize=64)
+
+
 def test_exactly_once_batch_commit_and_abort(
     spark: SparkSession, broker: BrokerProcess, tmp_path: Path
 ) -> None:

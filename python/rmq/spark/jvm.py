@@ -12,7 +12,7 @@ line saying why; both give the same rows.
 
 A read over the network (a ``nameServer`` option, no path; ``read_stream`` for a streaming one) goes to the
 JVM network reader (``org.rmq.spark.NetSource``, same jar) when it serves the options: topics by name,
-``earliest`` / ``latest`` offsets, no ``minOffsetsPerTrigger``, no ACL or TLS
+``earliest`` / ``latest`` offsets, no ``minOffsetsPerTrigger``, no TLS
 (:func:`network_python_only_reason`); it plans in the driver's JVM (the queues' offsets from the brokers)
 and pulls in the executors, decoding as the store-direct JVM reader does. Other network reads go to the
 Python network source (``rmq.spark.network``), with the reason logged; both give the same rows.
@@ -180,8 +180,8 @@ def network_python_only_reason(spec: NetworkSpec) -> str | None:
         return "minOffsetsPerTrigger / maxTriggerDelay are the Python source's"
     if not spec.fail_on_data_loss:
         return "failOnDataLoss=false skips lost offsets, which only the Python source does"
-    if spec.access_key or spec.tls:
-        return "ACL credentials and TLS are the Python source's"
+    if spec.tls:
+        return "TLS is the Python source's"
     return None
 
 
@@ -221,6 +221,10 @@ def _network(
         jvm["maxOffsetsPerTrigger"] = str(spec.max_offsets_per_trigger)
     if spec.commit_group:
         jvm["commitOffsets"] = "true"
+    if spec.access_key and spec.secret_key:  # ACL: every request signed, as the Python source signs them
+        jvm.update(accessKey=spec.access_key, secretKey=spec.secret_key)
+        if spec.security_token:
+            jvm["securityToken"] = spec.security_token
     log.info("rocketmq: reading %s with the JVM network reader", spec.describe())
     reader = spark.readStream if streaming else spark.read
     df = reader.format(JVM_NET_SOURCE).options(**jvm).load()

@@ -8,7 +8,7 @@ same retries. The options and columns are checked here first, by the Python sink
 option or column fails the same way on either path.
 
 Writes the JVM sink does not serve go to the Python sink (``format("rocketmq")``), with a log line saying
-why: ``deliveryGuarantee=exactly_once``, ACL credentials or TLS, columns other than ``body``, ``topic``,
+why: ``deliveryGuarantee=exactly_once``, TLS, columns other than ``body``, ``topic``,
 ``tags`` and ``keys`` (a string), ``batchSize=1``, or a Spark without the jar on its classpath. Both give
 the same messages.
 """
@@ -39,8 +39,8 @@ def python_only_sink_reason(opts: SinkOptions, cols: SinkColumns) -> str | None:
         return (
             "deliveryGuarantee=exactly_once (transactional messages decided at commit) is the Python sink's"
         )
-    if opts.client.access_key or opts.client.tls:
-        return "ACL credentials and TLS are the Python sink's"
+    if opts.client.tls:
+        return "TLS is the Python sink's"
     if not columnar(opts, cols):
         return (
             "the JVM sink sends columns body, topic, tags and keys (a string) in batches (batchSize > 1);"
@@ -64,6 +64,11 @@ def _jvm_options(opts: SinkOptions) -> dict[str, str]:
     }
     if opts.topic is not None:
         out["topic"] = opts.topic
+    c = opts.client
+    if c.access_key and c.secret_key:  # ACL: the JVM sink signs every request as the Python sink does
+        out.update(accessKey=c.access_key, secretKey=c.secret_key)
+        if c.security_token:
+            out["securityToken"] = c.security_token
     return out
 
 

@@ -26,7 +26,7 @@ final class NetCluster {
     static List<Queue> queues(NetOptions o) {
         List<Queue> out = new ArrayList<>();
         for (String topic : o.topics) {
-            TopicRoute route = TopicRoute.query(o.nameServers, topic, o.pullTimeoutMs, "rocketmq source");
+            TopicRoute route = TopicRoute.query(o.nameServers, topic, o.pullTimeoutMs, "rocketmq source", o.signer);
             for (TopicRoute.QueueData q : route.queues) {
                 TreeMap<Long, String> addrs = route.brokers.get(q.broker());
                 if ((q.perm() & TopicRoute.PERM_READ) == 0 || addrs == null || addrs.isEmpty()) {
@@ -73,8 +73,12 @@ final class NetCluster {
             return call(q, code, ext, what).extLong("offset", 0);
         }
 
-        private Remoting.Response call(Queue q, int code, Map<String, String> ext, String what) {
+        private Remoting.Response call(Queue q, int code, Map<String, String> fields, String what) {
             StringBuilder failures = new StringBuilder();
+            Map<String, String> ext = new HashMap<>(fields);
+            if (o.signer != null) {
+                o.signer.sign(ext, null, 0);
+            }
             for (String addr : q.addrs()) {
                 Remoting.Response r;
                 try {

@@ -5,6 +5,8 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 
+import org.rmq.spark.remoting.Signer;
+
 /**
  * The options of the JVM network reader, as {@code rmq.spark.load} / {@code rmq.spark.read_stream} pass them
  * after checking them with the Python network source's parser (same names and defaults):
@@ -12,7 +14,8 @@ import java.util.Map;
  * ({@code earliest} or {@code latest}), {@code minPartitions}, {@code subExpression}, {@code expressionType},
  * {@code consumerGroup} (named by the pulls), {@code commitOffsets} ({@code true}: a stream commits each
  * batch's end offsets to {@code consumerGroup}), {@code maxOffsetsPerTrigger}, {@code pullBatchSize},
- * {@code pullTimeoutMs}, {@code batchSize}, {@code checkCRC}, {@code decompress}.
+ * {@code pullTimeoutMs}, {@code batchSize}, {@code checkCRC}, {@code decompress}, and ACL credentials
+ * {@code accessKey} / {@code secretKey} / {@code securityToken} (every request signed).
  */
 final class NetOptions implements Serializable {
     private static final long serialVersionUID = 1L;
@@ -34,6 +37,8 @@ final class NetOptions implements Serializable {
     final int batchRows;
     final boolean checkCrc;
     final boolean decompress;
+    /** ACL credentials ({@code accessKey}, {@code secretKey}, {@code securityToken}), or null. */
+    final Signer signer;
 
     NetOptions(Map<String, String> o) {
         nameServers = split(required(o, "nameServer"), ";");
@@ -52,6 +57,7 @@ final class NetOptions implements Serializable {
         batchRows = Math.max(1, intOption(o, "batchSize", 16384));
         checkCrc = Boolean.parseBoolean(orDefault(o, "checkCRC", "false"));
         decompress = Boolean.parseBoolean(orDefault(o, "decompress", "true"));
+        signer = Signer.of(o);
     }
 
     static String get(Map<String, String> o, String name) {

@@ -270,6 +270,9 @@ final class NetReader implements PartitionReader<ColumnarBatch> {
     private void request() throws IOException {
         pullFields.put("queueOffset", Long.toString(next));
         pullFields.put("maxMsgNums", Long.toString(Math.min(o.pullBatchSize, range.end() - next)));
+        if (o.signer != null) {
+            o.signer.sign(pullFields, null, 0);
+        }
         requested = true;
         connection.send(Remoting.header(Remoting.PULL_MESSAGE, 1, pullFields), new byte[0], 0);
     }

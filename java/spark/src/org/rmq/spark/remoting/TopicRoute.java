@@ -3,6 +3,7 @@ package org.rmq.spark.remoting;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
@@ -43,14 +44,18 @@ public final class TopicRoute {
 
     /**
      * The route of {@code topic}, asking each name server in turn; {@code who} starts the error messages
-     * ("rocketmq sink"). A topic no name server knows, or name servers that cannot be reached, is an error
+     * ("rocketmq sink"); {@code signer} signs the request when the cluster has ACL on. A topic no name server knows, or name servers that cannot be reached, is an error
      * that says which.
      */
-    public static TopicRoute query(List<String> nameServers, String topic, int timeoutMs, String who) {
+    public static TopicRoute query(List<String> nameServers, String topic, int timeoutMs, String who, Signer signer) {
         IOException last = null;
         for (String ns : nameServers) {
             try (Remoting.Connection c = new Remoting.Connection(ns, timeoutMs)) {
-                c.send(Remoting.header(Remoting.GET_ROUTEINFO_BY_TOPIC, 1, Map.of("topic", topic)), new byte[0], 0);
+                Map<String, String> ext = new HashMap<>(Map.of("topic", topic));
+                if (signer != null) {
+                    signer.sign(ext, null, 0);
+                }
+                c.send(Remoting.header(Remoting.GET_ROUTEINFO_BY_TOPIC, 1, ext), new byte[0], 0);
                 Remoting.Response r = c.read();
                 if (r.code() == TOPIC_NOT_EXIST) {
                     throw new RouteException(who + ": topic '" + topic + "' does not exist (name server " + ns + ": "

@@ -5,11 +5,14 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 
+import org.rmq.spark.remoting.Signer;
+
 /**
  * The options of the JVM sink, as {@code rmq.spark.save} passes them after checking them in Python (the
  * same names and defaults as the Python sink's options): {@code nameServer} ({@code host:port} separated by
  * {@code ;}), {@code topic} (for rows without a {@code topic} column), {@code producerGroup},
- * {@code sendTimeoutMs}, {@code retries}, {@code maxInFlight}, {@code batchSize}.
+ * {@code sendTimeoutMs}, {@code retries}, {@code maxInFlight}, {@code batchSize}, and ACL credentials
+ * {@code accessKey} / {@code secretKey} / {@code securityToken} (every request signed).
  */
 final class SinkConfig implements Serializable {
     private static final long serialVersionUID = 1L;
@@ -26,6 +29,8 @@ final class SinkConfig implements Serializable {
     final int retries;
     final int maxInFlight;
     final int batchSize;
+    /** ACL credentials ({@code accessKey}, {@code secretKey}, {@code securityToken}), or null. */
+    final Signer signer;
 
     private SinkConfig(Map<String, String> o) {
         String ns = get(o, "nameServer");
@@ -48,6 +53,7 @@ final class SinkConfig implements Serializable {
         this.retries = intOption(o, "retries", 2, 0);
         this.maxInFlight = intOption(o, "maxInFlight", 256, 1);
         this.batchSize = intOption(o, "batchSize", 128, 1);
+        this.signer = Signer.of(o);
     }
 
     static SinkConfig parse(Map<String, String> options) {

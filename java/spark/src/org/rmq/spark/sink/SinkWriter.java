@@ -292,6 +292,9 @@ final class SinkWriter implements DataWriter<InternalRow> {
             ext.put("k", "false");
             ext.put("m", "true");
             ext.put("n", p.queue.broker());
+            if (cfg.signer != null) {
+                cfg.signer.sign(ext, p.batch.buf, p.batch.length);
+            }
             int id = ++opaque;
             p.connection = c;
             inflight.put(id, p);
