@@ -12,7 +12,7 @@ line saying why; both give the same rows.
 
 A read over the network (a ``nameServer`` option, no path; ``read_stream`` for a streaming one) goes to the
 JVM network reader (``org.rmq.spark.NetSource``, same jar) when it serves the options: topics by name,
-``earliest`` / ``latest`` offsets, no ``minOffsetsPerTrigger``, no TLS
+``earliest`` / ``latest`` offsets, no ``minOffsetsPerTrigger``, no TLS client certificate
 (:func:`network_python_only_reason`); it plans in the driver's JVM (the queues' offsets from the brokers)
 and pulls in the executors, decoding as the store-direct JVM reader does. Other network reads go to the
 Python network source (``rmq.spark.network``), with the reason logged; both give the same rows.
@@ -46,6 +46,7 @@ __all__ = [
     "no_jar_reason",
     "python_only_reason",
     "read_stream",
+    "security_options",
 ]
 
 log = logging.getLogger(__name__)
@@ -157,6 +158,30 @@ def load(spark: SparkSession, path: str | Path | None = None, **options: str | i
     return _jvm_frame(spark, spec, columns)
 
 
+def security_options(
+    access_key: str | None,
+    secret_key: str | None,
+    security_token: str | None,
+    tls: bool,
+    tls_ca: str | None,
+    tls_verify: bool | None,
+) -> dict[str, str]:
+    """The JVM reader's and sink's options for ACL credentials (every request signed, as the Python paths
+    sign them) and TLS (without a client certificate)."""
+    out: dict[str, str] = {}
+    if access_key and secret_key:
+        out.update(accessKey=access_key, secretKey=secret_key)
+        if security_token:
+            out["securityToken"] = security_token
+    if tls:
+        out["tls"] = "true"
+        if tls_ca:
+            out["tlsCa"] = tls_ca
+        if tls_verify is not None:
+            out["tlsVerify"] = str(tls_verify).lower()
+    return out
+
+
 def read_stream(spark: SparkSession, **options: str | int | bool) -> DataFrame:
     """A streaming DataFrame of the topics of a live cluster (options as ``rmq.spark.network.options``,
     ``nameServer`` required), read by the JVM network reader when it serves the options (see
@@ -180,8 +205,8 @@ def network_python_only_reason(spec: NetworkSpec) -> str | None:
         return "minOffsetsPerTrigger / maxTriggerDelay are the Python source's"
     if not spec.fail_on_data_loss:
         return "failOnDataLoss=false skips lost offsets, which only the Python source does"
-    if spec.tls:
-        return "TLS is the Python source's"
+    if spec.tls_cert or spec.tls_key:
+        return "a TLS client certificate (tlsCert / tlsKey) is the Python source's"
     return None
 
 
@@ -221,10 +246,11 @@ def _network(
         jvm["maxOffsetsPerTrigger"] = str(spec.max_offsets_per_trigger)
     if spec.commit_group:
         jvm["commitOffsets"] = "true"
-    if spec.access_key and spec.secret_key:  # ACL: every request signed, as the Python source signs them
-        jvm.update(accessKey=spec.access_key, secretKey=spec.secret_key)
-        if spec.security_token:
-            jvm["securityToken"] = spec.security_token
+    jvm.update(
+        security_options(
+            spec.access_key, spec.secret_key, spec.security_token, spec.tls, spec.tls_ca, spec.tls_verify
+        )
+    )
     log.info("rocketmq: reading %s with the JVM network reader", spec.describe())
     reader = spark.readStream if streaming else spark.read
     df = reader.format(JVM_NET_SOURCE).options(**jvm).load()

@@ -8,7 +8,7 @@ same retries. The options and columns are checked here first, by the Python sink
 option or column fails the same way on either path.
 
 Writes the JVM sink does not serve go to the Python sink (``format("rocketmq")``), with a log line saying
-why: ``deliveryGuarantee=exactly_once``, TLS, columns other than ``body``, ``topic``,
+why: ``deliveryGuarantee=exactly_once``, a TLS client certificate, columns other than ``body``, ``topic``,
 ``tags`` and ``keys`` (a string), ``batchSize=1``, or a Spark without the jar on its classpath. Both give
 the same messages.
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from rmq.spark.jvm import JVM_SINK, ensure_registered, jvm_class_available, no_jar_reason
+from rmq.spark.jvm import JVM_SINK, ensure_registered, jvm_class_available, no_jar_reason, security_options
 from rmq.spark.sink.columnar import columnar
 from rmq.spark.sink.columns import SinkColumns
 from rmq.spark.sink.options import SinkOptions, parse_sink_options
@@ -39,8 +39,8 @@ def python_only_sink_reason(opts: SinkOptions, cols: SinkColumns) -> str | None:
         return (
             "deliveryGuarantee=exactly_once (transactional messages decided at commit) is the Python sink's"
         )
-    if opts.client.tls:
-        return "TLS is the Python sink's"
+    if opts.client.tls_cert or opts.client.tls_key:
+        return "a TLS client certificate (tlsCert / tlsKey) is the Python sink's"
     if not columnar(opts, cols):
         return (
             "the JVM sink sends columns body, topic, tags and keys (a string) in batches (batchSize > 1);"
@@ -65,10 +65,7 @@ def _jvm_options(opts: SinkOptions) -> dict[str, str]:
     if opts.topic is not None:
         out["topic"] = opts.topic
     c = opts.client
-    if c.access_key and c.secret_key:  # ACL: the JVM sink signs every request as the Python sink does
-        out.update(accessKey=c.access_key, secretKey=c.secret_key)
-        if c.security_token:
-            out["securityToken"] = c.security_token
+    out.update(security_options(c.access_key, c.secret_key, c.security_token, c.tls, c.tls_ca, c.tls_verify))
     return out
 
 

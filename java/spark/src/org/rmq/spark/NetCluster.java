@@ -26,7 +26,7 @@ final class NetCluster {
     static List<Queue> queues(NetOptions o) {
         List<Queue> out = new ArrayList<>();
         for (String topic : o.topics) {
-            TopicRoute route = TopicRoute.query(o.nameServers, topic, o.pullTimeoutMs, "rocketmq source", o.signer);
+            TopicRoute route = TopicRoute.query(o.nameServers, topic, o.pullTimeoutMs, "rocketmq source", o.signer, o.tls);
             for (TopicRoute.QueueData q : route.queues) {
                 TreeMap<Long, String> addrs = route.brokers.get(q.broker());
                 if ((q.perm() & TopicRoute.PERM_READ) == 0 || addrs == null || addrs.isEmpty()) {
@@ -84,7 +84,7 @@ final class NetCluster {
                 try {
                     Remoting.Connection c = connections.get(addr);
                     if (c == null) {
-                        c = new Remoting.Connection(addr, o.pullTimeoutMs);
+                        c = new Remoting.Connection(addr, o.pullTimeoutMs, o.tls);
                         connections.put(addr, c);
                     }
                     c.send(Remoting.header(code, 1, ext), new byte[0], 0);

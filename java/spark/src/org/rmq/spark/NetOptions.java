@@ -6,6 +6,7 @@ import java.util.List;
 import java.util.Map;
 
 import org.rmq.spark.remoting.Signer;
+import org.rmq.spark.remoting.Tls;
 
 /**
  * The options of the JVM network reader, as {@code rmq.spark.load} / {@code rmq.spark.read_stream} pass them
@@ -15,7 +16,8 @@ import org.rmq.spark.remoting.Signer;
  * {@code consumerGroup} (named by the pulls), {@code commitOffsets} ({@code true}: a stream commits each
  * batch's end offsets to {@code consumerGroup}), {@code maxOffsetsPerTrigger}, {@code pullBatchSize},
  * {@code pullTimeoutMs}, {@code batchSize}, {@code checkCRC}, {@code decompress}, and ACL credentials
- * {@code accessKey} / {@code secretKey} / {@code securityToken} (every request signed).
+ * {@code accessKey} / {@code secretKey} / {@code securityToken} (every request signed), TLS {@code tls},
+ * {@code tlsCa}, {@code tlsVerify}.
  */
 final class NetOptions implements Serializable {
     private static final long serialVersionUID = 1L;
@@ -39,6 +41,8 @@ final class NetOptions implements Serializable {
     final boolean decompress;
     /** ACL credentials ({@code accessKey}, {@code secretKey}, {@code securityToken}), or null. */
     final Signer signer;
+    /** TLS ({@code tls}, {@code tlsCa}, {@code tlsVerify}), or null. */
+    final Tls tls;
 
     NetOptions(Map<String, String> o) {
         nameServers = split(required(o, "nameServer"), ";");
@@ -58,6 +62,7 @@ final class NetOptions implements Serializable {
         checkCrc = Boolean.parseBoolean(orDefault(o, "checkCRC", "false"));
         decompress = Boolean.parseBoolean(orDefault(o, "decompress", "true"));
         signer = Signer.of(o);
+        tls = Tls.of(o);
     }
 
     static String get(Map<String, String> o, String name) {

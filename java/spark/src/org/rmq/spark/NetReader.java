@@ -192,7 +192,7 @@ final class NetReader implements PartitionReader<ColumnarBatch> {
             String where = range.queue().addrs().get(addr);
             try {
                 if (connection == null) {
-                    connection = new Remoting.Connection(where, o.pullTimeoutMs);
+                    connection = new Remoting.Connection(where, o.pullTimeoutMs, o.tls);
                 }
                 if (!requested) {
                     request();

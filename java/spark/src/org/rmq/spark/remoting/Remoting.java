@@ -75,7 +75,8 @@ public final class Remoting {
         private final OutputStream out;
         private final DataInputStream in;
 
-        public Connection(String addr, int timeoutMs) throws IOException {
+        /** A plaintext connection, or TLS when {@code tls} is not null. */
+        public Connection(String addr, int timeoutMs, Tls tls) throws IOException {
             this.addr = addr;
             int colon = addr.lastIndexOf(':');
             if (colon <= 0) {
@@ -92,6 +93,9 @@ public final class Remoting {
                 s.setTcpNoDelay(true);
                 s.connect(new InetSocketAddress(addr.substring(0, colon), port), timeoutMs);
                 s.setSoTimeout(timeoutMs);
+                if (tls != null) {
+                    s = tls.wrap(s, addr.substring(0, colon), port);
+                }
                 this.out = new BufferedOutputStream(s.getOutputStream(), 1 << 16);
                 this.in = new DataInputStream(new BufferedInputStream(s.getInputStream(), 1 << 16));
             } catch (IOException e) {

@@ -44,13 +44,14 @@ public final class TopicRoute {
 
     /**
      * The route of {@code topic}, asking each name server in turn; {@code who} starts the error messages
-     * ("rocketmq sink"); {@code signer} signs the request when the cluster has ACL on. A topic no name server knows, or name servers that cannot be reached, is an error
+     * ("rocketmq sink"); {@code signer} signs the request when the cluster has ACL on, {@code tls} (or null) is the connection's TLS. A topic no name server knows, or name servers that cannot be reached, is an error
      * that says which.
      */
-    public static TopicRoute query(List<String> nameServers, String topic, int timeoutMs, String who, Signer signer) {
+    public static TopicRoute query(
+            List<String> nameServers, String topic, int timeoutMs, String who, Signer signer, Tls tls) {
         IOException last = null;
         for (String ns : nameServers) {
-            try (Remoting.Connection c = new Remoting.Connection(ns, timeoutMs)) {
+            try (Remoting.Connection c = new Remoting.Connection(ns, timeoutMs, tls)) {
                 Map<String, String> ext = new HashMap<>(Map.of("topic", topic));
                 if (signer != null) {
                     signer.sign(ext, null, 0);

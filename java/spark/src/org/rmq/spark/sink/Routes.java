@@ -18,7 +18,7 @@ final class Routes {
      * name servers that cannot be reached, or a topic with no writable queue is an error that says which.
      */
     static List<Queue> writable(SinkConfig cfg, String topic) {
-        TopicRoute route = TopicRoute.query(cfg.nameServers, topic, cfg.sendTimeoutMs, "rocketmq sink", cfg.signer);
+        TopicRoute route = TopicRoute.query(cfg.nameServers, topic, cfg.sendTimeoutMs, "rocketmq sink", cfg.signer, cfg.tls);
         List<Queue> out = new ArrayList<>();
         for (TopicRoute.QueueData q : route.queues) {
             var addrs = route.brokers.get(q.broker());

@@ -6,13 +6,15 @@ import java.util.List;
 import java.util.Map;
 
 import org.rmq.spark.remoting.Signer;
+import org.rmq.spark.remoting.Tls;
 
 /**
  * The options of the JVM sink, as {@code rmq.spark.save} passes them after checking them in Python (the
  * same names and defaults as the Python sink's options): {@code nameServer} ({@code host:port} separated by
  * {@code ;}), {@code topic} (for rows without a {@code topic} column), {@code producerGroup},
  * {@code sendTimeoutMs}, {@code retries}, {@code maxInFlight}, {@code batchSize}, and ACL credentials
- * {@code accessKey} / {@code secretKey} / {@code securityToken} (every request signed).
+ * {@code accessKey} / {@code secretKey} / {@code securityToken} (every request signed), TLS {@code tls},
+ * {@code tlsCa}, {@code tlsVerify}.
  */
 final class SinkConfig implements Serializable {
     private static final long serialVersionUID = 1L;
@@ -31,6 +33,8 @@ final class SinkConfig implements Serializable {
     final int batchSize;
     /** ACL credentials ({@code accessKey}, {@code secretKey}, {@code securityToken}), or null. */
     final Signer signer;
+    /** TLS ({@code tls}, {@code tlsCa}, {@code tlsVerify}), or null. */
+    final Tls tls;
 
     private SinkConfig(Map<String, String> o) {
         String ns = get(o, "nameServer");
@@ -54,6 +58,7 @@ final class SinkConfig implements Serializable {
         this.maxInFlight = intOption(o, "maxInFlight", 256, 1);
         this.batchSize = intOption(o, "batchSize", 128, 1);
         this.signer = Signer.of(o);
+        this.tls = Tls.of(o);
     }
 
     static SinkConfig parse(Map<String, String> options) {

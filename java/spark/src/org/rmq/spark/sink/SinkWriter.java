@@ -275,7 +275,7 @@ final class SinkWriter implements DataWriter<InternalRow> {
         Remoting.Connection c = connections.get(p.queue.addr());
         try {
             if (c == null) {
-                c = new Remoting.Connection(p.queue.addr(), cfg.sendTimeoutMs);
+                c = new Remoting.Connection(p.queue.addr(), cfg.sendTimeoutMs, cfg.tls);
                 connections.put(p.queue.addr(), c);
             }
             Map<String, String> ext = new LinkedHashMap<>();
