@@ -1,5 +1,6 @@
 """The network reads of tests/spark/test_network_local_cluster.py, run in a ``local-cluster[2,1,1024]``
-driver process (tests/spark/sink_child.py, beside its sink query): batch reads written as parquet, and a
+driver process (tests/spark/sink_child.py, beside its sink query): batch reads written as parquet, a topic
+copied by the JVM reader and sink, and a
 stream (8 offsets per trigger) written as parquet, whose micro-batches with rows are printed as
 ``BATCH <rows>``."""
 
@@ -38,6 +39,19 @@ def batch_reads(spark: SparkSession, args: list[str]) -> None:
         df.select("body", "broker_name").write.parquet(out)
         jvm = rmq.spark.load(spark, nameServer=ns, topics=topic, columns="body,broker_name")
         jvm.write.parquet(out + "-jvm")
+
+
+def copy_topic(spark: SparkSession, args: list[str]) -> None:
+    """`args`: NS, SRC, DST: every message of SRC read by the JVM network reader and written to DST by the
+    JVM sink (``rmq.spark.save``), both in the executors."""
+    import rmq.spark
+    from rmq.spark.jvm import JVM_SINK, jvm_class_available
+
+    ns, src, dst = args
+    if not jvm_class_available(spark, JVM_SINK):
+        raise RuntimeError("the session cannot load rmq's JVM sink (spark.jars)")
+    df = rmq.spark.load(spark, nameServer=ns, topics=src, columns="body,tags")
+    rmq.spark.save(df.repartition(2), nameServer=ns, topic=dst)
 
 
 def read_stream(

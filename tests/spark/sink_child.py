@@ -9,7 +9,8 @@ exists, then stops the query and exits 0.
 
 An OPTION is a sink option, but for these (tests/spark/netdriver.py's reads in the same session):
 ``spark.*``, a session setting (e.g. ``spark.master``); ``read.batch=NS,TOPIC,OUT[,NS,TOPIC,OUT...]``,
-batch reads done first (then ``READS-DONE``); ``read.stream=NS,TOPIC,OUT,CKPT``, a stream started before
+batch reads done first (then ``READS-DONE``); ``read.copy=NS,SRC,DST``, SRC copied to DST by the JVM
+reader and sink (then ``COPY-DONE``); ``read.stream=NS,TOPIC,OUT,CKPT``, a stream started before
 the sink query (which starts after the stream's first micro-batch with rows); ``read.available=NS,TOPIC,
 OUT,CKPT``, the stream run with Trigger.AvailableNow once the sink query has stopped (after
 ``READ-RESTARTED``; ``READ-DONE`` when it ends). The streams print ``BATCH <rows>`` per micro-batch with rows.
@@ -33,7 +34,7 @@ def main(argv: list[str]) -> int:
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F
 
-    from tests.spark.netdriver import Progress, batch_reads, read_stream
+    from tests.spark.netdriver import Progress, batch_reads, copy_topic, read_stream
 
     builder = (
         SparkSession.builder.master("local[2]")
@@ -55,6 +56,9 @@ def main(argv: list[str]) -> int:
     if "batch" in reads:
         batch_reads(spark, reads["batch"])
         print("READS-DONE", flush=True)
+    if "copy" in reads:
+        copy_topic(spark, reads["copy"])
+        print("COPY-DONE", flush=True)
     reader = None
     if "stream" in reads:
         reader = Progress(read_stream(spark, *reads["stream"], available=False))

@@ -3,7 +3,8 @@ two broker groups, each a master and a slave, on one name server, and against th
 Two driver processes (tests/spark/sink_child.py, with tests/spark/netdriver.py's reads) do it all:
 
 1. The first reads the rmq cluster and the Apache broker (batch, exact content; by the Python network
-   source and by the JVM network reader, whose jar Spark ships to the executors), then runs a stream that
+   source and by the JVM network reader, whose jar Spark ships to the executors; the JVM reader and sink copy
+   the topic to another, every message once), then runs a stream that
    reads the cluster and the exactly-once sink, until both the driver and its executors are SIGKILLed in
    the middle of a sink batch (its first half messages stored, not committed).
 2. The second, on the same checkpoints, runs the sink on (every row once in the topic, counted by a
@@ -29,6 +30,7 @@ from tests.spark.test_sink_kill import CHECK_PROPS, kill_mid_batch_and_restart
 
 TOPIC = "NetLocalCluster"
 SINK_TOPIC = "SinkLocalCluster"
+COPY_TOPIC = "CopyLocalCluster"
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +39,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     try:
         c.create(TOPIC)
         c.create(SINK_TOPIC)
+        c.create(COPY_TOPIC)
         yield c
     finally:
         c.stop()
@@ -67,6 +70,7 @@ def test_local_cluster_reads_and_sink_through_kills(
             apache.close()  # read by the first driver; no more CPU for it
             later.extend(cluster.send(TOPIC, 48, "lc2"))
             cluster.wait_replicated(TOPIC)
+            cluster.wait_replicated(COPY_TOPIC)
 
         def stopping(log: Path) -> None:
             # The restarted stream's first micro-batch, then broker-a's master dies: the rest of its
@@ -85,7 +89,7 @@ def test_local_cluster_reads_and_sink_through_kills(
             [b.store_dir for b in cluster.brokers.values()],
             SINK_TOPIC,
             tmp_path,
-            first=(*settings, reads, f"read.stream={stream}"),
+            first=(*settings, reads, f"read.copy={cluster.ns},{TOPIC},{COPY_TOPIC}", f"read.stream={stream}"),
             second=(*settings, f"read.available={stream}"),
             killed=killed,
             stopping=stopping,
@@ -98,6 +102,12 @@ def test_local_cluster_reads_and_sink_through_kills(
         assert hashes(got) == hashes([m.body for m in sent])
         got = [bytes(r.body) for r in spark.read.parquet(apache_batch + suffix).collect()]
         assert hashes(got) == hashes([b for b, _ in apache_sent])
+    # The JVM reader and sink in the executor JVMs copied the topic's first messages, each once.
+    # (read by the Python network source: broker-a's master is dead by now, its slave serves the reads)
+    copied = (
+        spark.read.format("rocketmq").option("nameServer", cluster.ns).option("topics", COPY_TOPIC).load()
+    )
+    assert hashes([bytes(r.body) for r in copied.select("body").collect()]) == hashes([m.body for m in sent])
     got = [bytes(r.body) for r in spark.read.parquet(out).collect()]
     assert hashes(got) == hashes([m.body for m in sent + later])
     assert max(hashes(got).values()) == 1
