@@ -7,12 +7,32 @@
 
 const { Producer, SimpleConsumer } = require('rocketmq-client-nodejs');
 
+// rocketmq-client-nodejs 1.0.8 waits for the server's first Settings only after it fetched its topics' routes;
+// when the Settings come back before that wait starts (a fast server, two topics), startup() never resolves.
+// A client whose startup has not finished in 15 s is shut down and a new one started (logged to stderr).
+async function started(make, label) {
+  for (let attempt = 1; ; attempt++) {
+    const client = make();
+    const done = await Promise.race([
+      client.startup().then(() => true),
+      new Promise(r => setTimeout(() => r(false), 15000).unref()),
+    ]);
+    if (done) {
+      return client;
+    }
+    process.stderr.write(`${label} startup hung (attempt ${attempt}): the Settings came before it waited\n`);
+    await Promise.race([client.shutdown().catch(() => {}), new Promise(r => setTimeout(r, 5000).unref())]);
+    if (attempt >= 3) {
+      throw new Error(`${label} did not start in ${attempt} attempts`);
+    }
+  }
+}
+
 async function main() {
   const a = JSON.parse(process.argv[2]);
   const base = { endpoints: a.endpoints, namespace: '', requestTimeout: 10000 }; // logs: $HOME/logs/rocketmq
   const sent = {};
-  const producer = new Producer({ ...base, topics: [a.topic] });
-  await producer.startup();
+  const producer = await started(() => new Producer({ ...base, topics: [a.topic] }), 'producer');
   try {
     const messages = [
       { body: 'node-1', tag: 'TagN', keys: ['n1', 'n2'], properties: new Map([['color', 'blue']]) },
@@ -27,13 +47,12 @@ async function main() {
   }
   const want = new Set(['node-1', 'node-2', ...a.crossBodies]);
   const kinds = { [a.topic]: 'node', [a.crossTopic]: 'cross' };
-  const consumer = new SimpleConsumer({
+  const consumer = await started(() => new SimpleConsumer({
     ...base,
     consumerGroup: a.group,
     subscriptions: new Map([[a.topic, '*'], [a.crossTopic, '*']]),
     awaitDuration: 5000,
-  });
-  await consumer.startup();
+  }), 'consumer');
   const received = {};
   let changed = false;
   const deadline = Date.now() + 90000;
