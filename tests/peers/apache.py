@@ -165,15 +165,20 @@ class ApachePeer:
         self.stop(timeout)
 
     def stop(self, timeout: float = 30.0) -> None:
-        for proc in (self.broker, self.namesrv):
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in (self.broker, self.namesrv):
-            try:
-                proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop_processes(self.broker, self.namesrv, timeout=timeout)
+
+
+def stop_processes(*procs: subprocess.Popen[str], timeout: float = 30.0) -> None:
+    """SIGTERM each process still running, then wait; one not gone within ``timeout`` is killed."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def _java(libs: Path, jvm: list[str], home: Path, main: str, *args: str) -> subprocess.Popen[str]:

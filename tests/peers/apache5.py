@@ -22,6 +22,7 @@ from rmq.remoting.client import invoke_sync
 
 from tests.peers.apache import (
     BROKER_JVM,
+    JVM_SMALL,
     ApachePeer,
     _await_line,
     _java,
@@ -29,6 +30,7 @@ from tests.peers.apache import (
     free_port,
     peer_libs,
     start_apache_namesrv,
+    stop_processes,
 )
 
 
@@ -47,16 +49,21 @@ class Apache5Peer:
         return f"127.0.0.1:{self.grpc_port}"
 
     def logs(self, tail: int = 60) -> str:
-        parts = []
-        for name in ("proxy", "broker"):
-            path = self.home / "user" / "logs" / "rocketmqlogs" / f"{name}.log"
-            if path.exists():
-                lines = path.read_text(errors="replace").splitlines()[-tail:]
-                parts.append(f"--- {path}\n" + "\n".join(lines))
-        return "\n".join(parts + self.log[-tail:])
+        return log_tails(self.home, ("proxy", "broker"), self.log, tail)
 
     def stop(self, timeout: float = 30.0) -> None:
         ApachePeer(self.namesrv, self.proxy, self.namesrv_addr, self.broker_addr, self.home).stop(timeout)
+
+
+def log_tails(home: Path, names: tuple[str, ...], output: list[str], tail: int) -> str:
+    """The last ``tail`` lines of each named RocketMQ log under ``home``, then of the process output."""
+    parts = []
+    for name in names:
+        path = home / "user" / "logs" / "rocketmqlogs" / f"{name}.log"
+        if path.exists():
+            lines = path.read_text(errors="replace").splitlines()[-tail:]
+            parts.append(f"--- {path}\n" + "\n".join(lines))
+    return "\n".join(parts + output[-tail:])
 
 
 def start_apache5(
@@ -158,10 +165,16 @@ def wait_for_route(namesrv_addr: str, topic: str, timeout: float = 30.0) -> None
         time.sleep(0.1)
 
 
-def create_group(broker_addr: str, group: str, retry_max_times: int = 16, orderly: bool = False) -> None:
+def create_group(
+    broker_addr: str,
+    group: str,
+    retry_max_times: int = 16,
+    orderly: bool = False,
+    attributes: dict[str, str] | None = None,
+) -> None:
     """UPDATE_AND_CREATE_SUBSCRIPTIONGROUP on one broker: Apache's proxy serves no 5.x consumer of a group
     the broker does not have (its settings stay unknown: "settings is null"), autoCreateSubscriptionGroup
-    or not."""
+    or not. ``attributes`` are 5.x group attributes set (``+key=value`` as mqadmin's ``--attributes``)."""
     body = {
         "groupName": group,
         "consumeEnable": True,
@@ -174,7 +187,71 @@ def create_group(broker_addr: str, group: str, retry_max_times: int = 16, orderl
         "notifyConsumerIdsChangedEnable": True,
         "consumeMessageOrderly": orderly,
     }
+    if attributes:
+        body["attributes"] = {f"+{k}": v for k, v in attributes.items()}
     request = create_request(RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, None, json.dumps(body).encode())
     response = invoke_sync(broker_addr, request, 10_000)
     if response.code != ResponseCode.SUCCESS:
         raise RuntimeError(f"create group {group} on {broker_addr}: code {response.code} {response.remark}")
+
+
+LITE_BROKER_PROPS = ("enableLmq=true", "enableMultiDispatch=true")
+"""What Apache's broker needs to keep lite topics (both off by default in 5.5.0)."""
+
+
+@dataclass
+class ClusterProxy:
+    """Apache's proxy in "cluster" mode: its own process, reaching the brokers over Remoting."""
+
+    proc: subprocess.Popen[str]
+    grpc_port: int
+    home: Path
+    log: list[str] = field(default_factory=list)
+
+    @property
+    def endpoints(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    def logs(self, tail: int = 60) -> str:
+        return log_tails(self.home, ("proxy",), self.log, tail)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        stop_processes(self.proc, timeout=timeout)
+
+
+def start_cluster_proxy(apache: Apache5Peer, home: Path, timeout: float = 120.0) -> ClusterProxy:
+    """A second proxy of the same 5.x cluster, in cluster mode: Apache 5.5.0 serves lite consumption
+    (SyncLiteSubscription, PopLite) only there; its local mode answers both INTERNAL_SERVER_ERROR (no lite
+    subscription service, ``popLiteMessage`` not implemented; apache/rocketmq issue 10478)."""
+    libs = peer_libs().server5
+    _prepare_home(home)
+    # It makes its system topics on the brokers of the cluster topic's route, which the broker registers
+    # some seconds after it started.
+    wait_for_route(apache.namesrv_addr, "DefaultCluster", timeout)
+    grpc_port, remoting_port = free_port(), free_port()
+    conf = {
+        "rocketMQClusterName": "DefaultCluster",
+        "grpcServerPort": grpc_port,
+        "remotingListenPort": remoting_port,
+        "namesrvAddr": apache.namesrv_addr,
+    }
+    (home / "rmq-proxy.json").write_text(json.dumps(conf))
+    jvm = ["-Xms128m", "-Xmx256m", *JVM_SMALL]
+    proc = _java(
+        libs,
+        jvm,
+        home,
+        "org.apache.rocketmq.proxy.ProxyStartup",
+        "-pm",
+        "cluster",
+        "-pc",
+        str(home / "rmq-proxy.json"),
+        "-n",
+        apache.namesrv_addr,
+    )
+    proxy = ClusterProxy(proc, grpc_port, home)
+    if not _await_line(proc, "rocketmq-proxy startup successfully", proxy.log, timeout):
+        detail = proxy.logs()
+        proxy.stop()
+        raise RuntimeError(f"Apache RocketMQ 5.x proxy (cluster mode) did not start:\n{detail}")
+    return proxy

@@ -25,7 +25,7 @@ from tests.peers.apache import (
     run_driver,
     start_apache,
 )
-from tests.peers.apache5 import Apache5Peer, start_apache5
+from tests.peers.apache5 import LITE_BROKER_PROPS, Apache5Peer, start_apache5
 
 BROKERS = ("rmq", "apache")
 # Broker settings the comparisons rely on, given to both brokers.
@@ -206,7 +206,7 @@ class Peers5:
 @pytest.fixture(scope="module")
 def peers5(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peers5]:
     home = tmp_path_factory.mktemp("peers5")
-    apache = start_apache5(home / "apache5", *SHARED_PROPS)
+    apache = start_apache5(home / "apache5", *SHARED_PROPS, *LITE_BROKER_PROPS)
     try:
         proxy = start_proxy(apache.namesrv_addr, env={"HOME": str(home)})
     except BaseException:

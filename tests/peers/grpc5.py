@@ -47,9 +47,15 @@ class Side:
         wait_for_route(self.namesrv, topic)
         return topic
 
-    def group(self, prefix: str, retry_max_times: int = 16, orderly: bool = False) -> str:
+    def group(
+        self,
+        prefix: str,
+        retry_max_times: int = 16,
+        orderly: bool = False,
+        attributes: dict[str, str] | None = None,
+    ) -> str:
         group = name(prefix)
-        create_group(self.broker_addr, group, retry_max_times, orderly)
+        create_group(self.broker_addr, group, retry_max_times, orderly, attributes)
         return group
 
 

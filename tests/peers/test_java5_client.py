@@ -10,11 +10,7 @@ SimpleConsumer receiving the FIFO group, and a PushConsumer whose listener fails
 then the dead-letter queue) and one once. Around it, rmq's 4.x client sends what the 5.x SimpleConsumer
 receives, and reads back what the 5.x producer stored.
 
-Client 5.2.0 also has LitePushConsumer (lite topics, which Apache 5.5.0 serves): rmq does not implement lite
-topics (SyncLiteSubscription is answered gRPC UNIMPLEMENTED), so it is not part of the scenario. Against rmq
-a LitePushConsumer starts, then its ``subscribeLite`` fails in the client with
-LiteSubscriptionQuotaExceededException ("Lite subscription quota exceeded 0"): rmq's settings give it no
-lite subscription quota.
+Client 5.2.0's LitePushConsumer (lite topics) is compared in tests/peers/test_java5_lite.py.
 """
 
 from __future__ import annotations

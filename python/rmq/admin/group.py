@@ -34,6 +34,26 @@ async def _addrs(admin: Admin, broker_addr: str | None, cluster: str | None) -> 
     return [b.addr for b in await admin.masters(cluster)]
 
 
+def group_attributes(text: str | None) -> dict[str, str]:
+    """``+k=v,-k`` as the update's attribute map (``{"+k": "v", "-k": ""}``, the keys mqadmin 5.x sends)."""
+    out: dict[str, str] = {}
+    for item in (text or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        op, body = item[:1], item[1:]
+        key, eq, value = body.partition("=")
+        if op == "+" and key and eq and value:
+            out[f"+{key.strip()}"] = value.strip()
+        elif op == "-" and key and not eq:
+            out[f"-{key.strip()}"] = ""
+        else:
+            raise click.BadParameter(
+                f"{item!r}: expected +key=value (set) or -key (remove)", param_hint="--attributes"
+            )
+    return out
+
+
 def group_config_text(c: SubscriptionGroupConfig) -> str:
     d = c.to_dict()
     return (
@@ -63,6 +83,21 @@ def group_config_text(c: SubscriptionGroupConfig) -> str:
     show_default=True,
 )
 @click.option("-a", "--notifyConsumerIdsChanged", "notify", type=click.BOOL, default=True, show_default=True)
+@click.option(
+    "-o",
+    "--consumeMessageOrderly",
+    "orderly",
+    type=click.BOOL,
+    default=False,
+    show_default=True,
+    help="RocketMQ 5.x: a FIFO group (its 5.x consumers get its messages in order).",
+)
+@click.option(
+    "--attributes",
+    "attributes",
+    help="RocketMQ 5.x group attributes as mqadmin takes them: +key=value to set, -key to remove,"
+    " comma-separated (e.g. +lite.bind.topic=ParentTopic makes a lite group).",
+)
 @admin_command("updateSubGroup", "Create a subscription group or update its configuration.")
 async def update_sub_group(
     admin: Admin,
@@ -78,9 +113,21 @@ async def update_sub_group(
     broker_id: int,
     slow_broker: int,
     notify: bool,
+    orderly: bool,
+    attributes: str | None,
 ) -> None:
     cfg = SubscriptionGroupConfig(
-        group, consume_enable, from_min, broadcast, retry_queues, retry_max, broker_id, slow_broker, notify
+        group,
+        consume_enable,
+        from_min,
+        broadcast,
+        retry_queues,
+        retry_max,
+        broker_id,
+        slow_broker,
+        notify,
+        orderly,
+        group_attributes(attributes),
     )
     addrs = await _addrs(admin, broker_addr, cluster)
     for addr in addrs:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rmq.broker.persist import load_json, persist_json
@@ -28,6 +28,10 @@ class SubscriptionGroupConfig:
     """RocketMQ 5.x: a FIFO group (its proxy pops it orderly); written to JSON only when true, so 4.x
     tools see the table they know."""
 
+    attributes: dict[str, str] = field(default_factory=dict)
+    """RocketMQ 5.x's group attributes (e.g. ``lite.bind.topic``: the parent topic of a lite group); written
+    only when there are some."""
+
     _KEYS = {
         "groupName": "group_name",
         "consumeEnable": "consume_enable",
@@ -45,6 +49,8 @@ class SubscriptionGroupConfig:
         out = {k: getattr(self, a) for k, a in self._KEYS.items()}
         if not self.consume_message_orderly:
             del out["consumeMessageOrderly"]
+        if self.attributes:
+            out["attributes"] = dict(sorted(self.attributes.items()))
         return out
 
     @classmethod
@@ -59,9 +65,27 @@ class SubscriptionGroupConfig:
                 else:
                     v = int(v)
                 setattr(cfg, a, v)
+        raw = d.get("attributes") or {}
+        if not isinstance(raw, dict):
+            raise ValueError(f"attributes must be a map, not {type(raw).__name__}")
+        cfg.attributes = {
+            str(k).removeprefix("+"): str(v) for k, v in raw.items() if not str(k).startswith("-")
+        }
         if not cfg.group_name:
             raise ValueError("subscription group config without groupName")
         return cfg
+
+    def alter_attributes(self, current: SubscriptionGroupConfig | None, changes: dict[str, Any]) -> None:
+        """An update's attributes as RocketMQ 5.x applies them: ``+key=value`` sets, ``-key`` removes, the
+        group's other attributes stay."""
+        out = dict(current.attributes) if current is not None else {}
+        for k, v in changes.items():
+            key = str(k)
+            if key.startswith("-"):
+                out.pop(key[1:], None)
+            else:
+                out[key.removeprefix("+")] = str(v)
+        self.attributes = out
 
 
 class SubscriptionGroupManager:

@@ -283,6 +283,9 @@ class SubscriptionGroupConfig:
     notify_consumer_ids_changed_enable: bool = True
     consume_message_orderly: bool = False
     """RocketMQ 5.x's FIFO group; sent only when true (4.x brokers ignore it; rmq's broker keeps it)."""
+    attributes: dict[str, str] = field(default_factory=dict)
+    """RocketMQ 5.x's group attributes (e.g. ``lite.bind.topic``). In an update, keys as mqadmin sends them:
+    ``+key`` sets, ``-key`` removes; sent only when there are some."""
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> SubscriptionGroupConfig:
@@ -303,6 +306,7 @@ class SubscriptionGroupConfig:
             "brokerId": self.broker_id,
             "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
             "notifyConsumerIdsChangedEnable": self.notify_consumer_ids_changed_enable,
+            **({"attributes": dict(self.attributes)} if self.attributes else {}),
         }
 
 

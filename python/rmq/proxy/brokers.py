@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from rmq.client.api import MQClientAPI
-from rmq.client.errors import MQBrokerError
+from rmq.client.errors import MQBrokerError, OffsetNotFoundError
 from rmq.client.heartbeat import (
     ConsumeFromWhere,
     ConsumerData,
@@ -27,14 +27,14 @@ from rmq.client.heartbeat import (
     MessageModel,
     build_subscription,
 )
-from rmq.client.message import MessageExt, decode_messages
+from rmq.client.message import MessageExt, MessageQueue, decode_messages
 from rmq.client.results import SendResult
 from rmq.client.uniq_id import local_ip
 from rmq.common import codes, fastjson
 from rmq.common.codes import LanguageCode, MessageSysFlag, RequestCode, ResponseCode
 from rmq.proxy import pop
 from rmq.proxy.clients import ClientRegistry
-from rmq.proxy.messages import POP_CK, Outgoing
+from rmq.proxy.messages import POP_CK, Outgoing, lmq_name
 from rmq.proxy.pb import d
 from rmq.proxy.route import RouteCache, TopicView, select_queue
 from rmq.proxy.status import ProxyError, from_remoting
@@ -55,6 +55,28 @@ DEFAULT_RETRY_MAX_TIMES = 16
 _JAVA = int(LanguageCode.JAVA)
 
 CheckCallback = Callable[[str, MessageExt, dict[str, str]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class GroupInfo:
+    """What the proxy reads of a consumer group's config on its brokers."""
+
+    retry_max_times: int = DEFAULT_RETRY_MAX_TIMES
+    orderly: bool = False
+    found: bool = False
+    """A broker of the topics has the group (else the rest are RocketMQ's defaults)."""
+    attributes: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def lite_bind_topic(self) -> str | None:
+        """The parent topic of a lite group (RocketMQ 5.x attribute ``lite.bind.topic``)."""
+        return dict(self.attributes).get("lite.bind.topic") or None
+
+    def attribute_int(self, key: str, default: int) -> int:
+        try:
+            return int(dict(self.attributes).get(key, default))
+        except ValueError:
+            return default
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +126,7 @@ class Brokers:
         self.on_check: CheckCallback | None = None
         self.remoting.register(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction_state)
         self._task: asyncio.Task[None] | None = None
-        self._group_retry: dict[str, tuple[tuple[int, bool], float]] = {}
+        self._group_info: dict[str, tuple[GroupInfo, float]] = {}
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._heartbeat_loop(), name="proxy-heartbeat")
@@ -228,26 +250,11 @@ class Brokers:
             "exp": expression,
             "order": bool_text(fifo),
         }
-        if attempt_id:
-            fields["attemptId"] = attempt_id
-        request = create_request(codes.POP_MESSAGE, fields, language=int(LanguageCode.JAVA))
-        try:
-            response = await self.remoting.invoke(addr, request, poll_ms + 3000)
-        except (RemotingError, OSError) as e:
-            raise ProxyError(d.Code.PROXY_TIMEOUT, f"pop from {broker_name} ({addr}): {e}") from None
-        if response.code in (
-            ResponseCode.PULL_NOT_FOUND,
-            pop.POLLING_TIMEOUT,
-            pop.POLLING_FULL,
-            ResponseCode.NO_MESSAGE,
-        ):
+        popped = await self._pop_call(addr, fields, attempt_id, poll_ms + 3000, f"pop from {broker_name}")
+        if popped is None:
             return []
-        if response.code != ResponseCode.SUCCESS:
-            raise from_remoting(response.code, response.remark, f"pop from {broker_name}")
+        response, pop_time, invisible, revive_qid = popped
         ext = response.ext_fields
-        pop_time = int(ext.get("popTime", "0"))
-        invisible = int(ext.get("invisibleTime", str(invisible_ms)))
-        revive_qid = int(ext.get("reviveQid", "0"))
         start = pop.parse_offset_info(ext.get("startOffsetInfo"))
         offsets = pop.parse_offset_info(ext.get("msgOffsetInfo"))
         out = []
@@ -277,11 +284,155 @@ class Brokers:
             out.append((m, handle))
         return out
 
-    async def ack(self, group: str, topic: str, handle: pop.Handle) -> None:
+    async def pop_lite(
+        self,
+        *,
+        group: str,
+        topic: str,
+        lite_topic: str,
+        broker_name: str,
+        batch: int,
+        invisible_ms: int,
+        attempt_id: str | None,
+    ) -> list[tuple[MessageExt, pop.Handle]]:
+        """An orderly POP_MESSAGE of one lite topic's LMQ (queue 0) on one broker, as Apache's PopLite serves
+        it: one batch in flight per lite topic and group, a message not acked in time delivered again from
+        the same offset. Each message shows its LMQ offset and deliveries before (``orderCountInfo``)."""
+        addr = await self.addr_of(broker_name, topic)
+        fields = {
+            "consumerGroup": group,
+            "topic": lmq_name(topic, lite_topic),
+            "queueId": "0",
+            "maxMsgNums": str(batch),
+            "invisibleTime": str(invisible_ms),
+            "pollTime": "0",
+            "bornTime": str(int(time.time() * 1000)),
+            "initMode": "1",
+            "expType": "TAG",
+            "exp": "*",
+            "order": "true",
+        }
+        what = f"pop of lite topic {lite_topic} from {broker_name}"
+        popped = await self._pop_call(addr, fields, attempt_id, 3000, what)
+        if popped is None:
+            return []
+        response, pop_time, invisible, revive_qid = popped
+        ext = response.ext_fields
+        offsets = pop.parse_offset_info(ext.get("msgOffsetInfo")).get(f"{pop.NORMAL_TOPIC}@0", [])
+        counts = pop.order_counts(ext.get("orderCountInfo"))
+        out = []
+        messages = decode_messages(response.body or b"", broker_name)
+        if len(offsets) != len(messages):
+            log.warning(
+                "pop of lite topic %s from %s: %d messages, msgOffsetInfo lists %d offsets",
+                lite_topic,
+                broker_name,
+                len(messages),
+                len(offsets),
+            )
+        for m, offset in zip(messages, offsets, strict=False):
+            m.queue_offset = offset  # the LMQ's offset, as Apache's proxy shows it
+            m.reconsume_times = counts.get(offset, 0)
+            out.append(
+                (
+                    m,
+                    pop.Handle(
+                        0,
+                        pop_time,
+                        invisible,
+                        revive_qid,
+                        pop.NORMAL_TOPIC,
+                        broker_name,
+                        0,
+                        offset,
+                        m.commit_log_offset,
+                    ),
+                )
+            )
+        return out
+
+    async def _pop_call(
+        self, addr: str, fields: dict[str, str], attempt_id: str | None, timeout_ms: int, what: str
+    ) -> tuple[RemotingCommand, int, int, int] | None:
+        """POP_MESSAGE: the response with its pop time, invisible time and revive queue; None when nothing
+        was found."""
+        if attempt_id:
+            fields["attemptId"] = attempt_id
+        request = create_request(codes.POP_MESSAGE, fields, language=int(LanguageCode.JAVA))
+        try:
+            response = await self.remoting.invoke(addr, request, timeout_ms)
+        except (RemotingError, OSError) as e:
+            raise ProxyError(d.Code.PROXY_TIMEOUT, f"{what} ({addr}): {e}") from None
+        if response.code in (
+            ResponseCode.PULL_NOT_FOUND,
+            pop.POLLING_TIMEOUT,
+            pop.POLLING_FULL,
+            ResponseCode.NO_MESSAGE,
+        ):
+            return None
+        if response.code != ResponseCode.SUCCESS:
+            raise from_remoting(response.code, response.remark, what)
+        ext = response.ext_fields
+        return (
+            response,
+            int(ext.get("popTime", "0")),
+            int(ext.get("invisibleTime", fields["invisibleTime"])),
+            int(ext.get("reviveQid", "0")),
+        )
+
+    async def lite_offsets(self, group: str, topic: str, lite_topic: str, option: d.OffsetOption) -> None:
+        """Where ``group`` goes on in a lite topic it subscribes to, on every broker of ``topic`` (Apache's
+        broker: MIN the first message, MAX after the last, OFFSET that offset, TAIL_N that many back from the
+        group's committed offset when it has one; TIMESTAMP is not applied)."""
+        lmq = lmq_name(topic, lite_topic)
+        kind = option.WhichOneof("offset_type")
+        view = await self.routes.view(topic)
+        for broker_name, addr in view.masters().items():
+            mq = MessageQueue(lmq, broker_name, 0)
+            try:
+                if kind == "policy" and option.policy == d.OffsetOption.Policy.LAST:
+                    continue
+                if kind == "policy" and option.policy == d.OffsetOption.Policy.MIN:
+                    target = 0
+                elif kind == "policy" and option.policy == d.OffsetOption.Policy.MAX:
+                    target = await self.api.get_max_offset(addr, mq)
+                elif kind == "offset":
+                    target = max(0, option.offset)
+                elif kind == "tail_n":
+                    try:
+                        committed = await self.api.query_consumer_offset(addr, group, mq)
+                    except OffsetNotFoundError:
+                        continue
+                    target = max(0, committed - option.tail_n)
+                else:
+                    log.info(
+                        "lite topic %s of group %s: offset option %s is not applied (as Apache's broker)",
+                        lite_topic,
+                        group,
+                        kind,
+                    )
+                    return
+                await self.api.update_consumer_offset(addr, group, mq, target)
+                log.info(
+                    "lite topic %s of group %s at %s starts at offset %d (%s)",
+                    lite_topic,
+                    group,
+                    broker_name,
+                    target,
+                    kind,
+                )
+            except (MQBrokerError, RemotingError, OSError) as e:
+                raise ProxyError(
+                    d.Code.INTERNAL_SERVER_ERROR, f"offset of lite topic {lite_topic} at {broker_name}: {e}"
+                ) from None
+
+    async def ack(self, group: str, topic: str, handle: pop.Handle, lite_topic: str | None = None) -> None:
         addr = await self.addr_of(handle.broker_name, topic)
         fields = {
             "consumerGroup": group,
-            "topic": pop.real_topic(topic, group, handle.retry),
+            "topic": lmq_name(topic, lite_topic)
+            if lite_topic
+            else pop.real_topic(topic, group, handle.retry),
             "queueId": str(handle.queue_id),
             "extraInfo": str(handle),
             "offset": str(handle.queue_offset),
@@ -289,9 +440,9 @@ class Brokers:
         await self._invoke_ok(addr, codes.ACK_MESSAGE, fields, f"ack at {handle.broker_name}")
 
     async def change_invisible(
-        self, group: str, topic: str, handle: pop.Handle, invisible_ms: int
+        self, group: str, topic: str, handle: pop.Handle, invisible_ms: int, route_topic: str | None = None
     ) -> pop.Handle:
-        addr = await self.addr_of(handle.broker_name, topic)
+        addr = await self.addr_of(handle.broker_name, route_topic or topic)
         fields = {
             "consumerGroup": group,
             "topic": pop.real_topic(topic, group, handle.retry),
@@ -318,7 +469,9 @@ class Brokers:
             handle.commit_log_offset,
         )
 
-    async def forward_to_dlq(self, group: str, topic: str, handle: pop.Handle, message_id: str) -> None:
+    async def forward_to_dlq(
+        self, group: str, topic: str, handle: pop.Handle, message_id: str, lite_topic: str | None = None
+    ) -> None:
         """CONSUMER_SEND_MSG_BACK to the dead-letter queue (delay level -1), then ack (Apache's proxy)."""
         if handle.commit_log_offset < 0:
             raise ProxyError(d.Code.INVALID_RECEIPT_HANDLE, "the receipt handle carries no CommitLog offset")
@@ -335,16 +488,15 @@ class Brokers:
         }
         what = f"forward to the dead-letter queue at {handle.broker_name}"
         await self._invoke_ok(addr, RequestCode.CONSUMER_SEND_MSG_BACK, fields, what)
-        await self.ack(group, topic, handle)
+        await self.ack(group, topic, handle, lite_topic)
         log.info("message %s of %s (group %s) forwarded to the dead-letter queue", message_id, topic, group)
 
-    async def group_config(self, group: str, topics: list[str]) -> tuple[int, bool]:
-        """The group's ``retryMaxTimes`` and ``consumeMessageOrderly`` on a broker of ``topics`` (16 and
-        false, RocketMQ's defaults, when unknown)."""
-        cached = self._group_retry.get(group)
+    async def group_config(self, group: str, topics: list[str]) -> GroupInfo:
+        """The group's config on a broker of ``topics`` (RocketMQ's defaults when no broker has it)."""
+        cached = self._group_info.get(group)
         if cached is not None and time.monotonic() - cached[1] < GROUP_CONFIG_TTL_S:
             return cached[0]
-        value = (DEFAULT_RETRY_MAX_TIMES, False)
+        value = GroupInfo()
         for topic in topics:
             try:
                 addrs = list((await self.routes.view(topic)).masters().values())
@@ -362,11 +514,18 @@ class Brokers:
                 table = (fastjson.loads_tolerant(response.body) or {}).get("subscriptionGroupTable") or {}
                 config = table.get(group)
                 if isinstance(config, dict):
-                    retry = int(config.get("retryMaxTimes", DEFAULT_RETRY_MAX_TIMES))
-                    value = (retry, bool(config.get("consumeMessageOrderly", False)))
+                    attrs = config.get("attributes") or {}
+                    value = GroupInfo(
+                        int(config.get("retryMaxTimes", DEFAULT_RETRY_MAX_TIMES)),
+                        bool(config.get("consumeMessageOrderly", False)),
+                        True,
+                        tuple(sorted((str(k), str(v)) for k, v in attrs.items()))
+                        if isinstance(attrs, dict)
+                        else (),
+                    )
                 break
             break
-        self._group_retry[group] = (value, time.monotonic())
+        self._group_info[group] = (value, time.monotonic())
         return value
 
     async def _invoke_ok(self, addr: str, code: int, fields: dict[str, str], what: str) -> RemotingCommand:

@@ -39,6 +39,10 @@ class Session:
     version: str = ""
     last_seen: float = field(default_factory=time.monotonic)
     streams: list[asyncio.Queue[s.TelemetryCommand | None]] = field(default_factory=list)
+    lite_topics: set[str] = field(default_factory=set)
+    """A LitePushConsumer's lite topics (SyncLiteSubscription), of its group's bind topic."""
+    lite_cursor: int = 0
+    """Where the next receive starts in the lite topics, so each gets its turn."""
 
     def touch(self) -> None:
         self.last_seen = time.monotonic()
@@ -55,6 +59,11 @@ class Session:
     @property
     def fifo(self) -> bool:
         return self.orderly
+
+    @property
+    def is_lite(self) -> bool:
+        """A LitePushConsumer or a LiteSimpleConsumer (of a lite group)."""
+        return self.client_type in (d.ClientType.LITE_PUSH_CONSUMER, d.ClientType.LITE_SIMPLE_CONSUMER)
 
 
 class ClientRegistry:

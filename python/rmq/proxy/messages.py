@@ -28,6 +28,37 @@ BORN_HOST = "__BORNHOST"
 BORN_TIMESTAMP = "BORN_TIMESTAMP"
 TIMER_DELIVER_MS = "TIMER_DELIVER_MS"
 POP_CK = "POP_CK"
+LITE_TOPIC = "__LITE_TOPIC"
+"""The lite topic of a message sent to a LITE topic (RocketMQ 5.x)."""
+INNER_MULTI_DISPATCH = "INNER_MULTI_DISPATCH"
+"""The LMQs a stored message is also dispatched into (the store reads it)."""
+LMQ_PREFIX = "%LMQ%"
+MAX_LITE_TOPIC_SIZE = 64
+"""The longest lite topic name (Apache's proxy ``maxLiteTopicSize``), told to lite consumers."""
+_LITE_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+
+
+def lmq_name(parent: str, lite_topic: str) -> str:
+    """The LMQ holding a lite topic's messages (Apache's ``LiteUtil.toLmqName``)."""
+    return f"{LMQ_PREFIX}${parent}${lite_topic}"
+
+
+def check_lite_topic(lite_topic: str) -> None:
+    """A lite topic name as Apache's proxy accepts it: 1 to 64 bytes of letters, digits, ``_`` and ``-``."""
+    if not lite_topic.strip():
+        raise ProxyError(d.Code.ILLEGAL_LITE_TOPIC, "lite topic is blank")
+    if len(lite_topic.encode()) > MAX_LITE_TOPIC_SIZE:
+        raise ProxyError(
+            d.Code.ILLEGAL_LITE_TOPIC,
+            f"lite topic {lite_topic!r} is longer than {MAX_LITE_TOPIC_SIZE} bytes",
+        )
+    bad = sorted(set(lite_topic) - _LITE_CHARS)
+    if bad:
+        raise ProxyError(
+            d.Code.ILLEGAL_LITE_TOPIC,
+            f"lite topic {lite_topic!r} has characters other than letters, digits, _ and -: {''.join(bad)!r}",
+        )
+
 
 # Names a 5.x user property may not take: the 4.x reserved ones and the ones this module writes.
 _SYSTEM_NAMES = frozenset(RESERVED_PROPERTIES) | {
@@ -40,6 +71,8 @@ _SYSTEM_NAMES = frozenset(RESERVED_PROPERTIES) | {
     MessageConst.PRODUCER_GROUP,
     MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX,
     MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS,
+    LITE_TOPIC,
+    INNER_MULTI_DISPATCH,
 }
 
 MAX_BODY_SIZE = 4 * 1024 * 1024
@@ -75,7 +108,8 @@ class Outgoing:
         self.sys_flag = sys_flag
         self.properties = properties
         self.message_id = message_id
-        self.message_group = properties.get(SHARDING_KEY)
+        # The queue of a send: by its message group, else its lite topic (all of a lite topic in one queue).
+        self.message_group = properties.get(SHARDING_KEY) or properties.get(LITE_TOPIC)
         self.transactional = (
             MessageSysFlag.transaction_type(sys_flag) == MessageSysFlag.TRANSACTION_PREPARED_TYPE
         )
@@ -133,6 +167,10 @@ def to_broker(msg: d.Message, remote_addr: str, max_body_size: int = MAX_BODY_SI
         if not group.strip() or _control(group) or len(group.encode()) >= 64:
             raise ProxyError(d.Code.ILLEGAL_MESSAGE_GROUP, f"illegal message group {group!r}")
         props[SHARDING_KEY] = group
+    if sp.HasField("lite_topic"):
+        check_lite_topic(sp.lite_topic)
+        props[LITE_TOPIC] = sp.lite_topic
+        props[INNER_MULTI_DISPATCH] = lmq_name(topic, sp.lite_topic)
     if sp.HasField("trace_context") and sp.trace_context:
         props[TRACE_CONTEXT] = sp.trace_context
     born_host = sp.born_host or remote_addr
@@ -148,6 +186,8 @@ def _message_type(props: Mapping[str, str]) -> int:
         return d.MessageType.TRANSACTION
     if SHARDING_KEY in props:
         return d.MessageType.FIFO
+    if LITE_TOPIC in props:
+        return d.MessageType.LITE
     if TIMER_DELIVER_MS in props or props.get(MessageConst.DELAY_TIME_LEVEL, "0") != "0":
         return d.MessageType.DELAY
     return d.MessageType.NORMAL
@@ -193,6 +233,8 @@ def from_broker(
         sp.keys.extend(k for k in keys.split(MessageConst.KEY_SEPARATOR) if k)
     if SHARDING_KEY in props:
         sp.message_group = props[SHARDING_KEY]
+    if LITE_TOPIC in props:
+        sp.lite_topic = props[LITE_TOPIC]
     deliver = props.get(TIMER_DELIVER_MS)
     if deliver and deliver.lstrip("-").isdigit():
         sp.delivery_timestamp.CopyFrom(timestamp(int(deliver)))

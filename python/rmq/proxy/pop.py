@@ -53,6 +53,17 @@ def parse_offset_info(text: str | None) -> dict[str, list[int]]:
     return out
 
 
+def order_counts(text: str | None) -> dict[int, int]:
+    """An orderly pop's ``orderCountInfo`` as {queue offset: deliveries before}: its per-message entries
+    (``<retry> qo<queueId>%<offset> <count>``); the queue-level entry is left out."""
+    out: dict[int, int] = {}
+    for key, values in parse_offset_info(text).items():
+        _, _, where = key.partition("@")
+        if where.startswith("qo") and "%" in where and values:
+            out[int(where.rpartition("%")[2])] = values[0]
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class Handle:
     ck_queue_offset: int

@@ -26,7 +26,13 @@ from rmq.proxy.status import ProxyError
 ROUTE_TTL_S = 20.0
 """How long a topic's route is reused before the name server is asked again."""
 
-ALL_MESSAGE_TYPES = (d.MessageType.NORMAL, d.MessageType.FIFO, d.MessageType.DELAY, d.MessageType.TRANSACTION)
+ALL_MESSAGE_TYPES = (
+    d.MessageType.NORMAL,
+    d.MessageType.FIFO,
+    d.MessageType.DELAY,
+    d.MessageType.TRANSACTION,
+    d.MessageType.LITE,
+)
 
 
 @dataclass(frozen=True, slots=True)

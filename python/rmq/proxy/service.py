@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from rmq.proxy.activities.client import ClientActivity
 from rmq.proxy.activities.consumer import ConsumerActivity
+from rmq.proxy.activities.lite import LiteActivity
 from rmq.proxy.activities.producer import ProducerActivity
 from rmq.proxy.activities.route import RouteActivity
 from rmq.proxy.auth import Authenticator
@@ -13,7 +14,12 @@ from rmq.proxy.pb import g
 
 
 class MessagingService(
-    RouteActivity, ClientActivity, ProducerActivity, ConsumerActivity, g.MessagingServiceServicer
+    RouteActivity,
+    ClientActivity,
+    ProducerActivity,
+    ConsumerActivity,
+    LiteActivity,
+    g.MessagingServiceServicer,
 ):
     def __init__(self, brokers: Brokers, registry: ClientRegistry, auth: Authenticator | None) -> None:
         self.brokers = brokers

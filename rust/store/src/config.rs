@@ -110,6 +110,12 @@ pub struct StoreConfig {
     pub message_delay_level: String,
     /// `warmMapedFileEnable`: pre-touch every page of a new CommitLog file.
     pub warm_mapped_file_enable: bool,
+    /// `enableLmq`: light message queues (`%LMQ%` topics, queue 0) exist.
+    pub enable_lmq: bool,
+    /// `enableMultiDispatch`: a record whose `INNER_MULTI_DISPATCH` property names LMQs is also
+    /// put in each of their ConsumeQueues (when `enableLmq` is on too). RocketMQ's default for
+    /// both is off; rmq's is on, so lite topics (RocketMQ 5.x) work on a default broker.
+    pub enable_multi_dispatch: bool,
     /// `brokerIP1:listenPort`, written as the store host of every record.
     pub store_host: SocketAddr,
 }
@@ -155,6 +161,8 @@ impl Default for StoreConfig {
             message_delay_level: "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
                 .to_string(),
             warm_mapped_file_enable: false,
+            enable_lmq: true,
+            enable_multi_dispatch: true,
             store_host: "127.0.0.1:10911".parse().expect("valid literal"),
         }
     }
@@ -248,6 +256,8 @@ impl StoreConfig {
         "maxTransferCountOnMessageInMemory",
         "messageDelayLevel",
         "warmMapedFileEnable",
+        "enableLmq",
+        "enableMultiDispatch",
         "storeHost",
     ];
 
@@ -315,6 +325,8 @@ impl StoreConfig {
                 self.message_delay_level = value.trim().to_string();
             }
             "warmMapedFileEnable" => self.warm_mapped_file_enable = parse_bool(key, value)?,
+            "enableLmq" => self.enable_lmq = parse_bool(key, value)?,
+            "enableMultiDispatch" => self.enable_multi_dispatch = parse_bool(key, value)?,
             "storeHost" => {
                 self.store_host = value.trim().parse().map_err(|_| {
                     StoreError::Config(format!("storeHost: {value:?} is not ip:port"))

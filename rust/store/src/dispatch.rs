@@ -180,18 +180,21 @@ pub struct DispatchRequest<'a> {
     pub sys_flag: i32,
     pub keys: Option<&'a str>,
     pub uniq_key: Option<&'a str>,
+    /// The record's `INNER_MULTI_DISPATCH`: the LMQs it also goes to.
+    pub multi_dispatch: Option<&'a str>,
 }
 
 /// Build the dispatch request of a record. For `SCHEDULE_TOPIC_XXXX` the tags code is the
 /// delivery time (store time + the delay of the record's level, clamped to the table).
 pub fn dispatch_request<'a>(rec: &Record<'a>, delay_levels: &[u64]) -> DispatchRequest<'a> {
     // One pass over the properties for the three this needs (later duplicates win).
-    let (mut tags, mut keys, mut uniq_key) = (None, None, None);
+    let (mut tags, mut keys, mut uniq_key, mut multi_dispatch) = (None, None, None, None);
     for (k, v) in message::properties_iter(rec.properties) {
         match k {
             property::TAGS => tags = Some(v),
             property::KEYS => keys = Some(v),
             property::UNIQ_KEY => uniq_key = Some(v),
+            property::INNER_MULTI_DISPATCH => multi_dispatch = Some(v),
             _ => {}
         }
     }
@@ -214,6 +217,7 @@ pub fn dispatch_request<'a>(rec: &Record<'a>, delay_levels: &[u64]) -> DispatchR
         sys_flag: rec.sys_flag,
         keys,
         uniq_key,
+        multi_dispatch,
     }
 }
 
@@ -225,9 +229,36 @@ pub struct Dispatchers {
     pub delay_levels: Vec<u64>,
     /// Told when a queue or the index finds no space (writes are then refused).
     pub disk: Arc<crate::disk::DiskGuard>,
+    /// `enableLmq` and `enableMultiDispatch`: records naming LMQs go to their queues too.
+    pub multi_dispatch: bool,
 }
 
 impl Dispatchers {
+    /// Put the record in queue 0 of each LMQ it names (`%LMQ%` topics; other names are skipped),
+    /// at the end of that queue: dispatch runs in CommitLog order, so an LMQ's offsets follow
+    /// its records' order, and a record already there (re-dispatch after recovery) is ignored by
+    /// [`ConsumeQueue::put`](crate::consume_queue::ConsumeQueue::put).
+    fn dispatch_lmq(
+        &self,
+        req: &DispatchRequest<'_>,
+        lmqs: &str,
+        scratch: &mut DispatchScratch,
+    ) -> Result<()> {
+        for lmq in lmqs.split(',').map(str::trim) {
+            if !lmq.starts_with(message::LMQ_PREFIX) || lmq.len() == message::LMQ_PREFIX.len() {
+                continue;
+            }
+            let q = scratch.queue(&self.queues, lmq, 0);
+            q.put(
+                req.commitlog_offset,
+                req.size,
+                req.tags_code,
+                q.max_offset(),
+            )?;
+        }
+        Ok(())
+    }
+
     /// Apply one record to the ConsumeQueue and the index.
     pub fn dispatch(&self, rec: &Record<'_>, scratch: &mut DispatchScratch) -> Result<()> {
         let req = dispatch_request(rec, &self.delay_levels);
@@ -242,6 +273,11 @@ impl Dispatchers {
             if self.filters.has_topic(req.topic) {
                 self.filters
                     .on_dispatch(req.topic, req.queue_id, req.queue_offset, rec.properties);
+            }
+            if self.multi_dispatch {
+                if let Some(lmqs) = req.multi_dispatch {
+                    self.dispatch_lmq(&req, lmqs, scratch)?;
+                }
             }
         }
         if let Some(index) = &self.index {

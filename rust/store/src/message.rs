@@ -64,6 +64,8 @@ pub mod property {
     pub const KEYS: &str = "KEYS";
     pub const UNIQ_KEY: &str = "UNIQ_KEY";
     pub const DELAY: &str = "DELAY";
+    /// The LMQs (comma-separated `%LMQ%` topics) a record is also dispatched into.
+    pub const INNER_MULTI_DISPATCH: &str = "INNER_MULTI_DISPATCH";
     pub const NAME_VALUE_SEPARATOR: char = '\u{1}';
     pub const PROPERTY_SEPARATOR: char = '\u{2}';
 }

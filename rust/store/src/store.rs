@@ -343,6 +343,7 @@ impl MessageStore {
             index: index.clone(),
             delay_levels,
             disk: disk.clone(),
+            multi_dispatch: config.enable_lmq && config.enable_multi_dispatch,
         });
         // Rebuild what is missing before serving.
         dispatch::dispatch_range(&commitlog, &dispatchers, &progress, reput_from);

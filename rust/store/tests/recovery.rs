@@ -957,3 +957,62 @@ fn per_topic_retention_hides_short_topics_and_keeps_files_for_long_ones() {
     assert!(store.delete_expired_files(0, true).unwrap() > 0);
     assert!(store.commitlog_min_offset() > long_new);
 }
+
+#[test]
+fn records_naming_lmqs_are_dispatched_into_them_once() {
+    let d = tempfile::tempdir().unwrap();
+    let cfg = config(d.path());
+    let store = MessageStore::open(cfg.clone()).unwrap();
+    let lmq_a = "%LMQ%$Parent$a";
+    let lmq_b = "%LMQ%$Parent$b";
+    let mut bodies_a = Vec::new();
+    for i in 0..40 {
+        let lmqs = if i % 4 == 0 {
+            format!("{lmq_a},{lmq_b}")
+        } else if i % 2 == 0 {
+            lmq_a.to_string()
+        } else {
+            // Not LMQ names: not dispatched anywhere but the record's own queue.
+            "NotAnLmq,%LMQ%".to_string()
+        };
+        if i % 2 == 0 {
+            bodies_a.push(format!("m{i}").into_bytes());
+        }
+        let props = format!("INNER_MULTI_DISPATCH\u{1}{lmqs}\u{2}TAGS\u{1}T");
+        let body = format!("m{i}");
+        store
+            .put(&msg("Parent", i % 3, body.as_bytes(), props.as_bytes()))
+            .unwrap();
+    }
+    assert!(store.wait_dispatched(store.commitlog_max_offset(), Duration::from_secs(5)));
+    assert_eq!(read_all(&store, lmq_a, 0), bodies_a);
+    assert_eq!(store.max_offset_in_queue(lmq_a, 0), 20);
+    assert_eq!(store.max_offset_in_queue(lmq_b, 0), 10);
+    assert_eq!(store.max_offset_in_queue("NotAnLmq", 0), 0);
+    // The parent's queues hold every record.
+    let parent: usize = (0..3).map(|q| read_all(&store, "Parent", q).len()).sum();
+    assert_eq!(parent, 40);
+    store.shutdown().unwrap();
+
+    // A lost LMQ ConsumeQueue is rebuilt from the CommitLog with the same offsets; one that
+    // is there is not dispatched into twice.
+    std::fs::remove_dir_all(d.path().join("consumequeue").join(lmq_b)).unwrap();
+    let store = MessageStore::open(cfg.clone()).unwrap();
+    assert!(store.wait_dispatched(store.commitlog_max_offset(), Duration::from_secs(5)));
+    assert_eq!(read_all(&store, lmq_a, 0), bodies_a);
+    assert_eq!(store.max_offset_in_queue(lmq_b, 0), 10);
+    store.shutdown().unwrap();
+
+    // With enableMultiDispatch off, records stay in their own queue only.
+    let d2 = tempfile::tempdir().unwrap();
+    let mut off = config(d2.path());
+    off.set("enableMultiDispatch", "false").unwrap();
+    let store = MessageStore::open(off).unwrap();
+    let props = format!("INNER_MULTI_DISPATCH\u{1}{lmq_a}");
+    store
+        .put(&msg("Parent", 0, b"x", props.as_bytes()))
+        .unwrap();
+    assert!(store.wait_dispatched(store.commitlog_max_offset(), Duration::from_secs(5)));
+    assert_eq!(store.max_offset_in_queue(lmq_a, 0), 0);
+    assert_eq!(store.max_offset_in_queue("Parent", 0), 1);
+}

@@ -60,6 +60,7 @@ from rmq.broker.subscription import (
     parse_subscription,
 )
 from rmq.common.codes import PermName, ResponseCode
+from rmq.common.route import TopicConfig
 from rmq.remoting.command import RemotingCommand, create_response
 from rmq.remoting.context import Processor, RequestContext
 from rmq.remoting.headers import header_bool, header_int, header_long, header_str
@@ -168,6 +169,14 @@ class PopProcessors:
                 total += s.store.max_offset(t, q)
         return total
 
+    def _topic(self, topic: str) -> TopicConfig | None:
+        """The topic's config; an LMQ (``%LMQ%...``, RocketMQ 5.x's lite topics) has none and one
+        readable queue, 0, when the store keeps LMQs (``enableLmq``)."""
+        tc = self.s.topics.get(topic)
+        if tc is None and is_lmq(topic) and self.s.config.store.get("enableLmq", "true") != "false":
+            return TopicConfig(topic, read_queue_nums=1, write_queue_nums=1)
+        return tc
+
     @staticmethod
     def _pop_response(
         request: RemotingCommand,
@@ -226,7 +235,7 @@ class PopProcessors:
                 INVALID_PARAMETER,
                 f"maxMsgNums {max_msgs} and invisibleTime {invisible_time} must be positive",
             )
-        tc = s.topics.get(topic)
+        tc = self._topic(topic)
         if tc is None:
             return self._pop_response(
                 request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!"
@@ -359,6 +368,8 @@ class PopProcessors:
         self, st: _Pop, topic: str, queue_id: int, offset: int, n: int
     ) -> tuple[str, int, int, int, bytes, int]:
         sub = st.sub
+        if is_lmq(topic):
+            return self.s.store.get_message(topic, queue_id, offset, n, None)
         if sub.sql is None:
             return self.s.store.get_message(topic, queue_id, offset, n, sub.codes)
         return self.s.store.get_message(
@@ -389,7 +400,9 @@ class PopProcessors:
             offset = nxt
             status, nxt, _mn, mx, body, count = self._get(st, topic, queue_id, offset, want)
         if status == "FOUND" and count:
-            offsets = queue_offsets(body)
+            # An LMQ's records carry their own topic's queue offsets; its own are the units read, one
+            # after the other (LMQ pops are unfiltered).
+            offsets = list(range(offset, offset + count)) if is_lmq(topic) else queue_offsets(body)
             if st.order:
                 st.order_info += self.orders.update(
                     st.attempt_id, topic, st.group, queue_id, st.pop_time, st.invisible_time, offsets
@@ -453,7 +466,7 @@ class PopProcessors:
             topic = header_str(f, "topic")
             queue_id = header_int(f, "queueId")
             offset = header_long(f, "offset")
-            tc = s.topics.get(topic)
+            tc = self._topic(topic)
             if tc is None:
                 return create_response(
                     request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!"
@@ -584,7 +597,7 @@ class PopProcessors:
             fields = {"popTime": str(pt), "invisibleTime": str(it), "reviveQid": str(rq)}
             return create_response(request, code, remark, fields)
 
-        tc = s.topics.get(topic)
+        tc = self._topic(topic)
         if tc is None:
             return answer(ResponseCode.TOPIC_NOT_EXIST, f"topic[{topic}] not exist, apply first please!")
         if queue_id < 0 or queue_id >= tc.read_queue_nums:
@@ -622,6 +635,13 @@ class PopProcessors:
         )
         end = self.revive.add_ack(old, info.revive_qid)
         return self._when_flushed(end, ctx, answer(pt=now, it=invisible_time, rq=info.revive_qid))
+
+
+LMQ_PREFIX = "%LMQ%"
+
+
+def is_lmq(topic: str) -> bool:
+    return topic.startswith(LMQ_PREFIX) and len(topic) > len(LMQ_PREFIX)
 
 
 def is_retry_topic(topic: str) -> bool:

@@ -305,6 +305,7 @@ class AdminProcessors:
         data = fastjson.loads(bytes(request.body or b"{}"))
         try:
             cfg = SubscriptionGroupConfig.from_dict(data)
+            cfg.alter_attributes(self.s.groups.table.get(cfg.group_name), data.get("attributes") or {})
         except (ValueError, TypeError) as e:
             return create_response(request, ResponseCode.SYSTEM_ERROR, f"bad subscription group: {e}")
         self.s.groups.update(cfg)

@@ -16,8 +16,9 @@ from rmq.proxy.activities.base import (
     Activity,
     log,
 )
+from rmq.proxy.brokers import GroupInfo
 from rmq.proxy.clients import Session
-from rmq.proxy.messages import MAX_BODY_SIZE
+from rmq.proxy.messages import MAX_BODY_SIZE, MAX_LITE_TOPIC_SIZE
 from rmq.proxy.pb import d, s
 from rmq.proxy.status import ProxyError, ok, status
 
@@ -123,12 +124,19 @@ class ClientActivity(Activity):
             # As Apache's proxy: the group's retryMaxTimes + 1 attempts, its default customized backoff, and
             # FIFO when the group consumes orderly.
             topics = list(sess.subscriptions)
-            retry_max, orderly = (
-                await self.brokers.group_config(sess.group, topics) if sess.group else (16, False)
-            )
-            sess.max_attempts = retry_max + 1
-            sess.orderly = orderly
-            answer.subscription.fifo = orderly
+            info = await self.brokers.group_config(sess.group, topics) if sess.group else GroupInfo()
+            problem = lite_problem(sess, info, topics)
+            if problem is not None:
+                log.warning("settings of client %s refused: %s", sess.client_id, problem.message)
+                return s.TelemetryCommand(status=status(problem.code, problem.message))
+            sess.max_attempts = info.retry_max_times + 1
+            sess.orderly = info.orderly
+            answer.subscription.fifo = info.orderly
+            if sess.is_lite:
+                answer.subscription.lite_subscription_quota = info.attribute_int(
+                    LITE_QUOTA_ATTRIBUTE, DEFAULT_LITE_QUOTA
+                )
+                answer.subscription.max_lite_topic_size = MAX_LITE_TOPIC_SIZE
             answer.backoff_policy.CopyFrom(
                 d.RetryPolicy(
                     max_attempts=sess.max_attempts,
@@ -139,3 +147,30 @@ class ClientActivity(Activity):
             )
         answer.metric.on = False
         return s.TelemetryCommand(status=ok(), settings=answer)
+
+
+LITE_QUOTA_ATTRIBUTE = "lite.sub.client.quota"
+DEFAULT_LITE_QUOTA = 2000
+"""Lite topics one LitePushConsumer may subscribe to (Apache's group attribute default)."""
+
+
+def lite_problem(sess: Session, info: GroupInfo, topics: list[str]) -> ProxyError | None:
+    """Why a consumer may not use its group as it does (Apache's proxy: a lite group only with
+    LitePushConsumers of its bind topic, and those only with a lite group)."""
+    bind = info.lite_bind_topic
+    if sess.is_lite:
+        if not info.found:
+            return ProxyError(d.Code.ILLEGAL_CONSUMER_GROUP, f"group not found: {sess.group}")
+        if bind is None:
+            return ProxyError(
+                d.Code.ILLEGAL_CONSUMER_GROUP, f"regular group cannot use LITE mode: {sess.group}"
+            )
+        wrong = [t for t in topics if t != bind]
+        if wrong:
+            return ProxyError(
+                d.Code.ILLEGAL_TOPIC,
+                f"lite group {sess.group} is expected to bind topic {bind}, but actual is {wrong[0]}",
+            )
+    elif bind is not None and sess.group:
+        return ProxyError(d.Code.ILLEGAL_CONSUMER_GROUP, f"lite group must use LITE mode: {sess.group}")
+    return None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -16,12 +17,23 @@ from rmq.proxy.activities.base import (
     Activity,
     log,
 )
-from rmq.proxy.messages import duration_ms, from_broker, timestamp
+from rmq.proxy.clients import Session
+from rmq.proxy.messages import duration_ms, from_broker, lmq_name, timestamp
 from rmq.proxy.pb import d, s
 from rmq.proxy.status import ProxyError, ok, status
 
+Received = tuple[MessageExt, pop.Handle, str | None]
+"""A message received, its receipt handle, and its lite topic (when popped from one)."""
+
 BROKER_QUEUE_ID = -1
 """The queue id a POP_MESSAGE names to read every queue of the topic on the broker."""
+
+LITE_INVISIBLE_MS = 60_000
+"""How long a lite message stays invisible when the receive names no time (Apache's proxy default, which
+renews it for its push consumers)."""
+
+LITE_POLL_INTERVAL_S = 0.1
+"""How often a LitePushConsumer's long-polling receive looks at its lite topics again."""
 
 DEADLINE_MARGIN_MS = 1000
 """Time kept back from a ReceiveMessage call's deadline for the answer to travel."""
@@ -59,6 +71,10 @@ class ConsumerActivity(Activity):
             if remaining is not None:
                 poll = max(0, min(poll, int(remaining * 1000) - DEADLINE_MARGIN_MS))
             batch = request.batch_size or RECEIVE_BATCH_MAX
+            if sess is not None and sess.is_lite:
+                async for answer in self._receive_lite(sess, request, poll, batch):
+                    yield answer
+                return
             f = request.filter_expression
             ftype = "SQL92" if f.type == d.FilterType.SQL else "TAG"
             found = await self.brokers.pop(
@@ -81,6 +97,14 @@ class ConsumerActivity(Activity):
             yield s.ReceiveMessageResponse(status=status(e.code, e.message))
             return
         max_attempts = sess.max_attempts if sess is not None else 0
+        async for answer in self._answer(request, [(m, h, None) for m, h in found], max_attempts):
+            yield answer
+
+    async def _answer(
+        self, request: s.ReceiveMessageRequest, found: list[Received], max_attempts: int
+    ) -> AsyncIterator[s.ReceiveMessageResponse]:
+        """A receive's answer: the messages found (less those for the dead-letter queue), or none found."""
+        group, topic = request.group.name, request.message_queue.topic.name
         if max_attempts > 0:
             found = await self._dead_letters(found, group, topic, max_attempts)
         if not found:
@@ -88,7 +112,7 @@ class ConsumerActivity(Activity):
             return
         yield s.ReceiveMessageResponse(status=ok())
         ns = request.group.resource_namespace
-        for m, handle in found:
+        for m, handle, _lite in found:
             yield s.ReceiveMessageResponse(
                 message=from_broker(
                     m,
@@ -101,23 +125,71 @@ class ConsumerActivity(Activity):
         # When the messages left the server: the clients' receive latency (5.1.2's PushConsumer needs it).
         yield s.ReceiveMessageResponse(delivery_timestamp=timestamp(now_ms()))
 
+    async def _receive_lite(
+        self, sess: Session, request: s.ReceiveMessageRequest, poll_ms: int, batch: int
+    ) -> AsyncIterator[s.ReceiveMessageResponse]:
+        """A LitePushConsumer's receive: its lite topics' LMQs on the broker named, each in turn, until
+        messages are found or the long poll ends (checked every :data:`LITE_POLL_INTERVAL_S`)."""
+        group, topic = request.group.name, request.message_queue.topic.name
+        broker = request.message_queue.broker.name
+        invisible = (
+            duration_ms(request.invisible_duration)
+            if request.HasField("invisible_duration")
+            else LITE_INVISIBLE_MS
+        )
+        attempt = request.attempt_id if request.HasField("attempt_id") else None
+        deadline = time.monotonic() + poll_ms / 1000
+        found: list[Received] = []
+        try:
+            while True:
+                names = sorted(sess.lite_topics)
+                if names:
+                    start = sess.lite_cursor % len(names)
+                    sess.lite_cursor += 1
+                    for lite in names[start:] + names[:start]:
+                        if len(found) >= batch:
+                            break
+                        got = await self.brokers.pop_lite(
+                            group=group,
+                            topic=topic,
+                            lite_topic=lite,
+                            broker_name=broker,
+                            batch=batch - len(found),
+                            invisible_ms=invisible,
+                            attempt_id=attempt,
+                        )
+                        found += [(m, h, lite) for m, h in got]
+                left = deadline - time.monotonic()
+                if found or left <= 0:
+                    break
+                await asyncio.sleep(min(LITE_POLL_INTERVAL_S, left))
+        except ProxyError as e:
+            if not found:
+                yield s.ReceiveMessageResponse(status=status(e.code, e.message))
+                return
+            log.warning(
+                "lite receive of group %s: %s; answering the %d messages found", group, e.message, len(found)
+            )
+        async for answer in self._answer(request, found, sess.max_attempts):
+            yield answer
+
     async def _dead_letters(
-        self, found: list[tuple[MessageExt, pop.Handle]], group: str, topic: str, max_attempts: int
-    ) -> list[tuple[MessageExt, pop.Handle]]:
+        self, found: list[Received], group: str, topic: str, max_attempts: int
+    ) -> list[Received]:
         """Messages delivered ``max_attempts`` times already go to the dead-letter queue, not to the client
         (Apache's proxy filters them the same way)."""
         keep = []
-        for m, handle in found:
+        for m, handle, lite in found:
             if m.reconsume_times < max_attempts:
-                keep.append((m, handle))
+                keep.append((m, handle, lite))
                 continue
             try:
-                await self.brokers.forward_to_dlq(group, topic, handle, m.msg_id)
+                await self.brokers.forward_to_dlq(group, topic, handle, m.msg_id, lite)
             except ProxyError as e:
                 log.warning(
                     "message %s of %s could not go to the dead-letter queue: %s", m.msg_id, topic, e.message
                 )
-                keep.append((m, handle))
+                keep.append((m, handle, lite))
         return keep
 
     def _handle(self, text: str) -> pop.Handle:
@@ -134,7 +206,8 @@ class ConsumerActivity(Activity):
             entries = []
             for entry in request.entries:
                 try:
-                    await self.brokers.ack(group, topic, self._handle(entry.receipt_handle))
+                    lite = entry.lite_topic if entry.HasField("lite_topic") else None
+                    await self.brokers.ack(group, topic, self._handle(entry.receipt_handle), lite)
                     st = ok()
                 except ProxyError as e:
                     st = status(e.code, e.message)
@@ -161,7 +234,7 @@ class ConsumerActivity(Activity):
         self, request: s.ChangeInvisibleDurationRequest, context: Any
     ) -> s.ChangeInvisibleDurationResponse:
         try:
-            _, meta = self._caller(context)
+            sess, meta = self._caller(context)
             group, topic = request.group.name, request.topic.name
             self._check(meta, "group", group, "SUB")
             invisible = duration_ms(request.invisible_duration)
@@ -169,9 +242,19 @@ class ConsumerActivity(Activity):
                 raise ProxyError(
                     d.Code.ILLEGAL_INVISIBLE_TIME, f"invisible duration {invisible} ms is not positive"
                 )
-            handle = await self.brokers.change_invisible(
-                group, topic, self._handle(request.receipt_handle), invisible
-            )
+            handle = self._handle(request.receipt_handle)
+            if request.HasField("lite_topic"):
+                handle = await self.brokers.change_invisible(
+                    group, lmq_name(topic, request.lite_topic), handle, invisible, route_topic=topic
+                )
+            elif sess is not None and sess.is_lite:
+                # As on Apache: a LitePushConsumer (5.2.0) names no lite topic here, and the message stays
+                # invisible for the time it was received with.
+                log.info(
+                    "client %s: invisible time of a lite message, no lite topic named: kept", sess.client_id
+                )
+            else:
+                handle = await self.brokers.change_invisible(group, topic, handle, invisible)
             return s.ChangeInvisibleDurationResponse(status=ok(), receipt_handle=str(handle))
         except ProxyError as e:
             return s.ChangeInvisibleDurationResponse(status=status(e.code, e.message))
@@ -184,7 +267,8 @@ class ConsumerActivity(Activity):
             group, topic = request.group.name, request.topic.name
             self._check(meta, "group", group, "SUB")
             handle = self._handle(request.receipt_handle)
-            await self.brokers.forward_to_dlq(group, topic, handle, request.message_id)
+            lite = request.lite_topic if request.HasField("lite_topic") else None
+            await self.brokers.forward_to_dlq(group, topic, handle, request.message_id, lite)
             return s.ForwardMessageToDeadLetterQueueResponse(status=ok())
         except ProxyError as e:
             return s.ForwardMessageToDeadLetterQueueResponse(status=status(e.code, e.message))

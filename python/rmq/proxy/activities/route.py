@@ -31,7 +31,9 @@ class RouteActivity(Activity):
             self._check(meta, "group", request.group.name, "SUB")
             self._check(meta, "topic", request.topic.name, "SUB")
             view = await self.brokers.view(request.topic.name)
-            fifo = sess.fifo if sess is not None else False
+            # A lite group's consumers get one queue per broker, orderly or not (their lite topics are popped
+            # orderly one by one).
+            fifo = sess.fifo and not sess.is_lite if sess is not None else False
             out = assignments(view, request.topic, self._endpoints(request.endpoints, context), fifo)
             if not out:
                 raise ProxyError(d.Code.FORBIDDEN, "no readable queue")

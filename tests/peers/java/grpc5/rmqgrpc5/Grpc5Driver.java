@@ -70,7 +70,7 @@ public final class Grpc5Driver {
         StringBuilder out = new StringBuilder("{");
         try {
             Map<String, String> sent = send(config, a);
-            out.append("\"sent\":").append(map(sent));
+            out.append("\"sent\":").append(Json.map(sent));
             // The transaction waits for the server's check, the push consumer for its retries: both run
             // while the simple consumers receive.
             List<String> checked = Collections.synchronizedList(new ArrayList<>());
@@ -88,9 +88,9 @@ public final class Grpc5Driver {
             List<String> fifo = fifo(config, a);
             tx.join();
             push.join();
-            out.append(",\"tx\":").append(list(new ArrayList<>(new java.util.TreeSet<>(checked))));
-            out.append(",\"simple\":").append(map(simple));
-            out.append(",\"fifo\":").append(list(fifo));
+            out.append(",\"tx\":").append(Json.list(new ArrayList<>(new java.util.TreeSet<>(checked))));
+            out.append(",\"simple\":").append(Json.map(simple));
+            out.append(",\"fifo\":").append(Json.list(fifo));
             List<String> pairs = new ArrayList<>();
             synchronized (deliveries) {
                 for (String[] d : deliveries) {
@@ -98,11 +98,11 @@ public final class Grpc5Driver {
                 }
             }
             Collections.sort(pairs);
-            out.append(",\"push\":").append(list(pairs));
+            out.append(",\"push\":").append(Json.list(pairs));
             out.append('}');
         } catch (Throwable e) {
             out.setLength(0);
-            out.append("{\"error\":").append(quote(e.toString())).append('}');
+            out.append("{\"error\":").append(Json.quote(e.toString())).append('}');
             e.printStackTrace();
         }
         System.out.println(out);
@@ -185,7 +185,7 @@ public final class Grpc5Driver {
         if (m.getDeliveryTimestamp().isPresent()) {
             r.put("onTime", Boolean.toString(receivedAt >= m.getDeliveryTimestamp().get() - 50));
         }
-        return map(r);
+        return Json.map(r);
     }
 
     /** Receives until every wanted body came once (or 120 s): ack each, the first after a longer invisible time. */
@@ -277,46 +277,5 @@ public final class Grpc5Driver {
         } catch (Exception e) {
             deliveries.add(new String[] {"error: " + e, "0"});
         }
-    }
-
-    private static String quote(String s) {
-        if (s == null) {
-            return "null";
-        }
-        StringBuilder b = new StringBuilder("\"");
-        for (char ch : s.toCharArray()) {
-            if (ch == '"' || ch == '\\') {
-                b.append('\\').append(ch);
-            } else if (ch < 0x20) {
-                b.append(String.format("\\u%04x", (int) ch));
-            } else {
-                b.append(ch);
-            }
-        }
-        return b.append('"').toString();
-    }
-
-    /** A JSON object of strings; values that are JSON already (start with '{') are written as they are. */
-    private static String map(Map<String, String> m) {
-        StringBuilder b = new StringBuilder("{");
-        for (Map.Entry<String, String> e : m.entrySet()) {
-            if (b.length() > 1) {
-                b.append(',');
-            }
-            String v = e.getValue();
-            b.append(quote(e.getKey())).append(':').append(v != null && v.startsWith("{") ? v : quote(v));
-        }
-        return b.append('}').toString();
-    }
-
-    private static String list(List<String> items) {
-        StringBuilder b = new StringBuilder("[");
-        for (String s : items) {
-            if (b.length() > 1) {
-                b.append(',');
-            }
-            b.append(quote(s));
-        }
-        return b.append(']').toString();
     }
 }

@@ -1,0 +1,125 @@
+"""Lite topics (RocketMQ 5.x) with the official Java client's LitePushConsumer (rocketmq-client-java 5.2.0,
+unchanged): one scenario against rmq's broker (its own gRPC endpoint) and against Apache RocketMQ 5.5.0,
+results compared.
+
+Apache 5.5.0 serves lite consumption only from a proxy in "cluster" mode (its local mode answers
+SyncLiteSubscription and every lite receive with INTERNAL_SERVER_ERROR: apache/rocketmq issue 10478), and its
+broker keeps lite topics only with ``enableLmq`` and ``enableMultiDispatch`` on: the Apache side is the
+session's 5.5.0 broker (started with both) behind a second, cluster-mode proxy. Each side gets a LITE parent
+topic and a group bound to it (attribute ``lite.bind.topic``), made on its broker as mqadmin makes them.
+
+The scenario (tests/peers/java/grpc5/rmqgrpc5/LiteDriver.java): messages sent with lite topics before any
+consumer; a LitePushConsumer subscribing some lite topics gets each from its first message, in send order,
+and nothing of the others; a lite topic subscribed later comes from its first message too, one subscribed
+with OffsetOption.MAX_OFFSET only with what is sent after; after unsubscribeLite nothing more of that topic;
+bad lite topic names are refused on subscribe and on send. Around it, rmq's 4.x consumer reads the parent
+topic (each lite message is stored there too, as on Apache).
+
+Left out of the comparison: Apache's proxy also shows the message's ``INNER_MULTI_DISPATCH`` property (the LMQ
+name) among its user properties, a leak of a broker property rmq does not repeat.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.peers.apache import compile_drivers, run_driver
+from tests.peers.apache5 import ClusterProxy, start_cluster_proxy
+from tests.peers.conftest import Peers, Peers5
+from tests.peers.grpc5 import Side, apache_side, pull, rmq_side, same
+
+GRPC5_SRC = Path(__file__).resolve().parent / "java" / "grpc5"
+
+
+@pytest.fixture(scope="module")
+def cluster_proxy(peers5: Peers5, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProxy]:
+    proxy = start_cluster_proxy(peers5.apache, tmp_path_factory.mktemp("proxy-cluster"))
+    try:
+        yield proxy
+    finally:
+        proxy.stop()
+
+
+def _run_side(side: Side, peers: Peers, classes: Path) -> dict[str, Any]:
+    topic = side.topic("J5lite", "LITE")
+    # Orderly: the client's FIFO consume service hands each lite topic's messages to the listener in order.
+    group = side.group("G5lite", orderly=True, attributes={"lite.bind.topic": topic})
+    result = run_driver(
+        peers.libs,
+        classes,
+        peers.home / f"java5-lite-{side.label}",
+        "lite",
+        limit=300,
+        main="rmqgrpc5.LiteDriver",
+        jars=peers.libs.client5,
+        endpoints=side.endpoints,
+        topic=topic,
+        group=group,
+    )
+    # Every lite message is in the parent topic too: a 4.x consumer of it reads them all.
+    bodies = {f"a-{i}" for i in range(4)} | {f"b-{i}" for i in range(4)} | {f"c-{i}" for i in range(3)}
+    bodies |= {"d-0", "d-1"}
+    stored = pull(side.namesrv, topic, len(bodies), bodies=bodies)
+    result["parent4x"] = sorted({m.body.decode() for m in stored})
+    result["lite4x"] = sorted({(m.body.decode(), m.get_property("__LITE_TOPIC")) for m in stored})
+    return result
+
+
+@pytest.fixture(scope="module")
+def lite5(peers: Peers, peers5: Peers5, cluster_proxy: ClusterProxy) -> dict[str, dict[str, Any]]:
+    classes = compile_drivers(peers.libs, GRPC5_SRC, peers.libs.client5)
+    apache = apache_side(peers5)
+    sides = (
+        rmq_side(peers),
+        Side("apache", cluster_proxy.endpoints, apache.namesrv, apache.broker_addr, True),
+    )
+    with ThreadPoolExecutor(len(sides)) as pool:
+        futures = {s.label: pool.submit(_run_side, s, peers, classes) for s in sides}
+        return {label: f.result() for label, f in futures.items()}
+
+
+def test_subscribed_lite_topics_come_from_their_first_message_in_order(
+    lite5: dict[str, dict[str, Any]],
+) -> None:
+    """la and lb, subscribed after la's first messages were sent, come whole and in send order; lc (not
+    subscribed yet) does not come."""
+    assert same(lite5, "step2") == {
+        "la": ["a-0#1", "a-1#1", "a-2#1"],
+        "lb": ["b-0#1", "b-1#1", "b-2#1"],
+    }
+
+
+def test_later_subscription_and_offset_option(lite5: dict[str, dict[str, Any]]) -> None:
+    """lc subscribed later comes from its first message; ld subscribed at MAX_OFFSET only with what came
+    after."""
+    step3 = same(lite5, "step3")
+    assert step3["lc"] == ["c-0#1", "c-1#1", "c-2#1"]
+    assert step3["ld"] == ["d-1#1"]
+
+
+def test_unsubscribed_lite_topic_stops(lite5: dict[str, dict[str, Any]]) -> None:
+    step4 = same(lite5, "step4")
+    assert step4["la"] == ["a-0#1", "a-1#1", "a-2#1"]
+    assert step4["lb"] == ["b-0#1", "b-1#1", "b-2#1", "b-3#1"]
+    assert same(lite5, "liteTopicSet") == ["lb", "lc", "ld"]
+
+
+def test_messages_show_their_lite_topic_and_parent(lite5: dict[str, dict[str, Any]]) -> None:
+    assert same(lite5, "mismatches") == []
+    assert same(lite5, "shown") == {"topic": "parent", "group": ""}
+
+
+def test_bad_lite_topic_names_refused(lite5: dict[str, dict[str, Any]]) -> None:
+    assert same(lite5, "badSubscribe") != "none"
+    assert same(lite5, "badSend") != "none"
+
+
+def test_lite_messages_stored_in_the_parent_topic(lite5: dict[str, dict[str, Any]]) -> None:
+    """4.x <-> 5.x: the parent topic holds every lite message with its lite topic (``__LITE_TOPIC``)."""
+    assert len(same(lite5, "parent4x")) == 13
+    assert ("a-3", "la") in same(lite5, "lite4x")
