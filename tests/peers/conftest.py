@@ -25,7 +25,13 @@ from tests.peers.apache import (
     run_driver,
     start_apache,
 )
-from tests.peers.apache5 import LITE_BROKER_PROPS, Apache5Peer, start_apache5
+from tests.peers.apache5 import (
+    LITE_BROKER_PROPS,
+    Apache5Peer,
+    ClusterProxy,
+    start_apache5,
+    start_cluster_proxy,
+)
 
 BROKERS = ("rmq", "apache")
 # Broker settings the comparisons rely on, given to both brokers.
@@ -217,3 +223,13 @@ def peers5(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Peers5]:
     finally:
         proxy.stop()
         apache.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster_proxy(peers5: Peers5, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProxy]:
+    """A cluster-mode Apache proxy on the 5.x peer's broker (Apache 5.5.0 serves lite consumers only so)."""
+    proxy = start_cluster_proxy(peers5.apache, tmp_path_factory.mktemp("proxy-cluster"))
+    try:
+        yield proxy
+    finally:
+        proxy.stop()

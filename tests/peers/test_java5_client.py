@@ -10,7 +10,7 @@ SimpleConsumer receiving the FIFO group, and a PushConsumer whose listener fails
 then the dead-letter queue) and one once. Around it, rmq's 4.x client sends what the 5.x SimpleConsumer
 receives, and reads back what the 5.x producer stored.
 
-Client 5.2.0's LitePushConsumer (lite topics) is compared in tests/peers/test_java5_lite.py.
+Client 5.2.0's LitePushConsumer (lite topics) is compared in tests/peers/test_lite5.py.
 """
 
 from __future__ import annotations

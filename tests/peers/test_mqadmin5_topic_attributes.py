@@ -45,11 +45,13 @@ def test_update_topic_attributes(broker: BrokerProcess, tmp_path: Path) -> None:
         ("+retention.hours=x", "CODE: 1  DESC: retention.hours must be a number of hours, not 'x'"),
         (
             "+queue.type=BatchCQ",
-            "DESC: unsupported attribute key: queue.type (rmq supports message.type, retention.hours)",
+            "DESC: unsupported attribute key: queue.type (rmq supports message.type, retention.hours, "
+            "lite.topic.expiration)",
         ),
         (
             "+message.type=fifo",
-            "DESC: message.type must be one of NORMAL, FIFO, DELAY, TRANSACTION, MIXED, UNSPECIFIED, not "
+            "DESC: message.type must be one of NORMAL, FIFO, DELAY, TRANSACTION, LITE, MIXED, UNSPECIFIED, "
+            "not "
             "'fifo'",
         ),
     ):

@@ -18,6 +18,8 @@ from rocketmq import (  # type: ignore[import-not-found]
     ConsumeResult,
     Credentials,
     FilterExpression,
+    LitePushConsumer,
+    LiteSimpleConsumer,
     Message,
     MessageListener,
     Producer,
@@ -187,8 +189,160 @@ def push(args: dict[str, Any]) -> dict[str, Any]:
         return {"deliveries": sorted(listener.deliveries)}
 
 
+class LiteListener(MessageListener):  # type: ignore[misc]
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.received: dict[str, list[str]] = {}
+
+    def consume(self, msg: Any) -> Any:
+        with self.lock:
+            self.received.setdefault(msg.lite_topic or "", []).append(
+                f"{msg.body.decode()}#{msg.delivery_attempt}"
+            )
+        return ConsumeResult.SUCCESS
+
+    def wait(self, deadline_s: float, **want: int) -> dict[str, list[str]]:
+        """Until each lite topic named got its count of deliveries (or the deadline); a copy of all."""
+        end = time.monotonic() + deadline_s
+        while time.monotonic() < end:
+            with self.lock:
+                if all(len(self.received.get(k, ())) >= n for k, n in want.items()):
+                    break
+            time.sleep(0.1)
+        with self.lock:
+            return {k: list(v) for k, v in sorted(self.received.items())}
+
+
+def _send_lite(producer: Any, topic: str, lite: str, *bodies: str) -> None:
+    for body in bodies:
+        msg = message(topic, body)
+        msg.lite_topic = lite
+        producer.send(msg)
+
+
+def _error(call: Any) -> str:
+    try:
+        call()
+    except Exception as e:
+        return type(e).__name__
+    return "none"
+
+
+def lite(args: dict[str, Any]) -> dict[str, Any]:
+    """Lite topics are named with one letter here: client 5.1.2's ``subscribe_lite(name)`` puts the name's
+    letters in its SyncLiteSubscription (it extends the request's set with the string), and the name itself
+    reaches the server only with the client's sync of its whole set, every 30 s (on Apache's proxy alike).
+
+    A LitePushConsumer of a lite group: lite topics subscribed get their messages from the first, those
+    not subscribed nothing, an unsubscribed one stops; bad lite topic names fail (see tests/peers)."""
+    topic, settle, deadline = args["topic"], args.get("settle", 4), args.get("deadline", 60)
+    producer = Producer(config(args), (topic,))
+    producer.startup()
+    listener = LiteListener()
+    out: dict[str, Any] = {}
+    try:
+        _send_lite(producer, topic, "a", "a-0", "a-1")
+        _send_lite(producer, topic, "c", "c-0")
+        consumer = LitePushConsumer(config(args), args["group"], topic, listener)
+        consumer.startup()
+        try:
+            consumer.subscribe_lite("a")
+            consumer.subscribe_lite("b")
+            _send_lite(producer, topic, "b", "b-0", "b-1")
+            _send_lite(producer, topic, "a", "a-2")
+            _send_lite(producer, topic, "c", "c-1")
+            listener.wait(deadline, a=3, b=2)
+            time.sleep(settle)
+            out["step2"] = listener.wait(0)
+            consumer.subscribe_lite("c")
+            listener.wait(deadline, c=2)
+            time.sleep(settle)
+            out["step3"] = listener.wait(0)
+            consumer.unsubscribe_lite("a")
+            _send_lite(producer, topic, "a", "a-3")
+            _send_lite(producer, topic, "b", "b-2")
+            listener.wait(deadline, b=3)
+            time.sleep(settle)
+            out["step4"] = listener.wait(0)
+            out["badSubscribe"] = _error(lambda: consumer.subscribe_lite("bad name!"))
+            out["badSend"] = _error(lambda: _send_lite(producer, topic, "bad/name", "x-0"))
+        finally:
+            consumer.shutdown()
+    finally:
+        producer.shutdown()
+    return out
+
+
+def _subscribe_simple(consumer: Any, lite: str) -> None:
+    """The server's settings (the lite subscription quota) reach a LiteSimpleConsumer after its startup
+    returns; until then its subscribe_lite fails in the client, quota 0."""
+    end = time.monotonic() + 15
+    while True:
+        try:
+            consumer.subscribe_lite(lite)
+            return
+        except Exception:
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.2)
+
+
+def lite_simple(args: dict[str, Any]) -> dict[str, Any]:
+    """A LiteSimpleConsumer: receive its lite topic's messages, ack each; then nothing more comes."""
+    topic = args["topic"]
+    producer = Producer(config(args), (topic,))
+    producer.startup()
+    consumer = LiteSimpleConsumer(topic, config(args), args["group"], await_duration=2)
+    got: list[str] = []
+    try:
+        _send_lite(producer, topic, "s", "s-0", "s-1", "s-2")
+        _send_lite(producer, topic, "t", "t-0")
+        consumer.startup()
+        _subscribe_simple(consumer, "s")
+        end = time.monotonic() + args.get("deadline", 60)
+        while len(got) < 3 and time.monotonic() < end:
+            for msg in consumer.receive(16, 30) or ():
+                got.append(f"{msg.lite_topic}:{msg.body.decode()}")
+                consumer.ack(msg)
+        again = [m.body.decode() for m in consumer.receive(16, 30) or ()]
+    finally:
+        consumer.shutdown()
+        producer.shutdown()
+    return {"received": got, "again": again}
+
+
+def lite_retry(args: dict[str, Any]) -> dict[str, Any]:
+    """A LiteSimpleConsumer that never acks: its lite topic's messages come again after their invisible time,
+    attempt by attempt, until the group's attempts are spent (then the dead-letter queue)."""
+    topic = args["topic"]
+    producer = Producer(config(args), (topic,))
+    producer.startup()
+    consumer = LiteSimpleConsumer(topic, config(args), args["group"], await_duration=2)
+    deliveries: list[str] = []
+    try:
+        _send_lite(producer, topic, "r", "r-0", "r-1")
+        consumer.startup()
+        _subscribe_simple(consumer, "r")
+        end = time.monotonic() + args.get("deadline", 40)
+        while time.monotonic() < end:
+            for msg in consumer.receive(16, 2) or ():
+                deliveries.append(f"{msg.body.decode()}#{msg.delivery_attempt}")
+    finally:
+        consumer.shutdown()
+        producer.shutdown()
+    return {"deliveries": deliveries}
+
+
 if __name__ == "__main__":
     scenario, raw = sys.argv[1], sys.argv[2]
-    scenarios = {"send": send, "transaction": transaction, "consume": consume, "push": push}
+    scenarios = {
+        "send": send,
+        "transaction": transaction,
+        "consume": consume,
+        "push": push,
+        "lite": lite,
+        "lite_simple": lite_simple,
+        "lite_retry": lite_retry,
+    }
     result = scenarios[scenario](json.loads(raw))
     print(json.dumps(result), flush=True)

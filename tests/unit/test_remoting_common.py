@@ -300,9 +300,14 @@ def test_topic_attributes() -> None:
         (
             "+queue.type=BatchCQ",
             True,
-            "unsupported attribute key: queue.type (rmq supports message.type, retention.hours)",
+            "unsupported attribute key: queue.type (rmq supports message.type, retention.hours, "
+            "lite.topic.expiration)",
         ),
-        ("+message.type=fifo", True, "message.type must be one of NORMAL, FIFO, DELAY, TRANSACTION, MIXED"),
+        (
+            "+message.type=fifo",
+            True,
+            "message.type must be one of NORMAL, FIFO, DELAY, TRANSACTION, LITE, MIXED",
+        ),
         ("+retention.hours", True, "expected +key=value"),
         ("retention.hours=1", True, "must start with + (set) or - (remove)"),
         ("+retention.hours=1,+retention.hours=2", True, "attribute retention.hours given twice"),

@@ -13,6 +13,22 @@ from rmq.common.route import DataVersion
 __all__ = ["SubscriptionGroupConfig", "SubscriptionGroupManager"]
 
 
+GROUP_ATTRIBUTES = (
+    "lite.bind.topic",
+    "lite.sub.client.quota",
+    "lite.sub.model",
+    "lite.sub.reset.offset.exclusive",
+    "lite.sub.reset.offset.unsubscribe",
+    "lite.sub.client.max.event.cnt",
+    "lite.sub.wildcard",
+    "priority.factor",
+)
+"""The group attributes RocketMQ 5.5.0 knows. rmq applies ``lite.bind.topic`` (the parent topic of a lite
+group) and ``lite.sub.client.quota`` (lite topics per consumer); the others are kept and shown."""
+
+_NUMERIC_ATTRIBUTES = ("lite.sub.client.quota", "lite.sub.client.max.event.cnt", "priority.factor")
+
+
 @dataclass
 class SubscriptionGroupConfig:
     group_name: str
@@ -81,10 +97,18 @@ class SubscriptionGroupConfig:
         out = dict(current.attributes) if current is not None else {}
         for k, v in changes.items():
             key = str(k)
+            name = key[1:] if key[:1] in "+-" else key
+            if name not in GROUP_ATTRIBUTES:
+                raise ValueError(
+                    f"unsupported group attribute {name!r} (5.x's are {', '.join(GROUP_ATTRIBUTES)})"
+                )
             if key.startswith("-"):
-                out.pop(key[1:], None)
-            else:
-                out[key.removeprefix("+")] = str(v)
+                out.pop(name, None)
+                continue
+            value = str(v)
+            if name in _NUMERIC_ATTRIBUTES and not value.lstrip("-").isdigit():
+                raise ValueError(f"group attribute {name} must be a whole number, not {value!r}")
+            out[name] = value
         self.attributes = out
 
 

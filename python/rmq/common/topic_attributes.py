@@ -8,9 +8,13 @@ without the header keeps the topic's attributes, and a key the broker does not k
 ``message.type`` and ``retention.hours`` (5.x's ``queue.type`` and ``cleanup.policy`` select features rmq
 does not have).
 
-``message.type`` (``NORMAL``, ``FIFO``, ``DELAY``, ``TRANSACTION``, ``MIXED`` or ``UNSPECIFIED``, as 5.x
-spells them): what 5.x's ``updateTopic -a +message.type=FIFO`` sets. It is kept and shown with the topic's
+``message.type`` (``NORMAL``, ``FIFO``, ``DELAY``, ``TRANSACTION``, ``LITE``, ``MIXED`` or ``UNSPECIFIED``, as
+5.x spells them): what 5.x's ``updateTopic -a +message.type=FIFO`` sets. It is kept and shown with the topic's
 config, so a 5.x operator's scripts work unchanged; rmq's queues accept every type whatever it says.
+
+``lite.topic.expiration`` (minutes, -1 for never, at most 43200): 5.x's time after which a LITE topic's lite
+topics without new messages are deleted. Kept and shown; rmq does not delete lite topics by it (their
+messages go with the CommitLog files, as every topic's).
 
 ``retention.hours`` (a positive number of hours, fractions allowed): the topic's messages are served for
 that long after they were stored, shorter or longer than the broker's ``fileReservedTime``. CommitLog
@@ -25,6 +29,7 @@ from collections.abc import Mapping
 from typing import Final
 
 __all__ = [
+    "LITE_TOPIC_EXPIRATION",
     "MAX_RETENTION_HOURS",
     "MESSAGE_TYPE",
     "MESSAGE_TYPES",
@@ -44,10 +49,15 @@ MAX_RETENTION_HOURS: Final = 87_600.0
 MESSAGE_TYPE: Final = "message.type"
 """5.x's topic message type."""
 
-MESSAGE_TYPES: Final = ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED", "UNSPECIFIED")
+MESSAGE_TYPES: Final = ("NORMAL", "FIFO", "DELAY", "TRANSACTION", "LITE", "MIXED", "UNSPECIFIED")
 """The values 5.x's ``message.type`` takes (spelled as 5.x spells them, upper case)."""
 
-SUPPORTED: Final = (MESSAGE_TYPE, RETENTION_HOURS)
+LITE_TOPIC_EXPIRATION: Final = "lite.topic.expiration"
+"""5.x's expiry of a LITE topic's idle lite topics, in minutes (kept, not applied)."""
+
+MAX_LITE_TOPIC_EXPIRATION: Final = 43_200
+
+SUPPORTED: Final = (MESSAGE_TYPE, RETENTION_HOURS, LITE_TOPIC_EXPIRATION)
 
 
 def _check_message_type(value: str) -> str:
@@ -69,7 +79,26 @@ def _check_retention(value: str) -> str:
     return value.strip()
 
 
-_CHECKS = {MESSAGE_TYPE: _check_message_type, RETENTION_HOURS: _check_retention}
+def _check_lite_expiration(value: str) -> str:
+    try:
+        minutes = int(value.strip())
+    except ValueError:
+        raise ValueError(
+            f"{LITE_TOPIC_EXPIRATION} must be a whole number of minutes, not {value!r}"
+        ) from None
+    if minutes < -1 or minutes > MAX_LITE_TOPIC_EXPIRATION:
+        raise ValueError(
+            f"{LITE_TOPIC_EXPIRATION} must be -1 (never) to {MAX_LITE_TOPIC_EXPIRATION} minutes, "
+            f"not {value!r}"
+        )
+    return str(minutes)
+
+
+_CHECKS = {
+    MESSAGE_TYPE: _check_message_type,
+    RETENTION_HOURS: _check_retention,
+    LITE_TOPIC_EXPIRATION: _check_lite_expiration,
+}
 
 
 def alter_attributes(current: Mapping[str, str], text: str | None, *, create: bool) -> dict[str, str]:

@@ -221,6 +221,17 @@ pub fn dispatch_request<'a>(rec: &Record<'a>, delay_levels: &[u64]) -> DispatchR
     }
 }
 
+/// Whether a record of `topic` goes to the LMQs it names: not one in a retry or dead-letter
+/// topic, a system topic or the delay topic (a message sent back, or waiting for its time, is
+/// dispatched into its LMQs when it is stored under its own topic again), as RocketMQ decides.
+pub fn topic_allows_lmq(topic: &str) -> bool {
+    !(topic.starts_with("%RETRY%")
+        || topic.starts_with("%DLQ%")
+        || topic.starts_with("rmq_sys_")
+        || topic.starts_with("RMQ_SYS_")
+        || topic == message::SCHEDULE_TOPIC)
+}
+
 /// The consumers of dispatch requests.
 pub struct Dispatchers {
     pub queues: Arc<QueueTable>,
@@ -274,7 +285,7 @@ impl Dispatchers {
                 self.filters
                     .on_dispatch(req.topic, req.queue_id, req.queue_offset, rec.properties);
             }
-            if self.multi_dispatch {
+            if self.multi_dispatch && topic_allows_lmq(req.topic) {
                 if let Some(lmqs) = req.multi_dispatch {
                     self.dispatch_lmq(&req, lmqs, scratch)?;
                 }

@@ -992,6 +992,19 @@ fn records_naming_lmqs_are_dispatched_into_them_once() {
     // The parent's queues hold every record.
     let parent: usize = (0..3).map(|q| read_all(&store, "Parent", q).len()).sum();
     assert_eq!(parent, 40);
+    // A record sent back to a retry or dead-letter topic, or waiting in a system topic, keeps the
+    // property and is not dispatched into the LMQ again.
+    let props = format!("INNER_MULTI_DISPATCH\u{1}{lmq_a}");
+    for t in [
+        "%DLQ%G",
+        "%RETRY%G",
+        "rmq_sys_wheel_timer",
+        message::SCHEDULE_TOPIC,
+    ] {
+        store.put(&msg(t, 0, b"again", props.as_bytes())).unwrap();
+    }
+    assert!(store.wait_dispatched(store.commitlog_max_offset(), Duration::from_secs(5)));
+    assert_eq!(store.max_offset_in_queue(lmq_a, 0), 20);
     store.shutdown().unwrap();
 
     // A lost LMQ ConsumeQueue is rebuilt from the CommitLog with the same offsets; one that

@@ -20,7 +20,7 @@ import org.apache.rocketmq.client.apis.producer.Producer;
 
 /**
  * The official RocketMQ 5.x Java client's LitePushConsumer (rocketmq-client-java 5.2.0), unchanged, against one
- * endpoint, for tests/peers/test_java5_lite.py. Arguments {@code key=value}: endpoints, topic (a LITE parent
+ * endpoint, for tests/peers/test_lite5.py. Arguments {@code key=value}: endpoints, topic (a LITE parent
  * topic), group (a lite group bound to it). The scenario, each step waiting for what it expects (at most
  * {@code timeout} seconds) and then a quiet {@code settle} seconds for what it must not get:
  *

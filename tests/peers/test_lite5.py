@@ -17,11 +17,18 @@ topic (each lite message is stored there too, as on Apache).
 
 Left out of the comparison: Apache's proxy also shows the message's ``INNER_MULTI_DISPATCH`` property (the LMQ
 name) among its user properties, a leak of a broker property rmq does not repeat.
+
+The official Python client (5.1.2, unchanged) too: its LitePushConsumer in a like scenario on both sides
+(tests/proxy/client5.py ``lite``: la and lb subscribed come from their first message, lc later too, nothing
+of la after unsubscribing it, bad names fail), and its LiteSimpleConsumer on rmq (Apache 5.5.0's proxy
+serves no LITE_SIMPLE_CONSUMER: it receives as a plain SimpleConsumer). The Python client hands a batch to
+its listener threads at once, so its deliveries per lite topic are compared sorted (the Java client's FIFO
+consume service shows the order). Its lite topics have one-letter names: client 5.1.2's ``subscribe_lite``
+sends the name's letters, the name itself reaching the server with the client's 30-second sync of its set.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -29,20 +36,12 @@ from typing import Any
 import pytest
 
 from tests.peers.apache import compile_drivers, run_driver
-from tests.peers.apache5 import ClusterProxy, start_cluster_proxy
+from tests.peers.apache5 import ClusterProxy
 from tests.peers.conftest import Peers, Peers5
-from tests.peers.grpc5 import Side, apache_side, pull, rmq_side, same
+from tests.peers.grpc5 import Side, apache_side, await_dlq, pull, rmq_side, same
+from tests.proxy.client5run import run_client5
 
 GRPC5_SRC = Path(__file__).resolve().parent / "java" / "grpc5"
-
-
-@pytest.fixture(scope="module")
-def cluster_proxy(peers5: Peers5, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterProxy]:
-    proxy = start_cluster_proxy(peers5.apache, tmp_path_factory.mktemp("proxy-cluster"))
-    try:
-        yield proxy
-    finally:
-        proxy.stop()
 
 
 def _run_side(side: Side, peers: Peers, classes: Path) -> dict[str, Any]:
@@ -123,3 +122,59 @@ def test_lite_messages_stored_in_the_parent_topic(lite5: dict[str, dict[str, Any
     """4.x <-> 5.x: the parent topic holds every lite message with its lite topic (``__LITE_TOPIC``)."""
     assert len(same(lite5, "parent4x")) == 13
     assert ("a-3", "la") in same(lite5, "lite4x")
+
+
+def _run_python(side: Side) -> dict[str, Any]:
+    topic = side.topic("P5lite", "LITE")
+    group = side.group("G5plite", orderly=True, attributes={"lite.bind.topic": topic})
+    result = run_client5("lite", timeout=300, endpoints=side.endpoints, topic=topic, group=group)
+    return {k: {t: sorted(v) for t, v in r.items()} if k.startswith("step") else r for k, r in result.items()}
+
+
+@pytest.fixture(scope="module")
+def lite5py(peers: Peers, peers5: Peers5, cluster_proxy: ClusterProxy) -> dict[str, dict[str, Any]]:
+    apache = apache_side(peers5)
+    sides = (
+        rmq_side(peers),
+        Side("apache", cluster_proxy.endpoints, apache.namesrv, apache.broker_addr, True),
+    )
+    with ThreadPoolExecutor(len(sides)) as pool:
+        futures = {s.label: pool.submit(_run_python, s) for s in sides}
+        return {label: f.result() for label, f in futures.items()}
+
+
+def test_python_lite_push_consumer_as_on_apache(lite5py: dict[str, dict[str, Any]]) -> None:
+    assert same(lite5py, "step2") == {"a": ["a-0#1", "a-1#1", "a-2#1"], "b": ["b-0#1", "b-1#1"]}
+    assert same(lite5py, "step3")["c"] == ["c-0#1", "c-1#1"]
+    step4 = same(lite5py, "step4")
+    assert step4["a"] == ["a-0#1", "a-1#1", "a-2#1"]
+    assert step4["b"] == ["b-0#1", "b-1#1", "b-2#1"]
+
+
+def test_python_bad_lite_topic_names(lite5py: dict[str, dict[str, Any]]) -> None:
+    assert same(lite5py, "badSubscribe") != "none"
+    assert same(lite5py, "badSend") != "none"
+
+
+def test_python_lite_simple_consumer_on_rmq(peers: Peers) -> None:
+    """rmq serves the Python client's LiteSimpleConsumer as a lite consumer: its subscribed lite topic's
+    messages, in order, each once (acked), nothing of the other."""
+    side = rmq_side(peers)
+    topic = side.topic("P5lites", "LITE")
+    group = side.group("G5lites", attributes={"lite.bind.topic": topic})
+    result = run_client5("lite_simple", timeout=180, endpoints=side.endpoints, topic=topic, group=group)
+    assert result == {"received": ["s:s-0", "s:s-1", "s:s-2"], "again": []}
+
+
+def test_lite_message_not_acked_comes_again_then_dead_letter(peers: Peers) -> None:
+    """rmq: a lite message not acked comes again from the same place once its invisible time (2 s) is over,
+    its attempt counted up, in order with the one after it; after the group's retryMaxTimes (1) + 1 attempts
+    both go to %DLQ%<group> instead of to the client."""
+    side = rmq_side(peers)
+    topic = side.topic("P5liter", "LITE")
+    group = side.group("G5liter", retry_max_times=1, attributes={"lite.bind.topic": topic})
+    result = run_client5(
+        "lite_retry", timeout=180, endpoints=side.endpoints, topic=topic, group=group, deadline=20
+    )
+    assert result["deliveries"] == ["r-0#1", "r-1#1", "r-0#2", "r-1#2"]
+    assert await_dlq(side.broker_addr, group, 2) == 2
