@@ -525,7 +525,8 @@ class Brokers:
                     )
                 break
             break
-        self._group_info[group] = (value, time.monotonic())
+        if value.found:  # a group not there yet is looked for again at the next call
+            self._group_info[group] = (value, time.monotonic())
         return value
 
     async def _invoke_ok(self, addr: str, code: int, fields: dict[str, str], what: str) -> RemotingCommand:
