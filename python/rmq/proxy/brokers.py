@@ -289,66 +289,70 @@ class Brokers:
         *,
         group: str,
         topic: str,
-        lite_topic: str,
+        lite_topics: list[str],
         broker_name: str,
         batch: int,
         invisible_ms: int,
+        poll_ms: int,
         attempt_id: str | None,
-    ) -> list[tuple[MessageExt, pop.Handle]]:
-        """An orderly POP_MESSAGE of one lite topic's LMQ (queue 0) on one broker, as Apache's PopLite serves
-        it: one batch in flight per lite topic and group, a message not acked in time delivered again from
-        the same offset. Each message shows its LMQ offset and deliveries before (``orderCountInfo``)."""
+    ) -> list[tuple[MessageExt, pop.Handle, str]]:
+        """One orderly POP_MESSAGE of the LMQs of ``lite_topics`` on one broker (rmq's ``lmqs`` extension,
+        long polling on all of them), as Apache's PopLite serves a lite consumer: one batch in flight per lite
+        topic and group, a message not acked in time delivered again from the same offset. Each message comes
+        with its handle (its LMQ offset) and lite topic, and shows its LMQ offset and deliveries before."""
         addr = await self.addr_of(broker_name, topic)
+        lmqs = [lmq_name(topic, lite) for lite in lite_topics]
         fields = {
             "consumerGroup": group,
-            "topic": lmq_name(topic, lite_topic),
+            # The first LMQ as the topic: a broker without the extension (Apache's) finds no such topic.
+            "topic": lmqs[0],
             "queueId": "0",
             "maxMsgNums": str(batch),
             "invisibleTime": str(invisible_ms),
-            "pollTime": "0",
+            "pollTime": str(poll_ms),
             "bornTime": str(int(time.time() * 1000)),
             "initMode": "1",
             "expType": "TAG",
             "exp": "*",
             "order": "true",
+            "lmqs": ",".join(lmqs),
         }
-        what = f"pop of lite topic {lite_topic} from {broker_name}"
-        popped = await self._pop_call(addr, fields, attempt_id, 3000, what)
+        what = f"pop of {len(lmqs)} lite topics of {topic} from {broker_name}"
+        popped = await self._pop_call(addr, fields, attempt_id, poll_ms + 3000, what)
         if popped is None:
             return []
         response, pop_time, invisible, revive_qid = popped
-        ext = response.ext_fields
-        offsets = pop.parse_offset_info(ext.get("msgOffsetInfo")).get(f"{pop.NORMAL_TOPIC}@0", [])
-        counts = pop.order_counts(ext.get("orderCountInfo"))
-        out = []
+        info = response.ext_fields.get("lmqInfo")
+        if info is None:
+            raise ProxyError(
+                d.Code.INTERNAL_SERVER_ERROR, f"{what}: the broker does not serve lite consumers (rmq's does)"
+            )
+        where: list[tuple[str, int, int]] = []  # per record: lite topic, LMQ offset, deliveries before
+        for entry in filter(None, info.split(";")):
+            lmq, _, items = entry.partition(" ")
+            lite = lmq.split("$", 2)[2]
+            for item in items.split(","):
+                offset, _, count = item.partition("/")
+                where.append((lite, int(offset), int(count or 0)))
         messages = decode_messages(response.body or b"", broker_name)
-        if len(offsets) != len(messages):
-            log.warning(
-                "pop of lite topic %s from %s: %d messages, msgOffsetInfo lists %d offsets",
-                lite_topic,
-                broker_name,
-                len(messages),
-                len(offsets),
-            )
-        for m, offset in zip(messages, offsets, strict=False):
+        if len(where) != len(messages):
+            log.warning("%s: %d messages, lmqInfo lists %d", what, len(messages), len(where))
+        out = []
+        for m, (lite, offset, count) in zip(messages, where, strict=False):
             m.queue_offset = offset  # the LMQ's offset, as Apache's proxy shows it
-            m.reconsume_times = counts.get(offset, 0)
-            out.append(
-                (
-                    m,
-                    pop.Handle(
-                        0,
-                        pop_time,
-                        invisible,
-                        revive_qid,
-                        pop.NORMAL_TOPIC,
-                        broker_name,
-                        0,
-                        offset,
-                        m.commit_log_offset,
-                    ),
-                )
+            m.reconsume_times = count
+            handle = pop.Handle(
+                0,
+                pop_time,
+                invisible,
+                revive_qid,
+                pop.NORMAL_TOPIC,
+                broker_name,
+                0,
+                offset,
+                m.commit_log_offset,
             )
+            out.append((m, handle, lite))
         return out
 
     async def _pop_call(

@@ -162,7 +162,7 @@ class PopProcessors:
         s = self.s
         total = 0
         for t in topics:
-            tc = s.topics.get(t)
+            tc = self._topic(t)
             if tc is None:
                 continue
             for q in range(tc.read_queue_nums):
@@ -300,14 +300,21 @@ class PopProcessors:
         )
         retry_topic = pop_retry_topic(topic, group, s.config.enable_retry_topic_v2)
         need_retry = rand < s.config.pop_from_retry_probability
-        if need_retry and not order:
-            self._pop_topic(st, retry_topic, rand, True)
-        if queue_id < 0:
-            self._pop_topic(st, topic, rand, False)
+        lmqs = self._lmqs(f.get("lmqs"))
+        lite_info: list[str] = []
+        if lmqs is not None:
+            if not order:
+                return self._pop_response(request, INVALID_PARAMETER, "a pop of LMQs (lmqs) must be orderly")
+            lite_info = self._pop_lmqs(st, lmqs, rand)
         else:
-            self._pop_queue(st, topic, queue_id, False)
-        if not need_retry and st.count < max_msgs and not order:
-            self._pop_topic(st, retry_topic, rand, True)
+            if need_retry and not order:
+                self._pop_topic(st, retry_topic, rand, True)
+            if queue_id < 0:
+                self._pop_topic(st, topic, rand, False)
+            else:
+                self._pop_queue(st, topic, queue_id, False)
+            if not need_retry and st.count < max_msgs and not order:
+                self._pop_topic(st, retry_topic, rand, True)
 
         if st.count:
             s.counters.get_requests += 1
@@ -325,7 +332,7 @@ class PopProcessors:
                     )
                 expires = born + poll_time
                 if expires > now:
-                    topics = [topic] if order else [topic, retry_topic]
+                    topics = lmqs if lmqs is not None else [topic] if order else [topic, retry_topic]
                     held = HeldPop(ctx, request, topics, self.topics_signature(topics), time.perf_counter())
                     self.holds.hold(held, expires - now)
                     return None
@@ -338,9 +345,38 @@ class PopProcessors:
         fields["msgOffsetInfo"] = ";".join(st.msg_info)
         if order:
             fields["orderCountInfo"] = ";".join(st.order_info)
+        if lmqs is not None:
+            fields["lmqInfo"] = ";".join(lite_info)
         if st.count:
             response.body = b"".join(st.parts)
         return response
+
+    @staticmethod
+    def _lmqs(text: str | None) -> list[str] | None:
+        """rmq's extension of POP_MESSAGE for its gRPC endpoint's lite consumers: ``lmqs``, the LMQs
+        (comma-separated) to pop orderly, queue 0 of each, in one request that waits on all of them."""
+        if text is None:
+            return None
+        return [t for t in text.split(",") if is_lmq(t)]
+
+    def _pop_lmqs(self, st: _Pop, lmqs: list[str], rand: int) -> list[str]:
+        """Pop the LMQs in turn (from a random one) until the batch is full; per LMQ popped, its lmqInfo
+        entry ``<lmq> <offset>/<deliveries before>,...`` (its records follow in that order)."""
+        out = []
+        n = len(lmqs)
+        for i in range(n):
+            if st.count >= st.max_msgs:
+                break
+            lmq = lmqs[(rand + i) % n]
+            before = st.count
+            self._pop_queue(st, lmq, 0, False)
+            if st.count == before:
+                continue
+            offsets = st.msg_info[-1].rsplit(" ", 1)[-1].split(",")
+            info = self.orders.table.get((lmq, st.group, 0))
+            counts = info.counts if info is not None else {}
+            out.append(f"{lmq} " + ",".join(f"{o}/{counts.get(int(o), 0)}" for o in offsets))
+        return out
 
     def _pop_topic(self, st: _Pop, topic: str, rand: int, is_retry: bool) -> None:
         tc = self.s.topics.get(topic)

@@ -32,8 +32,8 @@ LITE_INVISIBLE_MS = 60_000
 """How long a lite message stays invisible when the receive names no time (Apache's proxy default, which
 renews it for its push consumers)."""
 
-LITE_POLL_INTERVAL_S = 0.1
-"""How often a LitePushConsumer's long-polling receive looks at its lite topics again."""
+LITE_POLL_MS = 2000
+"""The longest a lite consumer's receive waits for messages (then it is answered none and receives again)."""
 
 DEADLINE_MARGIN_MS = 1000
 """Time kept back from a ReceiveMessage call's deadline for the answer to travel."""
@@ -128,8 +128,8 @@ class ConsumerActivity(Activity):
     async def _receive_lite(
         self, sess: Session, request: s.ReceiveMessageRequest, poll_ms: int, batch: int
     ) -> AsyncIterator[s.ReceiveMessageResponse]:
-        """A LitePushConsumer's receive: its lite topics' LMQs on the broker named, each in turn, until
-        messages are found or the long poll ends (checked every :data:`LITE_POLL_INTERVAL_S`)."""
+        """A lite consumer's receive: its lite topics' LMQs on the broker named, in one orderly pop that
+        waits on all of them until messages come or the long poll ends."""
         group, topic = request.group.name, request.message_queue.topic.name
         broker = request.message_queue.broker.name
         invisible = (
@@ -138,40 +138,62 @@ class ConsumerActivity(Activity):
             else LITE_INVISIBLE_MS
         )
         attempt = request.attempt_id if request.HasField("attempt_id") else None
-        deadline = time.monotonic() + poll_ms / 1000
+        # The pop waits on the lite topics subscribed when it started: short, so a topic subscribed meanwhile
+        # is looked at soon (Apache's broker, which keeps the subscriptions, is told of them at once).
+        poll_ms = min(poll_ms, LITE_POLL_MS)
+        names = sorted(sess.lite_topics)
         found: list[Received] = []
-        try:
-            while True:
-                names = sorted(sess.lite_topics)
-                if names:
-                    start = sess.lite_cursor % len(names)
-                    sess.lite_cursor += 1
-                    for lite in names[start:] + names[:start]:
-                        if len(found) >= batch:
-                            break
-                        got = await self.brokers.pop_lite(
-                            group=group,
-                            topic=topic,
-                            lite_topic=lite,
-                            broker_name=broker,
-                            batch=batch - len(found),
-                            invisible_ms=invisible,
-                            attempt_id=attempt,
-                        )
-                        found += [(m, h, lite) for m, h in got]
-                left = deadline - time.monotonic()
-                if found or left <= 0:
-                    break
-                await asyncio.sleep(min(LITE_POLL_INTERVAL_S, left))
-        except ProxyError as e:
-            if not found:
+        if names:
+            # Each receive starts at another lite topic, so each gets its turn when batches fill up.
+            start = sess.lite_cursor % len(names)
+            sess.lite_cursor += 1
+            try:
+                found = list(
+                    await self.brokers.pop_lite(
+                        group=group,
+                        topic=topic,
+                        lite_topics=names[start:] + names[:start],
+                        broker_name=broker,
+                        batch=batch,
+                        invisible_ms=invisible,
+                        poll_ms=poll_ms,
+                        attempt_id=attempt,
+                    )
+                )
+            except ProxyError as e:
                 yield s.ReceiveMessageResponse(status=status(e.code, e.message))
                 return
-            log.warning(
-                "lite receive of group %s: %s; answering the %d messages found", group, e.message, len(found)
-            )
+            found = await self._unsubscribed_meanwhile(sess, group, topic, found)
+        elif poll_ms > 0:
+            await asyncio.sleep(poll_ms / 1000)  # nothing subscribed yet: an empty long poll
         async for answer in self._answer(request, found, sess.max_attempts):
             yield answer
+
+    async def _unsubscribed_meanwhile(
+        self, sess: Session, group: str, topic: str, found: list[Received]
+    ) -> list[Received]:
+        """Messages of lite topics the client unsubscribed while its pop waited are made visible again at
+        once (not delivered, and not left blocking their lite topic for the group's other clients)."""
+        keep = []
+        for m, handle, lite in found:
+            if lite is None or lite in sess.lite_topics:
+                keep.append((m, handle, lite))
+                continue
+            try:
+                await self.brokers.change_invisible(
+                    group, lmq_name(topic, lite), handle, 0, route_topic=topic
+                )
+                log.info(
+                    "message %s of lite topic %s, which client %s unsubscribed meanwhile, made visible again",
+                    m.msg_id,
+                    lite,
+                    sess.client_id,
+                )
+            except ProxyError as e:
+                log.warning(
+                    "message %s of lite topic %s could not be made visible again: %s", m.msg_id, lite, e
+                )
+        return keep
 
     async def _dead_letters(
         self, found: list[Received], group: str, topic: str, max_attempts: int
