@@ -333,6 +333,38 @@ def lite_retry(args: dict[str, Any]) -> dict[str, Any]:
     return {"deliveries": deliveries}
 
 
+def lite_take(args: dict[str, Any]) -> dict[str, Any]:
+    """A LiteSimpleConsumer of lite topic "k" (after sending ``send``, if any): receives (invisible for
+    ``invisible_s``) until ``want`` deliveries came or ``deadline`` passed, acks the first ``ack`` of them and
+    leaves the rest; then waits ``settle`` seconds more for deliveries that should not come."""
+    topic = args["topic"]
+    consumer = LiteSimpleConsumer(topic, config(args), args["group"], await_duration=1)
+    producer = None
+    got: list[str] = []
+    try:
+        if args.get("send"):
+            producer = Producer(config(args), (topic,))
+            producer.startup()
+            _send_lite(producer, topic, "k", *args["send"])
+        consumer.startup()
+        _subscribe_simple(consumer, "k")
+        acks = args.get("ack", 10**9)
+        end = time.monotonic() + args.get("deadline", 30)
+        while len(got) < args["want"] and time.monotonic() < end:
+            for msg in consumer.receive(16, args.get("invisible_s", 30)) or ():
+                got.append(f"{msg.body.decode()}#{msg.delivery_attempt}")
+                if len(got) <= acks:
+                    consumer.ack(msg)
+        end = time.monotonic() + args.get("settle", 0)
+        while time.monotonic() < end:
+            got += [f"{m.body.decode()}#{m.delivery_attempt}" for m in consumer.receive(16, 30) or ()]
+    finally:
+        consumer.shutdown()
+        if producer is not None:
+            producer.shutdown()
+    return {"received": got}
+
+
 if __name__ == "__main__":
     scenario, raw = sys.argv[1], sys.argv[2]
     scenarios = {
@@ -343,6 +375,7 @@ if __name__ == "__main__":
         "lite": lite,
         "lite_simple": lite_simple,
         "lite_retry": lite_retry,
+        "lite_take": lite_take,
     }
     result = scenarios[scenario](json.loads(raw))
     print(json.dumps(result), flush=True)

@@ -1,5 +1,6 @@
 """Lite topics on rmq's gRPC endpoint: what a bad request gets (raw MessagingService calls, as a 5.x client
-would make them, against a real broker). Each refusal carries Apache's code and says what is wrong."""
+would make them, against a real broker; each refusal carries Apache's code and says what is wrong), and a
+lite consumer's state across kill -9 of the broker (the official Python client's LiteSimpleConsumer)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import grpc
 import pytest
@@ -18,6 +20,7 @@ from rmq.remoting.client import invoke_sync
 
 from tests.brokerproc import BrokerProcess, start_broker
 from tests.peers.apache5 import create_group, create_topic, wait_for_route
+from tests.proxy.client5run import run_client5
 
 
 @pytest.fixture(scope="module")
@@ -38,10 +41,13 @@ def stub(broker: BrokerProcess) -> Iterator[service_pb2_grpc.MessagingServiceStu
 CLIENT = (("x-mq-client-id", "lite-errors-test"),)
 
 
-def _names(broker: BrokerProcess, **attrs: str) -> tuple[str, str]:
+def _names(broker: BrokerProcess, lite: bool = False, **attrs: str) -> tuple[str, str]:
+    """A new LITE topic and a new group (bound to it when ``lite``, with ``attrs`` besides)."""
     topic, group = f"LP_{uuid.uuid4().hex[:8]}", f"LG_{uuid.uuid4().hex[:8]}"
     create_topic(broker.broker_addr, topic, "LITE")
     wait_for_route(broker.namesrv_addr, topic)
+    if lite:
+        attrs["lite.bind.topic"] = topic
     create_group(broker.broker_addr, group, attributes=attrs or None)
     return topic, group
 
@@ -129,3 +135,35 @@ def test_group_attributes_kept_and_checked(broker: BrokerProcess) -> None:
     assert json.loads(response.body)["subscriptionGroupTable"][group]["attributes"] == {
         "lite.bind.topic": "P"
     }
+
+
+def test_lite_state_survives_kill_9(tmp_path: Path) -> None:
+    """kill -9 of the broker between a lite consumer's acks: after the restart (same store) the lite topic's
+    messages not acked come again, in order, and none acked does (its LMQ rebuilt from the CommitLog as
+    needed, the group's LMQ offset where the orderly acks left it)."""
+    store = tmp_path / "store"
+    b = start_broker(store)
+    try:
+        topic, group = _names(b, lite=True)
+        first = run_client5(
+            "lite_take",
+            endpoints=f"127.0.0.1:{b.ready['grpc']}",
+            topic=topic,
+            group=group,
+            send=["k0", "k1", "k2", "k3"],
+            want=2,
+            ack=2,
+            invisible_s=3,
+        )
+        assert first["received"][:2] == ["k0#1", "k1#1"], first
+    finally:
+        b.kill()
+    b = start_broker(store)
+    try:
+        wait_for_route(b.namesrv_addr, topic)
+        second = run_client5(
+            "lite_take", endpoints=f"127.0.0.1:{b.ready['grpc']}", topic=topic, group=group, want=2, settle=5
+        )
+        assert [r.split("#")[0] for r in second["received"]] == ["k2", "k3"], second
+    finally:
+        b.stop()
