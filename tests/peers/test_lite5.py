@@ -29,11 +29,15 @@ sends the name's letters, the name itself reaching the server with the client's 
 
 from __future__ import annotations
 
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
+from rmq.proxy.pb import d, s
+from rmq.proxy.v2 import service_pb2_grpc
 
 from tests.peers.apache import compile_drivers, run_driver
 from tests.peers.apache5 import ClusterProxy
@@ -178,3 +182,34 @@ def test_lite_message_not_acked_comes_again_then_dead_letter(peers: Peers) -> No
     )
     assert result["deliveries"] == ["r-0#1", "r-1#1", "r-0#2", "r-1#2"]
     assert await_dlq(side.broker_addr, group, 2) == 2
+
+
+def test_standalone_endpoint_before_apache_broker_refuses_lite_receive(peers5: Peers5) -> None:
+    """``python -m rmq.proxy`` in front of Apache's broker takes a lite subscription (the group's bind topic
+    read from that broker) but cannot pop lite topics there (Apache's broker keeps lite subscriptions itself
+    and serves them with its own POP_LITE_MESSAGE): a receive is refused, saying so."""
+    apache = apache_side(peers5)
+    topic = apache.topic("P5lsa", "LITE")
+    group = apache.group("G5lsa", attributes={"lite.bind.topic": topic})
+    meta = (("x-mq-client-id", f"lite-standalone-{uuid.uuid4().hex[:6]}"),)
+    with grpc.insecure_channel(peers5.rmq_proxy_endpoints) as channel:
+        stub = service_pb2_grpc.MessagingServiceStub(channel)
+        sync = s.SyncLiteSubscriptionRequest(
+            action=d.LiteSubscriptionAction.PARTIAL_ADD,
+            topic=d.Resource(name=topic),
+            group=d.Resource(name=group),
+            lite_topic_set=["x"],
+        )
+        assert stub.SyncLiteSubscription(sync, metadata=meta, timeout=30).status.code == d.Code.OK
+        request = s.ReceiveMessageRequest(
+            group=d.Resource(name=group),
+            message_queue=d.MessageQueue(
+                topic=d.Resource(name=topic), id=-1, broker=d.Broker(name="broker-a")
+            ),
+            batch_size=16,
+        )
+        request.long_polling_timeout.seconds = 1
+        answers = list(stub.ReceiveMessage(request, metadata=meta, timeout=30))
+    (st,) = [a.status for a in answers if a.HasField("status")]
+    assert st.code == d.Code.INTERNAL_SERVER_ERROR
+    assert "the broker does not serve lite consumers (an rmq broker with enableLmq does)" in st.message

@@ -318,15 +318,21 @@ class Brokers:
             "lmqs": ",".join(lmqs),
         }
         what = f"pop of {len(lmqs)} lite topics of {topic} from {broker_name}"
-        popped = await self._pop_call(addr, fields, attempt_id, poll_ms + 3000, what)
+        unserved = f"{what}: the broker does not serve lite consumers (an rmq broker with enableLmq does)"
+        try:
+            popped = await self._pop_call(addr, fields, attempt_id, poll_ms + 3000, what, needs="lmqInfo")
+        except ProxyError as e:
+            if e.code == d.Code.TOPIC_NOT_FOUND:  # no LMQs there
+                raise ProxyError(
+                    d.Code.INTERNAL_SERVER_ERROR, f"{unserved}; it answered {e.message}"
+                ) from None
+            raise
+        except KeyError:
+            raise ProxyError(d.Code.INTERNAL_SERVER_ERROR, unserved) from None
         if popped is None:
             return []
         response, pop_time, invisible, revive_qid = popped
-        info = response.ext_fields.get("lmqInfo")
-        if info is None:
-            raise ProxyError(
-                d.Code.INTERNAL_SERVER_ERROR, f"{what}: the broker does not serve lite consumers (rmq's does)"
-            )
+        info = response.ext_fields["lmqInfo"]
         where: list[tuple[str, int, int]] = []  # per record: lite topic, LMQ offset, deliveries before
         for entry in filter(None, info.split(";")):
             lmq, _, items = entry.partition(" ")
@@ -356,10 +362,16 @@ class Brokers:
         return out
 
     async def _pop_call(
-        self, addr: str, fields: dict[str, str], attempt_id: str | None, timeout_ms: int, what: str
+        self,
+        addr: str,
+        fields: dict[str, str],
+        attempt_id: str | None,
+        timeout_ms: int,
+        what: str,
+        needs: str | None = None,
     ) -> tuple[RemotingCommand, int, int, int] | None:
         """POP_MESSAGE: the response with its pop time, invisible time and revive queue; None when nothing
-        was found."""
+        was found. KeyError when an answer (found or not) lacks the header ``needs``."""
         if attempt_id:
             fields["attemptId"] = attempt_id
         request = create_request(codes.POP_MESSAGE, fields, language=int(LanguageCode.JAVA))
@@ -367,6 +379,9 @@ class Brokers:
             response = await self.remoting.invoke(addr, request, timeout_ms)
         except (RemotingError, OSError) as e:
             raise ProxyError(d.Code.PROXY_TIMEOUT, f"{what} ({addr}): {e}") from None
+        answered = (ResponseCode.SUCCESS, ResponseCode.PULL_NOT_FOUND, pop.POLLING_TIMEOUT)
+        if needs is not None and response.code in answered and needs not in response.ext_fields:
+            raise KeyError(needs)
         if response.code in (
             ResponseCode.PULL_NOT_FOUND,
             pop.POLLING_TIMEOUT,
