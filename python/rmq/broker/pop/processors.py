@@ -173,7 +173,7 @@ class PopProcessors:
         """The topic's config; an LMQ (``%LMQ%...``, RocketMQ 5.x's lite topics) has none and one
         readable queue, 0, when the store keeps LMQs (``enableLmq``)."""
         tc = self.s.topics.get(topic)
-        if tc is None and is_lmq(topic) and self.s.config.store.get("enableLmq", "true") != "false":
+        if tc is None and is_lmq(topic) and self.s.config.store.get("enableLmq", "true").lower() != "false":
             return TopicConfig(topic, read_queue_nums=1, write_queue_nums=1)
         return tc
 
@@ -368,14 +368,12 @@ class PopProcessors:
             if st.count >= st.max_msgs:
                 break
             lmq = lmqs[(rand + i) % n]
-            before = st.count
-            self._pop_queue(st, lmq, 0, False)
-            if st.count == before:
+            offsets = self._pop_queue(st, lmq, 0, False)
+            if not offsets:
                 continue
-            offsets = st.msg_info[-1].rsplit(" ", 1)[-1].split(",")
             info = self.orders.table.get((lmq, st.group, 0))
             counts = info.counts if info is not None else {}
-            out.append(f"{lmq} " + ",".join(f"{o}/{counts.get(int(o), 0)}" for o in offsets))
+            out.append(f"{lmq} " + ",".join(f"{o}/{counts.get(o, 0)}" for o in offsets))
         return out
 
     def _pop_topic(self, st: _Pop, topic: str, rand: int, is_retry: bool) -> None:
@@ -412,15 +410,16 @@ class PopProcessors:
             topic, queue_id, offset, n, None, 0, sub.sql, f"{st.group}#{st.topic}"
         )
 
-    def _pop_queue(self, st: _Pop, topic: str, queue_id: int, is_retry: bool) -> None:
+    def _pop_queue(self, st: _Pop, topic: str, queue_id: int, is_retry: bool) -> list[int]:
+        """Pop what ``st`` still wants of one queue; the queue offsets popped."""
         s = self.s
         offset = self._pop_offset(st, topic, queue_id)
         if st.order and self.orders.check_block(st.attempt_id, topic, st.group, queue_id):
-            return
+            return []
         want = st.max_msgs - st.count
         if want <= 0:
             st.rest += max(0, s.store.max_offset(topic, queue_id) - offset)
-            return
+            return []
         status, nxt, _mn, mx, body, count = self._get(st, topic, queue_id, offset, want)
         if status in _MOVED and nxt != offset:
             log.info(
@@ -435,6 +434,7 @@ class PopProcessors:
             s.offsets.commit(st.group, topic, queue_id, nxt)
             offset = nxt
             status, nxt, _mn, mx, body, count = self._get(st, topic, queue_id, offset, want)
+        offsets: list[int] = []
         if status == "FOUND" and count:
             # An LMQ's records carry their own topic's queue offsets; its own are the units read, one
             # after the other (LMQ pops are unfiltered).
@@ -471,6 +471,7 @@ class PopProcessors:
         elif status in _SKIPPED and nxt > offset:
             s.offsets.commit(st.group, topic, queue_id, nxt)
         st.rest += max(0, mx - nxt)
+        return offsets
 
     def _retry_records(self, st: _Pop, body: bytes, start: int) -> bytes:
         """Retry-topic records as 5.x answers them: under the topic popped, with their receipt handle."""
