@@ -419,4 +419,15 @@ class TlsFront:
     def peer_of(self, name: str) -> str | None:
         """``host:port`` of the client behind the front's upstream connection bound to the abstract name
         ``name`` (grpcio's peer ``unix-abstract:<name>``)."""
+    def enable_sends(self, on: bool, system_names: list[str]) -> None:
+        """Answer SendMessage calls of plain messages in the front from now on (``on``), leaving to the
+        endpoint every message with a user property named in ``system_names``; or pass every call on."""
+    def route_sends(self, topic: str, queues: list[tuple[str, int, str]]) -> None:
+        """The writable queues of ``topic`` as ``(broker_name, queue_id, master_addr)`` (empty: its sends
+        are passed on)."""
+    def send_stats(self) -> dict[str, int]:
+        """``served``, ``passed_on``: SendMessage calls answered by the front, passed on; ``topics``."""
+    def send_latency(self) -> list[tuple[str, list[float]]]:
+        """Per status code name (``ok``...) of the calls the front answered: the count per
+        ``rocketmq_rpc_latency`` bucket, then the sum in milliseconds."""
     def close(self) -> None: ...

@@ -151,6 +151,7 @@ def start_grpc(cfg: BrokerConfig, broker: BrokerController) -> Any:
         config.tls_trust_cert_path = tls.trust_cert_path
         config.tls_require_client_auth = tls.need_client_auth == "require"
     config.tls_test_mode = cfg.tls_test_mode_enable
+    config.fast_send = cfg.grpc_fast_send_enable
     proxy = ProxyThread(config)
     proxy.start()
     if broker.services is not None:

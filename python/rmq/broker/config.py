@@ -108,6 +108,7 @@ _NAMES: dict[str, str] = {
     "innerClientAuthenticationCredentials": "inner_client_authentication_credentials",
     "dashboardPort": "dashboard_port",
     "grpcServerPort": "grpc_server_port",
+    "grpcFastSendEnable": "grpc_fast_send_enable",
     "dashboardAdmin": "dashboard_admin",
     "reviveQueueNum": "revive_queue_num",
     "popFromRetryProbability": "pop_from_retry_probability",
@@ -320,6 +321,10 @@ class BrokerConfig:
     grpc_server_port: int = 8081
     """Port of the gRPC endpoint for RocketMQ 5.x clients (Apache's proxy property; -1: not served; 0: any
     free port, logged). ``python -m rmq.broker`` serves it on ``bindAddress`` (see :mod:`rmq.proxy`)."""
+    grpc_fast_send_enable: bool = True
+    """Let the gRPC port answer SendMessage calls of plain messages itself, in Rust, sending them to the
+    brokers over Remoting (rmq's own property; false: every call goes to the Python endpoint). Only where the
+    port takes TLS and plaintext clients (its default) and without ACL; any other call is the endpoint's."""
     dashboard_admin: bool = False
     """Let the dashboard reset offsets and resend dead-letter messages (rmq's own property; false:
     read-only)."""

@@ -61,7 +61,7 @@ def check_lite_topic(lite_topic: str) -> None:
 
 
 # Names a 5.x user property may not take: the 4.x reserved ones and the ones this module writes.
-_SYSTEM_NAMES = frozenset(RESERVED_PROPERTIES) | {
+SYSTEM_NAMES = frozenset(RESERVED_PROPERTIES) | {
     SHARDING_KEY,
     TRACE_CONTEXT,
     BORN_HOST,
@@ -129,7 +129,7 @@ def to_broker(msg: d.Message, remote_addr: str, max_body_size: int = MAX_BODY_SI
         )
     props: dict[str, str] = {}
     for key, value in msg.user_properties.items():
-        if key in _SYSTEM_NAMES:
+        if key in SYSTEM_NAMES:
             raise ProxyError(d.Code.ILLEGAL_MESSAGE_PROPERTY_KEY, f"property is used by system: {key}")
         if _control(key) or _control(value):
             raise ProxyError(
@@ -287,7 +287,7 @@ _BROKER_NAMES = frozenset(
 # What a 5.x consumer is not shown: Apache's MessageConst.STRING_HASH_SET, which its proxy leaves out.
 # __transactionId__ and TRANSACTION_CHECK_TIMES are not in it: a committed transactional message shows its
 # transaction id and how often the broker checked it, on Apache's proxy too.
-_HIDDEN = (_SYSTEM_NAMES | _BROKER_NAMES) - {
+_HIDDEN = (SYSTEM_NAMES | _BROKER_NAMES) - {
     MessageConst.TRANSACTION_CHECK_TIMES,
     MessageConst.TRANSACTION_ID,
 }

@@ -40,8 +40,24 @@ class GrpcLatency(LatencyTable[tuple[str, str, bool]]):
     """Per (RPC name, answer's code, long polling). Written on the endpoint's event loop, read from the
     metrics exporter's thread."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.front_sends: Callable[[], list[tuple[str, list[float]]]] | None = None
+        """The SendMessage calls the gRPC port's front answered itself, per code (its ``send_latency``)."""
+
     def record(self, rpc: str, code: str, seconds: float) -> None:
         self.add((rpc, code, rpc in _LONG_POLLING), seconds)
+
+    def rows(self) -> list[tuple[tuple[str, str, bool], list[float]]]:
+        rows = super().rows()
+        if self.front_sends is None:
+            return rows
+        merged = dict(rows)
+        for code, counts in self.front_sends():
+            key = ("SendMessage", code, False)
+            mine = merged.get(key)
+            merged[key] = counts if mine is None else [a + b for a, b in zip(mine, counts, strict=True)]
+        return list(merged.items())
 
 
 class LatencyInterceptor(grpc.aio.ServerInterceptor):  # type: ignore[misc]

@@ -14,6 +14,7 @@ Sends with a message group (FIFO) go to ``writeQueues[consistentHash(group.hashC
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rmq.client.errors import MQBrokerError
@@ -83,6 +84,14 @@ class RouteCache:
     def __init__(self, get_route: object) -> None:
         self._get_route = get_route  # async (topic) -> TopicRouteData, raising MQBrokerError
         self._views: dict[str, TopicView] = {}
+        self.listener: Callable[[str, TopicView | None], None] | None = None
+        """Told each view fetched and each forgotten (``None``): the gRPC port's own sends follow them."""
+
+    def listen(self, listener: Callable[[str, TopicView | None], None]) -> None:
+        """Tell ``listener`` of every view from now on, the cached ones first."""
+        self.listener = listener
+        for topic, view in list(self._views.items()):
+            listener(topic, view)
 
     async def view(self, topic: str, *, refresh: bool = False) -> TopicView:
         view = self._views.get(topic)
@@ -95,10 +104,14 @@ class RouteCache:
                 raise ProxyError(d.Code.INTERNAL_SERVER_ERROR, f"route of {topic}: {e}") from None
             view = view_of(route)
             self._views[topic] = view
+            if self.listener is not None:
+                self.listener(topic, view)
         return view
 
     def forget(self, topic: str) -> None:
         self._views.pop(topic, None)
+        if self.listener is not None:
+            self.listener(topic, None)
 
     def broker_addr(self, broker_name: str) -> str | None:
         """A master address of ``broker_name`` from any cached route."""

@@ -31,8 +31,10 @@ from rmq.acl.validator import AccessValidator
 from rmq.proxy.auth import Authenticator
 from rmq.proxy.brokers import Brokers
 from rmq.proxy.clients import ClientRegistry
+from rmq.proxy.messages import SYSTEM_NAMES
 from rmq.proxy.metrics import GrpcLatency, LatencyInterceptor
 from rmq.proxy.pb import g
+from rmq.proxy.route import TopicView
 from rmq.proxy.service import MessagingService
 from rmq.remoting.tls import TlsClientSettings
 
@@ -65,6 +67,10 @@ class ProxyConfig:
     acl: AccessValidator | None = None
     rpc_hook: object = None
     """Signs the proxy's Remoting requests (an ACL account of the brokers)."""
+    fast_send: bool = True
+    """Let the gRPC port's front (when the port has one) send plain messages itself, in Rust, straight to
+    the brokers over Remoting, instead of passing each SendMessage to grpcio (not with ACL, a signing
+    account or TLS towards the brokers: those sends stay with the endpoint)."""
 
 
 class ProxyServer:
@@ -119,6 +125,7 @@ class ProxyServer:
                 self._server = None
                 raise
             self.service.front = self.front
+            self._fast_sends(self.front)
             self._refusals = asyncio.get_running_loop().create_task(self._log_refusals())
             port = self.front.port
         self.port = port
@@ -139,6 +146,21 @@ class ProxyServer:
             ";".join(self.config.namesrv_addrs),
         )
         return port
+
+    def _fast_sends(self, front: TlsFront) -> None:
+        """Hand the front the writable queues of every topic the endpoint looks up, so it serves plain sends
+        itself (what it leaves, and every refusal, still comes here)."""
+        c = self.config
+        if not c.fast_send or c.acl is not None or c.rpc_hook is not None or c.remoting_tls is not None:
+            return
+        front.enable_sends(True, sorted(SYSTEM_NAMES))
+
+        def follow(topic: str, view: TopicView | None) -> None:
+            queues = [] if view is None else [(q.broker_name, q.queue_id, q.addr) for q in view.write_queues]
+            front.route_sends(topic, queues)
+
+        self.brokers.routes.listen(follow)
+        self.latency.front_sends = front.send_latency
 
     def _start_front(self, upstream: str) -> TlsFront:
         from rmq._store import TlsFront
@@ -194,12 +216,16 @@ class ProxyServer:
             for why in front.take_refusals():
                 log.warning("gRPC port: connection refused or broken off: %s", why)
             stats = front.stats()
+            sends = front.send_stats()
             front.close()
             log.info(
-                "gRPC port closed: %d TLS and %d plaintext connections served, %d refused",
+                "gRPC port closed: %d TLS and %d plaintext connections served, %d refused; %d SendMessage "
+                "calls answered by the port, %d passed on",
                 stats["tls"],
                 stats["plain"],
                 stats["refused"],
+                sends["served"],
+                sends["passed_on"],
             )
         if self._server is not None:
             for sess in self.registry.sessions():

@@ -19,7 +19,7 @@
 //! answer) are counted and kept, with the peer's address, for the owner to log.
 
 use std::collections::{HashMap, VecDeque};
-use std::io::{self, Read, Write};
+use std::io;
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::net::UnixStream;
@@ -29,14 +29,12 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use rustls::ServerConnection;
 
-use crate::tls::{self, TlsMode, TlsServer, HANDSHAKE_RECORD};
+use crate::grpc::{self, routes::FastSends};
+use crate::tls::{TlsMode, TlsServer, HANDSHAKE_RECORD};
 
 /// How long a new connection may stay silent before its first byte decides TLS or not.
 const SNIFF_TIMEOUT: Duration = Duration::from_secs(30);
-/// Bytes waiting for one side beyond which the other side is not read.
-const BACKLOG: usize = 1 << 20;
 /// Refusals kept for the owner between two [`Front::take_refusals`].
 const KEPT_REFUSALS: usize = 256;
 
@@ -65,6 +63,7 @@ struct Shared {
     plain: AtomicU64,
     refused: AtomicU64,
     refusals: Mutex<VecDeque<String>>,
+    fast: Arc<FastSends>,
 }
 
 impl Shared {
@@ -140,6 +139,11 @@ impl Front {
     /// abstract name `name` (`None`: no such connection now).
     pub fn peer_of(&self, name: &str) -> Option<SocketAddr> {
         self.shared.peers.lock().get(name).copied()
+    }
+
+    /// The sends the port serves itself (off until the owner turns them on).
+    pub fn fast_sends(&self) -> Arc<FastSends> {
+        self.shared.fast.clone()
     }
 
     /// Stop listening and close every connection.
@@ -250,31 +254,42 @@ fn serve(
     if n == 0 {
         return Ok(()); // closed before a byte: nothing to serve
     }
-    let session = if first[0] == HANDSHAKE_RECORD {
-        Some(tls.session()?)
-    } else if tls.mode == TlsMode::Enforcing {
+    let secure = first[0] == HANDSHAKE_RECORD;
+    if !secure && tls.mode == TlsMode::Enforcing {
         return Err("a plaintext connection refused (tls.server.mode=enforcing)".into());
-    } else {
-        None
-    };
+    }
     let up = connect_abstract(name, upstream)
         .map_err(|e| format!("the gRPC server at @{upstream} does not answer: {e}"))?;
-    let counter = if session.is_some() {
-        &shared.tls
-    } else {
-        &shared.plain
-    };
-    counter.fetch_add(1, Ordering::Relaxed);
     client
         .set_read_timeout(None)
         .and_then(|()| client.set_nonblocking(true))
         .and_then(|()| up.set_nonblocking(true))
         .map_err(|e| e.to_string())?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()
+        .map_err(|e| format!("no runtime for the connection: {e}"))?;
     shared.peers.lock().insert(name.to_string(), peer);
-    let result = pump(&client, &up, session);
+    let fast = shared.fast.clone();
+    let result = runtime.block_on(async {
+        let client = tokio::net::TcpStream::from_std(client).map_err(|e| e.to_string())?;
+        let up = tokio::net::UnixStream::from_std(up).map_err(|e| e.to_string())?;
+        let peer = peer.to_string();
+        if secure {
+            let acceptor = tokio_rustls::TlsAcceptor::from(tls.config());
+            let stream = acceptor
+                .accept(client)
+                .await
+                .map_err(|e| format!("TLS: {e}"))?;
+            shared.tls.fetch_add(1, Ordering::Relaxed);
+            grpc::serve(stream, up, peer, fast).await
+        } else {
+            shared.plain.fetch_add(1, Ordering::Relaxed);
+            grpc::serve(client, up, peer, fast).await
+        }
+    });
     shared.peers.lock().remove(name);
-    let _ = up.shutdown(Shutdown::Both);
-    let _ = client.shutdown(Shutdown::Both);
     result
 }
 
@@ -316,133 +331,11 @@ fn connect_abstract(own: &str, to: &str) -> io::Result<UnixStream> {
     Ok(stream)
 }
 
-/// Write what `out` holds to `to` until it would block; drop what was written.
-fn flush<S>(to: &S, out: &mut Vec<u8>) -> Result<(), String>
-where
-    for<'a> &'a S: Write,
-{
-    let mut to = to;
-    let mut done = 0;
-    while done < out.len() {
-        match to.write(&out[done..]) {
-            Ok(0) => return Err("connection closed".into()),
-            Ok(n) => done += n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e.to_string()),
-        }
-    }
-    out.drain(..done);
-    Ok(())
-}
-
-/// Read what `from` has (up to 64 KiB); `None` at its end.
-fn read_some<S>(from: &S, buf: &mut [u8]) -> Result<Option<usize>, String>
-where
-    for<'a> &'a S: Read,
-{
-    let mut from = from;
-    loop {
-        match from.read(buf) {
-            Ok(0) => return Ok(None),
-            Ok(n) => return Ok(Some(n)),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Some(0)),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => return Ok(None),
-            Err(e) => return Err(e.to_string()),
-        }
-    }
-}
-
-/// Move bytes between `client` and `up` until one side is gone (and what it sent is passed
-/// on). `session`: the client's TLS session (its bytes are ciphertext).
-fn pump(
-    client: &TcpStream,
-    up: &UnixStream,
-    mut session: Option<ServerConnection>,
-) -> Result<(), String> {
-    let mut to_up: Vec<u8> = Vec::new();
-    let mut to_client: Vec<u8> = Vec::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    let (mut client_done, mut up_done) = (false, false);
-    let mut failure: Option<String> = None;
-    loop {
-        flush(up, &mut to_up)?;
-        if let Err(e) = flush(client, &mut to_client) {
-            // A client gone mid-answer: nothing more to pass on either way.
-            return if client_done { Ok(()) } else { Err(e) };
-        }
-        if let Some(why) = failure {
-            return Err(why); // the alert, if any, went out with the flush above
-        }
-        if (client_done && to_up.is_empty()) || (up_done && to_client.is_empty()) {
-            return Ok(());
-        }
-        let mut client_events = 0;
-        if !client_done && to_up.len() < BACKLOG {
-            client_events |= libc::POLLIN;
-        }
-        if !to_client.is_empty() {
-            client_events |= libc::POLLOUT;
-        }
-        let mut up_events = 0;
-        if !up_done && to_client.len() < BACKLOG {
-            up_events |= libc::POLLIN;
-        }
-        if !to_up.is_empty() {
-            up_events |= libc::POLLOUT;
-        }
-        let seen = wait(
-            &[
-                (client.as_raw_fd(), client_events),
-                (up.as_raw_fd(), up_events),
-            ],
-            -1,
-        );
-        let readable = libc::POLLIN | libc::POLLHUP | libc::POLLERR;
-        if !client_done && seen[0] & readable != 0 {
-            match read_some(client, &mut buf)? {
-                None => client_done = true,
-                Some(0) => {}
-                Some(n) => match session.as_mut() {
-                    Some(conn) => {
-                        match tls::decrypt(conn, &buf[..n], &mut to_up) {
-                            Ok(closed) => client_done |= closed,
-                            Err(e) => failure = Some(format!("TLS: {e}")),
-                        }
-                        tls::pending(conn, &mut to_client);
-                    }
-                    None => to_up.extend_from_slice(&buf[..n]),
-                },
-            }
-        }
-        if !up_done && seen[1] & readable != 0 {
-            match read_some(up, &mut buf)? {
-                None => {
-                    up_done = true;
-                    if let Some(conn) = session.as_mut() {
-                        conn.send_close_notify();
-                        tls::pending(conn, &mut to_client);
-                    }
-                }
-                Some(0) => {}
-                Some(n) => match session.as_mut() {
-                    Some(conn) => tls::encrypt(conn, &[&buf[..n]], &mut to_client),
-                    None => to_client.extend_from_slice(&buf[..n]),
-                },
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
     use std::sync::Arc as StdArc;
-
-    use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-    use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-    use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, SignatureScheme};
 
     /// An upstream on a new abstract name that answers every chunk it reads with the chunk
     /// upper-cased, and tells the abstract name of each peer.
@@ -481,117 +374,6 @@ mod tests {
             }
         });
         (name, peers)
-    }
-
-    fn read_exactly(s: &mut impl Read, n: usize) -> Vec<u8> {
-        let mut out = vec![0u8; n];
-        s.read_exact(&mut out).unwrap();
-        out
-    }
-
-    #[derive(Debug)]
-    struct TrustAny;
-
-    impl ServerCertVerifier for TrustAny {
-        fn verify_server_cert(
-            &self,
-            _: &CertificateDer<'_>,
-            _: &[CertificateDer<'_>],
-            _: &ServerName<'_>,
-            _: &[u8],
-            _: UnixTime,
-        ) -> Result<ServerCertVerified, rustls::Error> {
-            Ok(ServerCertVerified::assertion())
-        }
-        fn verify_tls12_signature(
-            &self,
-            _: &[u8],
-            _: &CertificateDer<'_>,
-            _: &DigitallySignedStruct,
-        ) -> Result<HandshakeSignatureValid, rustls::Error> {
-            Ok(HandshakeSignatureValid::assertion())
-        }
-        fn verify_tls13_signature(
-            &self,
-            _: &[u8],
-            _: &CertificateDer<'_>,
-            _: &DigitallySignedStruct,
-        ) -> Result<HandshakeSignatureValid, rustls::Error> {
-            Ok(HandshakeSignatureValid::assertion())
-        }
-        fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-            rustls::crypto::ring::default_provider()
-                .signature_verification_algorithms
-                .supported_schemes()
-        }
-    }
-
-    fn tls_client(addr: SocketAddr) -> rustls::StreamOwned<ClientConnection, TcpStream> {
-        let provider = StdArc::new(rustls::crypto::ring::default_provider());
-        let mut config = ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .dangerous()
-            .with_custom_certificate_verifier(StdArc::new(TrustAny))
-            .with_no_client_auth();
-        config.alpn_protocols = vec![b"h2".to_vec()];
-        let conn = ClientConnection::new(
-            StdArc::new(config),
-            ServerName::try_from("localhost").unwrap(),
-        )
-        .unwrap();
-        rustls::StreamOwned::new(conn, TcpStream::connect(addr).unwrap())
-    }
-
-    #[test]
-    fn plaintext_and_tls_clients_share_the_port() {
-        let tls = TlsServer::self_signed(TlsMode::Permissive, &["localhost"]).unwrap();
-        let (upstream, named) = upper_server();
-        let mut front = Front::start("127.0.0.1", 0, &upstream, tls).unwrap();
-        let addr = front.local_addr();
-
-        let mut plain = TcpStream::connect(addr).unwrap();
-        plain.write_all(b"PRI * hello").unwrap();
-        assert_eq!(read_exactly(&mut plain, 11), b"PRI * HELLO");
-
-        let mut secure = tls_client(addr);
-        secure.write_all(b"over tls").unwrap();
-        assert_eq!(read_exactly(&mut secure, 8), b"OVER TLS");
-        assert_eq!(secure.conn.alpn_protocol(), Some(&b"h2"[..]));
-        // A large write crosses many records and both backlogs.
-        let big: Vec<u8> = (0..3_000_000u32).map(|i| b'a' + (i % 26) as u8).collect();
-        secure.write_all(&big).unwrap();
-        assert_eq!(
-            read_exactly(&mut secure, big.len()),
-            big.to_ascii_uppercase()
-        );
-
-        let stats = front.stats();
-        assert_eq!((stats.tls, stats.plain, stats.refused), (1, 1, 0));
-        // The upstream saw two peers, each bound to a name the front maps to its client.
-        let mut behind: Vec<SocketAddr> = named
-            .lock()
-            .iter()
-            .map(|n| front.peer_of(n).expect("a name the front knows"))
-            .collect();
-        let mut expected = vec![
-            plain.local_addr().unwrap(),
-            secure.sock.local_addr().unwrap(),
-        ];
-        behind.sort();
-        expected.sort();
-        assert_eq!(
-            behind, expected,
-            "each upstream connection names its client"
-        );
-        assert_eq!(stats.open, 2);
-        front.stop();
-        let mut rest = Vec::new();
-        assert_eq!(
-            plain.read_to_end(&mut rest).unwrap(),
-            0,
-            "stop closes connections"
-        );
     }
 
     #[test]

@@ -30,6 +30,7 @@ pub mod batch;
 pub mod codes;
 pub mod frame;
 pub mod front;
+pub mod grpc;
 pub mod header;
 pub mod held;
 pub mod long_poll;

@@ -140,6 +140,11 @@ impl TlsServer {
         }
     }
 
+    /// The rustls configuration (for a TLS acceptor of its own).
+    pub fn config(&self) -> Arc<ServerConfig> {
+        self.config.clone()
+    }
+
     /// A new server session.
     pub fn session(&self) -> Result<ServerConnection, String> {
         let mut conn = ServerConnection::new(self.config.clone()).map_err(|e| e.to_string())?;

@@ -1,5 +1,6 @@
 //! Binding of rmq-net: the broker's network thread, driven by the Python event loop.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,6 +11,7 @@ use pyo3::types::{PyBytes, PyList, PyTuple};
 
 use std::collections::HashMap;
 
+use rmq_net::grpc::routes::{FastSends, WriteQueue};
 use rmq_net::{
     AclAccount, AclRules, ClientAuth, Decline, Event, FastSend, FastSendConfig, Front, Replication,
     Server, ServerOptions, Stats, TlsMode, TlsServer,
@@ -536,6 +538,7 @@ impl NetServer {
 struct TlsFront {
     inner: std::sync::Mutex<Option<Front>>,
     port: u16,
+    fast: Arc<FastSends>,
 }
 
 #[pymethods]
@@ -562,9 +565,11 @@ impl TlsFront {
             .detach(|| Front::start(host, port, upstream, server))
             .map_err(|e| PyOSError::new_err(format!("cannot listen on {host}:{port}: {e}")))?;
         let port = front.local_addr().port();
+        let fast = front.fast_sends();
         Ok(TlsFront {
             inner: std::sync::Mutex::new(Some(front)),
             port,
+            fast,
         })
     }
 
@@ -610,6 +615,43 @@ impl TlsFront {
             .as_ref()
             .and_then(|f| f.peer_of(name))
             .map(|a| a.to_string())
+    }
+
+    /// Serve SendMessage calls of plain messages in the front from now on (`on`), refusing none
+    /// but leaving to the endpoint every message with a user property in `system_names`; or pass
+    /// every call on.
+    fn enable_sends(&self, on: bool, system_names: Vec<String>) {
+        self.fast.enable(on, system_names);
+    }
+
+    /// The writable queues of `topic` as `(broker_name, queue_id, master_addr)`, in the order
+    /// sends take them (empty: the topic's sends are passed on).
+    fn route_sends(&self, topic: &str, queues: Vec<(String, i32, String)>) {
+        let queues = queues
+            .into_iter()
+            .map(|(broker_name, queue_id, addr)| WriteQueue {
+                broker_name,
+                queue_id,
+                addr,
+            })
+            .collect();
+        self.fast.set_topic(topic, queues);
+    }
+
+    /// `{"served": n, "passed_on": n, "topics": n}`: SendMessage calls the front answered, those
+    /// it passed on, topics it has queues of.
+    fn send_stats(&self) -> HashMap<&'static str, u64> {
+        HashMap::from([
+            ("served", self.fast.served.load(Ordering::Relaxed)),
+            ("passed_on", self.fast.passed_on.load(Ordering::Relaxed)),
+            ("topics", self.fast.topics() as u64),
+        ])
+    }
+
+    /// Per status code name (`ok`...) of the SendMessage calls the front answered: the count per
+    /// `rocketmq_rpc_latency` bucket, then the sum in milliseconds.
+    fn send_latency(&self) -> Vec<(String, Vec<f64>)> {
+        self.fast.latency_rows()
     }
 
     /// Stop listening and close every connection (idempotent).
