@@ -422,12 +422,19 @@ class TlsFront:
     def enable_sends(self, on: bool, system_names: list[str]) -> None:
         """Answer SendMessage calls of plain messages in the front from now on (``on``), leaving to the
         endpoint every message with a user property named in ``system_names``; or pass every call on."""
-    def route_sends(self, topic: str, queues: list[tuple[str, int, str]]) -> None:
-        """The writable queues of ``topic`` as ``(broker_name, queue_id, master_addr)`` (empty: its sends
-        are passed on)."""
+    def route_sends(self, topic: str, queues: list[tuple[str, int, str]], masters: dict[str, str]) -> None:
+        """The route of ``topic``: its writable queues as ``(broker_name, queue_id, master_addr)`` and its
+        masters ``{broker_name: addr}`` (both empty: forgotten, its calls are passed on)."""
+    def set_consumers(self, clients: dict[str, tuple[bool, int, bool]], hidden: list[str]) -> None:
+        """The consumers the front may serve receives of, ``{client_id: (fifo, max_attempts, lite)}``
+        (lite ones it passes on), and the property names a consumer is not shown."""
+    def take_dead_letters(self) -> list[tuple[str, str, str, str]]:
+        """``(group, topic, receipt_handle, message_id)`` of the messages the front's receives held back
+        for the dead-letter queue since the last call."""
     def send_stats(self) -> dict[str, int]:
-        """``served``, ``passed_on``: SendMessage calls answered by the front, passed on; ``topics``."""
-    def send_latency(self) -> list[tuple[str, list[float]]]:
-        """Per status code name (``ok``...) of the calls the front answered: the count per
+        """Calls answered by the front / passed on: ``served`` / ``passed_on`` (SendMessage),
+        ``receive_served`` / ``receive_passed_on``, ``ack_served`` / ``ack_passed_on``; ``topics``."""
+    def send_latency(self) -> list[tuple[str, str, list[float]]]:
+        """Per RPC and status code name (``ok``...) of the calls the front answered: the count per
         ``rocketmq_rpc_latency`` bucket, then the sum in milliseconds."""
     def close(self) -> None: ...

@@ -1,10 +1,12 @@
-"""SendMessage answered by the gRPC port's Rust front: plain messages go from the front straight to the broker
-over Remoting, and land in the store exactly as the Python endpoint writes them; everything else (FIFO,
-refusals, a topic the front has no queues of) still goes to the endpoint, which answers as before.
+"""SendMessage, ReceiveMessage and AckMessage answered by the gRPC port's Rust front: plain messages go from
+the front straight to the broker over Remoting and land in the store exactly as the Python endpoint writes
+them; receives pop from the broker and show the messages as the endpoint shows them; acks are batched.
+Everything else (FIFO sends, refusals, a topic the front has no route of, a consumer it was not told of)
+still goes to the endpoint, which answers as before.
 
 One rmq broker; two endpoints in this process in front of it (:class:`rmq.proxy.ProxyThread`, TLS test mode
-so the port is the front): one with the front's sends on (the default), one with them off. The same messages
-sent through each are read back with rmq's 4.x client and compared.
+so the port is the front): one with the front's calls on (the default), one with them off. The same scenario
+through each, with rmq's 4.x client or the official 5.x Python client, is compared.
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ from rmq.proxy.pb import d, s
 from rmq.proxy.v2 import service_pb2_grpc
 
 from tests.brokerproc import BrokerProcess, start_broker
+from tests.peers.apache5 import create_group
+from tests.peers.grpc5 import await_dlq
+from tests.proxy.client5run import run_client5
 from tests.proxy.test_python5_rmq import new_topic, pull_all
 
 
@@ -152,3 +157,73 @@ def test_what_the_front_does_not_serve_the_endpoint_answers(
     got = pull_all(broker, topic, 2)
     assert sorted(m.body.decode() for m in got) == ["fifo", "warm"]
     assert [m.body for m in pull_all(broker, topic, 3, deadline_s=3)].count(b"bad") == 0
+
+
+def _consume(proxy: ProxyThread, broker: BrokerProcess) -> dict[str, object]:
+    """Send 20 messages (tags, keys, properties) and receive them with the 5.x SimpleConsumer through
+    ``proxy``: receive, change the first one's invisible time, ack each."""
+    topic = new_topic(broker)
+    group = f"GF_{uuid.uuid4().hex[:8]}"
+    create_group(broker.broker_addr, group)
+    endpoints = f"127.0.0.1:{proxy.port}"
+    messages = [
+        {"body": f"b{i}", "tag": f"T{i % 3}", "keys": [f"k{i}"], "props": {"n": str(i)}} for i in range(20)
+    ]
+    run_client5("send", endpoints=endpoints, topic=topic, messages=messages)
+    got = run_client5("consume", endpoints=endpoints, topic=topic, group=group, count=20, deadline=60)
+    received = sorted(got["received"], key=lambda r: int(r["body"][1:]))
+    # Nothing comes again: every ack held (a new receive after the invisible time would show them).
+    again = run_client5("consume", endpoints=endpoints, topic=topic, group=group, count=1, deadline=8)
+    return {"received": received, "changed": got["changed_invisible"], "again": again["received"]}
+
+
+def test_receives_and_acks_are_the_fronts_and_show_what_the_endpoint_shows(
+    broker: BrokerProcess, endpoints: tuple[ProxyThread, ProxyThread]
+) -> None:
+    fast, slow = endpoints
+    before = front_stats(fast)
+    by_front, by_endpoint = _consume(fast, broker), _consume(slow, broker)
+    assert by_front == by_endpoint
+    assert len(by_front["received"]) == 20  # type: ignore[arg-type]
+    first = by_front["received"][0]  # type: ignore[index]
+    assert (first["body"], first["tag"], first["keys"], first["attempt"], first["props"]) == (
+        "b0",
+        "T0",
+        ["k0"],
+        1,
+        {"n": "0"},
+    )
+    assert by_front["again"] == []
+    after = front_stats(fast)
+    assert after["receive_served"] > before["receive_served"], after
+    assert after["ack_served"] >= before["ack_served"] + 19, after  # the changed one's ack may be either's
+    assert front_stats(slow)["receive_served"] == 0
+
+
+def test_deliveries_past_the_groups_attempts_go_to_the_dead_letter_queue(
+    broker: BrokerProcess, endpoints: tuple[ProxyThread, ProxyThread]
+) -> None:
+    """A PushConsumer failing one message always: it comes back with growing attempts, then the front holds
+    it back and the endpoint forwards it to %DLQ%<group>, as its own receives do."""
+    fast, _ = endpoints
+    topic = new_topic(broker)
+    group = f"GD_{uuid.uuid4().hex[:8]}"
+    create_group(broker.broker_addr, group, retry_max_times=1)  # 2 attempts, then the DLQ
+    endpoints_ = f"127.0.0.1:{fast.port}"
+    run_client5("send", endpoints=endpoints_, topic=topic, messages=[{"body": "ok"}, {"body": "never"}])
+    got = run_client5(
+        "push",
+        endpoints=endpoints_,
+        topic=topic,
+        group=group,
+        bodies=["ok", "never"],
+        fail_always=["never"],
+        fail_once=[],
+        max_attempts=2,
+        settle=20,
+        deadline=120,
+        timeout=200,
+    )
+    assert sorted({tuple(x) for x in got["deliveries"]}) == [("never", 1), ("never", 2), ("ok", 1)]
+    assert await_dlq(broker.broker_addr, group, 1) == 1
+    assert front_stats(fast)["receive_served"] > 0

@@ -249,7 +249,7 @@ def from_broker(
     immunity = props.get(MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS)
     if immunity and immunity.isdigit():
         sp.orphaned_transaction_recovery_duration.CopyFrom(Duration(seconds=int(immunity)))
-    user = {k: v for k, v in props.items() if k not in _HIDDEN}
+    user = {k: v for k, v in props.items() if k not in HIDDEN_NAMES}
     return d.Message(
         topic=d.Resource(name=shown, resource_namespace=namespace),
         user_properties=user,
@@ -287,7 +287,7 @@ _BROKER_NAMES = frozenset(
 # What a 5.x consumer is not shown: Apache's MessageConst.STRING_HASH_SET, which its proxy leaves out.
 # __transactionId__ and TRANSACTION_CHECK_TIMES are not in it: a committed transactional message shows its
 # transaction id and how often the broker checked it, on Apache's proxy too.
-_HIDDEN = (SYSTEM_NAMES | _BROKER_NAMES) - {
+HIDDEN_NAMES = (SYSTEM_NAMES | _BROKER_NAMES) - {
     MessageConst.TRANSACTION_CHECK_TIMES,
     MessageConst.TRANSACTION_ID,
 }

@@ -42,8 +42,8 @@ class GrpcLatency(LatencyTable[tuple[str, str, bool]]):
 
     def __init__(self) -> None:
         super().__init__()
-        self.front_sends: Callable[[], list[tuple[str, list[float]]]] | None = None
-        """The SendMessage calls the gRPC port's front answered itself, per code (its ``send_latency``)."""
+        self.front_sends: Callable[[], list[tuple[str, str, list[float]]]] | None = None
+        """The calls the gRPC port's front answered itself, per RPC and code (its ``send_latency``)."""
 
     def record(self, rpc: str, code: str, seconds: float) -> None:
         self.add((rpc, code, rpc in _LONG_POLLING), seconds)
@@ -53,8 +53,8 @@ class GrpcLatency(LatencyTable[tuple[str, str, bool]]):
         if self.front_sends is None:
             return rows
         merged = dict(rows)
-        for code, counts in self.front_sends():
-            key = ("SendMessage", code, False)
+        for rpc, code, counts in self.front_sends():
+            key = (rpc, code, rpc in _LONG_POLLING)
             mine = merged.get(key)
             merged[key] = counts if mine is None else [a + b for a, b in zip(mine, counts, strict=True)]
         return list(merged.items())

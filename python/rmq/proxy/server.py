@@ -31,11 +31,13 @@ from rmq.acl.validator import AccessValidator
 from rmq.proxy.auth import Authenticator
 from rmq.proxy.brokers import Brokers
 from rmq.proxy.clients import ClientRegistry
-from rmq.proxy.messages import SYSTEM_NAMES
+from rmq.proxy.messages import HIDDEN_NAMES, SYSTEM_NAMES
 from rmq.proxy.metrics import GrpcLatency, LatencyInterceptor
-from rmq.proxy.pb import g
+from rmq.proxy.pb import d, g
+from rmq.proxy.pop import Handle
 from rmq.proxy.route import TopicView
 from rmq.proxy.service import MessagingService
+from rmq.proxy.status import ProxyError
 from rmq.remoting.tls import TlsClientSettings
 
 if TYPE_CHECKING:
@@ -44,6 +46,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("rmq.proxy")
 
 DEFAULT_GRPC_PORT = 8081
+FRONT_SYNC_S = 0.5
+"""How often the front hears of the endpoint's consumers (a new one's receives stay the endpoint's until then)
+and hands it the messages due for the dead-letter queue."""
 
 
 @dataclass(slots=True)
@@ -88,6 +93,7 @@ class ProxyServer:
         self.front: TlsFront | None = None
         """The port's front when it takes TLS and plaintext clients (see the module doc)."""
         self._refusals: asyncio.Task[None] | None = None
+        self._front_sync: asyncio.Task[None] | None = None
         self.port = 0
 
     def _tls_way(self) -> str:
@@ -156,11 +162,43 @@ class ProxyServer:
         front.enable_sends(True, sorted(SYSTEM_NAMES))
 
         def follow(topic: str, view: TopicView | None) -> None:
-            queues = [] if view is None else [(q.broker_name, q.queue_id, q.addr) for q in view.write_queues]
-            front.route_sends(topic, queues)
+            if view is None:
+                front.route_sends(topic, [], {})
+                return
+            queues = [(q.broker_name, q.queue_id, q.addr) for q in view.write_queues]
+            front.route_sends(topic, queues, view.masters())
 
         self.brokers.routes.listen(follow)
         self.latency.front_sends = front.send_latency
+        self._sync_front(front)
+        self._front_sync = asyncio.get_running_loop().create_task(self._keep_front_told(front))
+
+    def _sync_front(self, front: TlsFront) -> None:
+        """Tell the front the consumers it may serve receives of (their group's order, their deliveries before
+        the dead-letter queue); lite consumers stay the endpoint's."""
+        consumers = {
+            sess.client_id: (sess.fifo, sess.max_attempts, sess.is_lite)
+            for sess in list(self.registry.sessions())
+            if sess.client_type in (d.ClientType.PUSH_CONSUMER, d.ClientType.SIMPLE_CONSUMER) or sess.is_lite
+        }
+        front.set_consumers(consumers, sorted(HIDDEN_NAMES))
+
+    async def _keep_front_told(self, front: TlsFront) -> None:
+        """Every :data:`FRONT_SYNC_S`: the consumers to the front; the messages its receives held back for the
+        dead-letter queue forwarded there (as the endpoint's own receives do)."""
+        while self.front is front:
+            try:
+                self._sync_front(front)
+                for group, topic, text, message_id in front.take_dead_letters():
+                    try:
+                        await self.brokers.forward_to_dlq(group, topic, Handle.parse(text), message_id)
+                    except (ProxyError, ValueError) as e:
+                        log.warning(
+                            "message %s of %s could not go to the dead-letter queue: %s", message_id, topic, e
+                        )
+            except Exception:
+                log.exception("gRPC port: telling the front of the consumers failed")
+            await asyncio.sleep(FRONT_SYNC_S)
 
     def _start_front(self, upstream: str) -> TlsFront:
         from rmq._store import TlsFront
@@ -208,9 +246,10 @@ class ProxyServer:
         )
 
     async def stop(self, grace: float = 1.0) -> None:
-        if self._refusals is not None:
-            self._refusals.cancel()
-            self._refusals = None
+        for task in (self._refusals, self._front_sync):
+            if task is not None:
+                task.cancel()
+        self._refusals = self._front_sync = None
         if self.front is not None:
             front, self.front = self.front, None
             for why in front.take_refusals():
@@ -219,13 +258,17 @@ class ProxyServer:
             sends = front.send_stats()
             front.close()
             log.info(
-                "gRPC port closed: %d TLS and %d plaintext connections served, %d refused; %d SendMessage "
-                "calls answered by the port, %d passed on",
+                "gRPC port closed: %d TLS and %d plaintext connections served, %d refused; answered by the "
+                "port / passed on: SendMessage %d / %d, ReceiveMessage %d / %d, AckMessage %d / %d",
                 stats["tls"],
                 stats["plain"],
                 stats["refused"],
                 sends["served"],
                 sends["passed_on"],
+                sends["receive_served"],
+                sends["receive_passed_on"],
+                sends["ack_served"],
+                sends["ack_passed_on"],
             )
         if self._server is not None:
             for sess in self.registry.sessions():

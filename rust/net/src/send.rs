@@ -913,7 +913,7 @@ fn without_uniq_key(props: &str) -> Option<String> {
 
 /// Inflate a zlib stream of at most `limit` bytes; `None` when it is not valid zlib, is cut
 /// short or inflates to more.
-fn inflate(data: &[u8], limit: usize) -> Option<Vec<u8>> {
+pub(crate) fn inflate(data: &[u8], limit: usize) -> Option<Vec<u8>> {
     let mut d = Decompress::new(true);
     let mut out = Vec::with_capacity(limit.min(data.len().saturating_mul(4)).max(64) + 1);
     loop {

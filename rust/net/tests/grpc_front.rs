@@ -385,7 +385,12 @@ fn the_port_serves_plain_sends_and_passes_on_the_rest() {
     assert_eq!(fast.served.load(Ordering::Relaxed), 2);
     assert_eq!(fast.passed_on.load(Ordering::Relaxed), 3);
     let rows = fast.latency_rows();
-    let total: f64 = rows.iter().map(|(_, r)| r[..8].iter().sum::<f64>()).sum();
+    let total: f64 = rows
+        .iter()
+        .map(|(_, _, r)| r[..8].iter().sum::<f64>())
+        .sum();
     assert_eq!(total, 2.0, "{rows:?}");
-    assert!(rows.iter().any(|(code, _)| code == "topic_not_found"));
+    assert!(rows
+        .iter()
+        .any(|(rpc, code, _)| *rpc == "SendMessage" && code == "topic_not_found"));
 }

@@ -11,7 +11,7 @@ use pyo3::types::{PyBytes, PyList, PyTuple};
 
 use std::collections::HashMap;
 
-use rmq_net::grpc::routes::{FastSends, WriteQueue};
+use rmq_net::grpc::routes::{ClientFacts, FastSends, WriteQueue};
 use rmq_net::{
     AclAccount, AclRules, ClientAuth, Decline, Event, FastSend, FastSendConfig, Front, Replication,
     Server, ServerOptions, Stats, TlsMode, TlsServer,
@@ -624,9 +624,15 @@ impl TlsFront {
         self.fast.enable(on, system_names);
     }
 
-    /// The writable queues of `topic` as `(broker_name, queue_id, master_addr)`, in the order
-    /// sends take them (empty: the topic's sends are passed on).
-    fn route_sends(&self, topic: &str, queues: Vec<(String, i32, String)>) {
+    /// The route of `topic`: its writable queues as `(broker_name, queue_id, master_addr)`, in
+    /// the order sends take them, and the master of each broker group, `{broker_name: addr}`
+    /// (both empty: forgotten, the topic's calls are passed on).
+    fn route_sends(
+        &self,
+        topic: &str,
+        queues: Vec<(String, i32, String)>,
+        masters: HashMap<String, String>,
+    ) {
         let queues = queues
             .into_iter()
             .map(|(broker_name, queue_id, addr)| WriteQueue {
@@ -636,21 +642,59 @@ impl TlsFront {
             })
             .collect();
         self.fast.set_topic(topic, queues);
+        self.fast.set_masters(topic, masters);
     }
 
-    /// `{"served": n, "passed_on": n, "topics": n}`: SendMessage calls the front answered, those
-    /// it passed on, topics it has queues of.
+    /// The consumers the endpoint knows now, `{client_id: (fifo, max_attempts, lite)}`, and the
+    /// property names a consumer is not shown among the user properties.
+    fn set_consumers(&self, clients: HashMap<String, (bool, i32, bool)>, hidden: Vec<String>) {
+        let clients = clients
+            .into_iter()
+            .map(|(id, (fifo, max_attempts, lite))| {
+                let facts = ClientFacts {
+                    fifo,
+                    max_attempts,
+                    lite,
+                };
+                (id, facts)
+            })
+            .collect();
+        self.fast.set_clients(clients);
+        self.fast.set_hidden_names(hidden);
+    }
+
+    /// Messages the front's receives found delivered as often as their consumer allows, since the
+    /// last call: `(group, topic, receipt_handle, message_id)` each, for the dead-letter queue.
+    fn take_dead_letters(&self) -> Vec<(String, String, String, String)> {
+        self.fast
+            .take_dead_letters()
+            .into_iter()
+            .map(|d| (d.group, d.topic, d.receipt_handle, d.message_id))
+            .collect()
+    }
+
+    /// Calls the front answered itself and passed on: `served`, `passed_on` (SendMessage),
+    /// `receive_served`, `receive_passed_on`, `ack_served`, `ack_passed_on`; `topics` it has
+    /// routes of.
     fn send_stats(&self) -> HashMap<&'static str, u64> {
+        let f = &self.fast;
         HashMap::from([
-            ("served", self.fast.served.load(Ordering::Relaxed)),
-            ("passed_on", self.fast.passed_on.load(Ordering::Relaxed)),
-            ("topics", self.fast.topics() as u64),
+            ("served", f.served.load(Ordering::Relaxed)),
+            ("passed_on", f.passed_on.load(Ordering::Relaxed)),
+            ("receive_served", f.receives.served.load(Ordering::Relaxed)),
+            (
+                "receive_passed_on",
+                f.receives.passed_on.load(Ordering::Relaxed),
+            ),
+            ("ack_served", f.acks.served.load(Ordering::Relaxed)),
+            ("ack_passed_on", f.acks.passed_on.load(Ordering::Relaxed)),
+            ("topics", f.topics() as u64),
         ])
     }
 
-    /// Per status code name (`ok`...) of the SendMessage calls the front answered: the count per
+    /// Per RPC and status code name (`ok`...) of the calls the front answered: the count per
     /// `rocketmq_rpc_latency` bucket, then the sum in milliseconds.
-    fn send_latency(&self) -> Vec<(String, Vec<f64>)> {
+    fn send_latency(&self) -> Vec<(&'static str, String, Vec<f64>)> {
         self.fast.latency_rows()
     }
 

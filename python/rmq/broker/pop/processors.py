@@ -542,15 +542,18 @@ class PopProcessors:
         if not acks:
             return create_response(request, ResponseCode.NO_MESSAGE)
         end = 0
+        skipped = 0
         for b in acks:
             try:
                 topic = real_topic(b.topic, b.consumer_group, b.retry)
             except ExtraInfoError as e:
                 return create_response(request, INVALID_PARAMETER, str(e))
             if s.topics.get(topic) is None:
+                skipped += len(b.bits)
                 continue
             mn, mx = s.store.min_offset(topic, b.queue_id), s.store.max_offset(topic, b.queue_id)
             offsets = [b.start_offset + i for i in b.bits if mn <= b.start_offset + i <= mx]
+            skipped += len(b.bits) - len(offsets)
             if not offsets:
                 continue
             if b.revive_queue_id == ORDER_REVIVE_QUEUE:
@@ -566,6 +569,15 @@ class PopProcessors:
                 topic, b.queue_id, b.consumer_group, b.start_offset, b.pop_time, offsets, broker_name, True
             )
             end = self.revive.add_ack(ack, b.revive_queue_id)
+        if skipped:
+            # As Apache's broker, a batch skips acks of topics it does not have or of offsets outside the
+            # queue; rmq says how many (an extension header), so rmq's gRPC port can ack those one by one.
+            response.ext_fields["skipped"] = str(skipped)
+            log.info(
+                "POP: batch ack from %s skipped %d ack(s) of unknown topics or offsets outside their queues",
+                ctx.remote_addr,
+                skipped,
+            )
         return self._when_flushed(end, ctx, response)
 
     def _when_flushed(

@@ -6,6 +6,7 @@
 //! a thread per connection): the client's HTTP/2 connection, the upstream one, the calls and the
 //! Remoting connections to brokers all run there.
 
+pub mod consume;
 pub mod pb;
 pub mod remoting;
 pub mod routes;
@@ -29,8 +30,10 @@ use tokio::io::{AsyncRead, AsyncWrite};
 
 use routes::FastSends;
 
-/// The path of SendMessage.
+/// The paths of the calls the port may serve itself.
 pub const SEND_MESSAGE: &str = "/apache.rocketmq.v2.MessagingService/SendMessage";
+pub const RECEIVE_MESSAGE: &str = "/apache.rocketmq.v2.MessagingService/ReceiveMessage";
+pub const ACK_MESSAGE: &str = "/apache.rocketmq.v2.MessagingService/AckMessage";
 /// HTTP/2 flow-control windows of both connections (bytes).
 const STREAM_WINDOW: u32 = 4 << 20;
 const CONNECTION_WINDOW: u32 = 16 << 20;
@@ -71,15 +74,17 @@ fn grpc_response(body: Unary) -> Response<Answer> {
     r
 }
 
-/// A unary call's answer carrying `message`, gRPC status OK.
-fn unary_ok(message: &impl prost::Message) -> Response<Answer> {
-    let len = message.encoded_len();
-    let mut buf = BytesMut::with_capacity(5 + len);
-    buf.put_u8(0);
-    buf.put_u32(len as u32);
-    message
-        .encode(&mut buf)
-        .expect("the buffer has room for the message");
+/// A call's answer carrying `messages` (one for a unary call), gRPC status OK.
+fn answer_ok<M: prost::Message>(messages: &[M]) -> Response<Answer> {
+    let total: usize = messages.iter().map(|m| 5 + m.encoded_len()).sum();
+    let mut buf = BytesMut::with_capacity(total);
+    for message in messages {
+        buf.put_u8(0);
+        buf.put_u32(message.encoded_len() as u32);
+        message
+            .encode(&mut buf)
+            .expect("the buffer has room for the message");
+    }
     let mut trailers = HeaderMap::new();
     trailers.insert("grpc-status", HeaderValue::from_static("0"));
     grpc_response(Unary {
@@ -125,7 +130,12 @@ struct Conn {
     upstream: hyper::client::conn::http2::SendRequest<Answer>,
     peer: String,
     fast: Arc<FastSends>,
-    brokers: send::Brokers,
+    brokers: Arc<send::Brokers>,
+    acks: consume::Batchers,
+}
+
+fn header<'a>(parts: &'a http::request::Parts, name: &str) -> Option<&'a str> {
+    parts.headers.get(name).and_then(|v| v.to_str().ok())
 }
 
 impl Conn {
@@ -154,7 +164,9 @@ impl Conn {
         self: Arc<Self>,
         req: Request<Incoming>,
     ) -> Result<Response<Answer>, Infallible> {
-        if req.uri().path() != SEND_MESSAGE || !self.fast.enabled() {
+        let path = req.uri().path();
+        let ours = path == SEND_MESSAGE || path == RECEIVE_MESSAGE || path == ACK_MESSAGE;
+        if !ours || !self.fast.enabled() {
             return Ok(self.forward(req.map(|b| b.boxed())).await);
         }
         let started = Instant::now();
@@ -163,17 +175,61 @@ impl Conn {
             Ok(b) => b.to_bytes(),
             Err(e) => return Ok(unavailable(&format!("the request did not arrive: {e}"))),
         };
-        let prepared = unary_message(&raw).and_then(|m| send::prepare(&m, &self.peer, &self.fast));
-        let Some(prepared) = prepared else {
-            self.fast.passed_on.fetch_add(1, Ordering::Relaxed);
-            let body = Full::new(raw).map_err(|never| match never {}).boxed();
-            return Ok(self.forward(Request::from_parts(parts, body)).await);
+        let served = match unary_message(&raw) {
+            Some(m) => self.serve(&parts, &m, started).await,
+            None => None,
         };
-        let answer = send::run(prepared, &self.brokers, &self.fast).await;
-        self.fast.served.fetch_add(1, Ordering::Relaxed);
-        self.fast
-            .record(&send::code_label(&answer), started.elapsed());
-        Ok(unary_ok(&answer))
+        if let Some(answer) = served {
+            return Ok(answer);
+        }
+        let counts = match parts.uri.path() {
+            SEND_MESSAGE => &self.fast.passed_on,
+            RECEIVE_MESSAGE => &self.fast.receives.passed_on,
+            _ => &self.fast.acks.passed_on,
+        };
+        counts.fetch_add(1, Ordering::Relaxed);
+        let body = Full::new(raw).map_err(|never| match never {}).boxed();
+        Ok(self.forward(Request::from_parts(parts, body)).await)
+    }
+
+    /// The answer to a call the port serves (`m`: its request message), or `None`.
+    async fn serve(
+        &self,
+        parts: &http::request::Parts,
+        m: &[u8],
+        started: Instant,
+    ) -> Option<Response<Answer>> {
+        let fast = &self.fast;
+        match parts.uri.path() {
+            SEND_MESSAGE => {
+                let p = send::prepare(m, &self.peer, fast)?;
+                let answer = send::run(p, &self.brokers, fast).await;
+                fast.served.fetch_add(1, Ordering::Relaxed);
+                fast.record(&send::code_label(answer.status.as_ref()), started.elapsed());
+                Some(answer_ok(&[answer]))
+            }
+            RECEIVE_MESSAGE => {
+                let client = header(parts, "x-mq-client-id");
+                let deadline = header(parts, "grpc-timeout").and_then(consume::grpc_timeout_ms);
+                let r = consume::prepare_receive(m, client, deadline, fast)?;
+                let answers = consume::receive(r, &self.brokers, fast).await;
+                fast.receives.served.fetch_add(1, Ordering::Relaxed);
+                let code = answers.first().and_then(|a| match &a.content {
+                    Some(pb::receive_message_response::Content::Status(s)) => Some(s),
+                    _ => None,
+                });
+                fast.record_call("ReceiveMessage", &send::code_label(code), started.elapsed());
+                Some(answer_ok(&answers))
+            }
+            _ => {
+                let (request, acks) = consume::prepare_ack(m, fast)?;
+                let answer = consume::ack(request, acks, &self.acks, &self.brokers).await;
+                fast.acks.served.fetch_add(1, Ordering::Relaxed);
+                let code = send::code_label(answer.status.as_ref());
+                fast.record_call("AckMessage", &code, started.elapsed());
+                Some(answer_ok(&[answer]))
+            }
+        }
     }
 }
 
@@ -199,7 +255,8 @@ where
         upstream: sender,
         peer,
         fast,
-        brokers: send::Brokers::default(),
+        brokers: Arc::default(),
+        acks: consume::Batchers::default(),
     });
     let service = hyper::service::service_fn(move |req| conn.clone().handle(req));
     let served = hyper::server::conn::http2::Builder::new(TokioExecutor::new())

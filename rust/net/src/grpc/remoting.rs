@@ -29,6 +29,9 @@ pub struct Reply {
     pub remark: Option<String>,
     #[serde(default, rename = "extFields")]
     pub ext: Option<HashMap<String, String>>,
+    /// The answer's body (POP_MESSAGE's messages).
+    #[serde(skip)]
+    pub body: Vec<u8>,
 }
 
 impl Reply {
@@ -94,9 +97,11 @@ impl Broker {
                             if parts.serialize_type != SERIALIZE_JSON {
                                 break 'read;
                             }
-                            let Ok(reply) = serde_json::from_slice::<Reply>(parts.header) else {
+                            let Ok(mut reply) = serde_json::from_slice::<Reply>(parts.header)
+                            else {
                                 break 'read;
                             };
+                            reply.body = parts.body.to_vec();
                             if let Some(waiter) = p.lock().remove(&reply.opaque) {
                                 let _ = waiter.send(reply);
                             }

@@ -151,7 +151,7 @@ pub fn prepare(raw: &[u8], peer: &str, fast: &FastSends) -> Option<Prepared> {
     })
 }
 
-fn status(code: Code, message: impl Into<String>) -> pb::Status {
+pub(crate) fn status(code: Code, message: impl Into<String>) -> pb::Status {
     pb::Status {
         code: code as i32,
         message: message.into(),
@@ -159,7 +159,7 @@ fn status(code: Code, message: impl Into<String>) -> pb::Status {
 }
 
 /// The 5.x code of a broker's non-success answer (the endpoint's `from_remoting`).
-fn from_remoting(code: i32) -> Code {
+pub(crate) fn from_remoting(code: i32) -> Code {
     match code {
         17 => Code::TopicNotFound,
         26 => Code::ConsumerGroupNotFound,
@@ -187,7 +187,7 @@ pub struct Brokers {
 }
 
 impl Brokers {
-    async fn get(&self, addr: &str) -> std::io::Result<Arc<Broker>> {
+    pub(crate) async fn get(&self, addr: &str) -> std::io::Result<Arc<Broker>> {
         let mut conns = self.conns.lock().await;
         if let Some(b) = conns.get(addr) {
             if !b.is_dead() {
@@ -305,9 +305,12 @@ pub async fn run(p: Prepared, brokers: &Brokers, fast: &FastSends) -> pb::SendMe
     }
 }
 
-/// The lower-case name of a response's status code, as the endpoint's metrics label it.
-pub fn code_label(r: &pb::SendMessageResponse) -> String {
-    let code = r.status.as_ref().map(|s| s.code).unwrap_or(0);
+/// The lower-case name of an answer's status code, as the endpoint's metrics label it (no
+/// status: `ok`).
+pub fn code_label(status: Option<&pb::Status>) -> String {
+    let Some(code) = status.map(|s| s.code) else {
+        return "ok".to_string();
+    };
     Code::try_from(code)
         .map(|c| c.as_str_name().to_ascii_lowercase())
         .unwrap_or_else(|_| code.to_string())
