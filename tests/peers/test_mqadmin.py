@@ -333,6 +333,7 @@ def test_get_broker_config(admin: Admin) -> None:
         "aclRequireTls",
         "brokerTakeoverAllowed",
         "grpcServerPort",
+        "grpcFastSendEnable",
         # RocketMQ 5.x's names (the broker's own credentials, the Prometheus exporter)
         "innerClientAuthenticationCredentials",
         "metricsExporterType",
