@@ -7,12 +7,13 @@ TLS as RocketMQ's proxy serves it: with a certificate, ``enforcing`` (TLS client
 or ``permissive`` (TLS and plaintext clients on the one port); without one, TLS test mode (on by default,
 as RocketMQ's ``tlsTestModeEnable``): TLS with a certificate made at start, and plaintext. grpcio serves a
 port in one way only, so where both are taken the port is the Rust front (:class:`rmq._store.TlsFront`),
-which decrypts TLS clients' bytes and passes every connection on in plain text to grpcio, listening on
-an abstract Unix socket; the official 5.x Java client, which connects over TLS unless told otherwise and
-trusts any certificate, then connects unchanged. ``python -m rmq.proxy`` runs
-it on its own; :class:`ProxyThread` runs it beside a broker in one process ("local": the proxy reaches that
-broker over loopback Remoting, through the name server like any other), on its own event loop so the
-broker's loop never waits on gRPC.
+which serves TLS and plaintext clients' HTTP/2 and passes every call on to grpcio, listening on an abstract
+Unix socket, but for plain sends, receives and acks, which it answers itself in Rust straight to the brokers
+(:meth:`ProxyServer._fast_sends`: what it needs is handed over here); the official 5.x Java client, which
+connects over TLS unless told otherwise and trusts any certificate, then connects unchanged.
+``python -m rmq.proxy`` runs it on its own; :class:`ProxyThread` runs it beside a broker in one process
+("local": the proxy reaches that broker over loopback Remoting, through the name server like any other), on
+its own event loop so the broker's loop never waits on gRPC.
 """
 
 from __future__ import annotations

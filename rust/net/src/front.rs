@@ -6,10 +6,11 @@
 //!
 //! Each accepted connection is looked at as the network thread's permissive TLS does: a first
 //! byte that opens a TLS handshake (0x16) gets a TLS session (ALPN as the [`TlsServer`] offers
-//! it), anything else is passed on as it is (refused in `enforcing` mode). Then a thread per
-//! connection moves bytes both ways between the client and a new connection to the upstream
-//! server's abstract Unix socket (no TCP port for it on loopback), decrypting and encrypting on
-//! the way for TLS clients, until either side closes.
+//! it), anything else is served in plain text (refused in `enforcing` mode). Then a thread per
+//! connection serves its HTTP/2 ([`crate::grpc::serve`]): every call is passed on over a new
+//! HTTP/2 connection to the upstream server's abstract Unix socket (no TCP port for it on
+//! loopback), but for the calls the front answers itself once its owner turns them on
+//! ([`Front::fast_sends`]), until either side closes.
 //!
 //! Each upstream connection is bound to an abstract name of its own (`<upstream>.<n>`), which the
 //! upstream server reports as its peer (`unix-abstract:<name>`): [`Front::peer_of`] names the
