@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::pb::{self, Code};
 use super::remoting::Reply;
 use super::routes::{DeadLetter, FastSends};
-use super::send::{from_remoting, status, Brokers};
+use super::send::{from_remoting, overall, status, Brokers};
 
 const POP_MESSAGE: i32 = 200050;
 const ACK_MESSAGE: i32 = 200051;
@@ -521,9 +521,6 @@ pub struct Ack {
 
 /// The acks of `raw` (an AckMessageRequest) the port serves, with the request, or `None`.
 pub fn prepare_ack(raw: &[u8], fast: &FastSends) -> Option<(pb::AckMessageRequest, Vec<Ack>)> {
-    if !fast.enabled() {
-        return None;
-    }
     let request = pb::AckMessageRequest::decode(raw).ok()?;
     let group = request.group.as_ref()?.name.clone();
     let topic = request.topic.as_ref()?.name.clone();
@@ -756,20 +753,7 @@ pub async fn ack(
             status: Some(st),
         });
     }
-    let first = entries[0].status.clone().unwrap_or_default();
-    let top = if entries
-        .iter()
-        .all(|e| e.status.as_ref().map(|s| s.code) == Some(Code::Ok as i32))
-    {
-        status(Code::Ok, "OK")
-    } else if entries
-        .iter()
-        .all(|e| e.status.as_ref().map(|s| s.code) == Some(first.code))
-    {
-        first
-    } else {
-        status(Code::MultipleResults, "MULTIPLE_RESULTS")
-    };
+    let top = overall(entries.iter().map(|e| e.status.as_ref()));
     pb::AckMessageResponse {
         status: Some(top),
         entries,

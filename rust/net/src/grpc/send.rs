@@ -286,22 +286,25 @@ pub async fn run(p: Prepared, brokers: &Brokers, fast: &FastSends) -> pb::SendMe
     for m in &p.messages {
         entries.push(send_one(m, &p, brokers, fast).await);
     }
-    let first = entries[0].status.clone().unwrap_or_default();
-    let top = if entries
-        .iter()
-        .all(|e| e.status.as_ref().map(|s| s.code) == Some(first.code))
-    {
-        if first.code == Code::Ok as i32 {
-            status(Code::Ok, "OK")
-        } else {
-            first
-        }
-    } else {
-        status(Code::MultipleResults, "MULTIPLE_RESULTS")
-    };
+    let top = overall(entries.iter().map(|e| e.status.as_ref()));
     pb::SendMessageResponse {
         status: Some(top),
         entries,
+    }
+}
+
+/// The status of a call answering several entries (the endpoint's): OK when every entry is, the
+/// entries' own when they share one, else MULTIPLE_RESULTS.
+pub(crate) fn overall<'a>(
+    mut statuses: impl Iterator<Item = Option<&'a pb::Status>>,
+) -> pb::Status {
+    let first = statuses.next().flatten().cloned().unwrap_or_default();
+    if !statuses.all(|s| s.map(|s| s.code) == Some(first.code)) {
+        status(Code::MultipleResults, "MULTIPLE_RESULTS")
+    } else if first.code == Code::Ok as i32 {
+        status(Code::Ok, "OK")
+    } else {
+        first
     }
 }
 
@@ -358,6 +361,17 @@ mod tests {
 
     fn raw(messages: Vec<pb::Message>) -> Vec<u8> {
         pb::SendMessageRequest { messages }.encode_to_vec()
+    }
+
+    #[test]
+    fn one_status_for_several_entries() {
+        let ok = status(Code::Ok, "OK");
+        let gone = status(Code::TopicNotFound, "gone");
+        let top = |v: &[&pb::Status]| overall(v.iter().map(|s| Some(*s))).code;
+        assert_eq!(top(&[&ok, &ok]), Code::Ok as i32);
+        assert_eq!(top(&[&gone, &gone]), Code::TopicNotFound as i32);
+        assert_eq!(top(&[&ok, &gone]), Code::MultipleResults as i32);
+        assert_eq!(overall([Some(&gone)].into_iter()).message, "gone");
     }
 
     #[test]
