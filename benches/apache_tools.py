@@ -18,14 +18,14 @@ or 4.9 ``rocketmq-example`` was ever published there):
   messages of 128 B.
 
 Each tool prints its rate over its last 10 one-second snapshots every 10 s. A run starts the tool, lets the
-first line go by (warm-up: its JIT, the broker's), and measures from the first line to the ``--windows``-th
-after it: the rate is the mean of those lines, the broker's CPU (user + system from /proc: rmq's one
-process, name server included; Apache's broker plus name server) over the same time divided by the
-messages that rate makes. One broker per tool and kind serves its ``--repeat`` runs in turn (the later runs
-meet the history of the earlier ones); rows are the run with the median rate. ``--broker-cpus`` and
-``--load-cpus`` pin the broker processes and the tool's JVM to disjoint CPU sets (``benches/pinning.py``);
-either way the broker's and the tool's CPU per message and share of a core are reported, as are the CPU
-used by other processes just before a run and the hypervisor's steal.
+first ``--warmup-lines`` lines go by (warm-up: its JIT, the broker's), and measures from there to the
+``--windows``-th line after: the rate is the mean of those lines, the broker's CPU (user + system from
+/proc: rmq's one process, name server included; Apache's broker plus name server) over the same time divided
+by the messages that rate makes. One broker per tool and kind serves its ``--repeat`` runs in turn (the
+later runs meet the history of the earlier ones); rows are the run with the median rate. ``--broker-cpus``
+and ``--load-cpus`` pin the broker processes and the tool's JVM to disjoint CPU sets
+(``benches/pinning.py``); either way the broker's and the tool's CPU per message and share of a core are
+reported, as are the CPU used by other processes just before a run and the hypervisor's steal.
 """
 
 from __future__ import annotations
@@ -100,6 +100,9 @@ class Run:
     """The broker's CPU over the measured lines, in % of one core."""
     gen_cpu_us: float | None = None
     gen_pct: float | None = None
+    gen_thread: str = ""
+    gen_thread_pct: float | None = None
+    """The tool's busiest thread over the measured lines (a JIT compiler thread there: not warm yet)."""
     background: float | None = None
     loadavg: float | None = None
     steal: float | None = None
@@ -130,7 +133,7 @@ def next_rate(child: bb.Child, tool: Tool, timeout: float) -> tuple[str, float]:
             return line.strip(), float(m.group(1))
 
 
-def measure(tool: Tool, libs: Path, b: ab.Brokers, windows: int, home: Path) -> Run:
+def measure(tool: Tool, libs: Path, b: ab.Brokers, warmup: int, windows: int, home: Path) -> Run:
     run = Run(loadavg=os.getloadavg()[0], background=ab.other_load(b.pids, *ab.QUIET))
     home.mkdir(parents=True, exist_ok=True)
     from tests.peers.apache import JAVA_OPENS
@@ -154,7 +157,9 @@ def measure(tool: Tool, libs: Path, b: ab.Brokers, windows: int, home: Path) -> 
         child = bb.Child(argv)
     timeout = 60.0
     try:
-        next_rate(child, tool, timeout)  # warm-up
+        for _ in range(warmup):
+            next_rate(child, tool, timeout)
+        threads0 = ab.thread_cpu(child.proc.pid)
         srv0, gen0, t0, steal0 = (
             ab.cpu_of(b.pids),
             bb.proc_cpu(child.proc.pid),
@@ -172,6 +177,7 @@ def measure(tool: Tool, libs: Path, b: ab.Brokers, windows: int, home: Path) -> 
             time.monotonic(),
             bb.steal_cpu(),
         )
+        threads1 = ab.thread_cpu(child.proc.pid)
     finally:
         child.stop()
     run.rate = sum(rates) / len(rates)
@@ -181,6 +187,8 @@ def measure(tool: Tool, libs: Path, b: ab.Brokers, windows: int, home: Path) -> 
         run.gen_cpu_us = 1e6 * (gen1 - gen0) / msgs
     run.gen_pct = 100.0 * (gen1 - gen0) / max(1e-9, t1 - t0)
     run.broker_pct = 100.0 * (srv1 - srv0) / max(1e-9, t1 - t0)
+    run.gen_thread, used = ab.busiest(threads0, threads1)
+    run.gen_thread_pct = 100.0 * used / max(1e-9, t1 - t0)
     run.steal = 100.0 * (steal1[0] - steal0[0]) / max(1.0, steal1[1] - steal0[1])
     failed = sum(int(m.group(1)) for ln in run.lines if (m := re.search(r"Send Failed: (\d+)", ln)))
     if failed:
@@ -214,7 +222,7 @@ def bench(a: argparse.Namespace) -> list[Row]:
             with ab.brokers(kind, root / kind, "ASYNC_FLUSH") as b:
                 bb.create_topic(b.master, b.namesrv, TOPIC, QUEUES)
                 for i in range(a.repeat):
-                    r = measure(tool, libs, b, a.windows, root / f"home-{kind}-{i}")
+                    r = measure(tool, libs, b, a.warmup_lines, a.windows, root / f"home-{kind}-{i}")
                     ab.log(
                         f"{tool.name} {kind} run {i + 1}: {r.rate:,.0f} {tool.unit}/s, broker "
                         f"{r.broker_cpu_us or 0:.1f} µs each; {r.lines[-1] if r.lines else ''}"
@@ -241,14 +249,16 @@ def section(rows: list[Row], a: argparse.Namespace, elapsed: float) -> str:
         "client writes ROCKETMQ binary headers and gives each batch a UNIQ_KEY of its own). Each against rmq "
         "(`python -m rmq.broker`) and Apache RocketMQ 4.9.7, one broker at a time, ASYNC_FLUSH, a topic of 8 "
         "queues, 1 GiB CommitLog files; Apache's JVM: G1 with `runbroker.sh`'s flags and a 2 GiB heap. "
-        f"A run: the tool's first 10-s line is warm-up, then {a.windows} lines measured (the rate is their "
+        f"A run: the tool's first {a.warmup_lines} 10-s line(s) are warm-up, then {a.windows} lines measured "
+        "(the rate is their "
         "mean); one broker serves a row's runs in turn; the row is the run with the median rate of "
         f"{a.repeat}; whole run {elapsed:.0f} s.",
         "",
         "- *Broker CPU/msg*: user + system CPU of the broker (rmq: its one process, name server included; "
         "Apache: broker plus name server) over the measured lines, divided by the messages (transactions) "
         "their rate makes, and its share of one core. *Tool*: the tool's JVM CPU per message and its share "
-        "of one core. *Other load*: CPU use of other processes just before the run, "
+        "of one core, with its busiest thread's (a JIT compiler thread there would mean it is not warm yet). "
+        "*Other load*: CPU use of other processes just before the run, "
         "and the 1-minute load average. *Steal*: CPU time the hypervisor gave to other guests.",
         pin_sentence(ab.PIN.broker, ab.PIN.load, "the broker processes", "the tool's JVM").rstrip("\n"),
         "",
@@ -259,6 +269,8 @@ def section(rows: list[Row], a: argparse.Namespace, elapsed: float) -> str:
     for row in rows:
         for kind, r in (("rmq", row.rmq), ("Apache 4.9.7", row.apache)):
             gen = f"{r.gen_cpu_us:.1f} µs, {r.gen_pct or 0:.0f}%" if r.gen_cpu_us is not None else "n/a"
+            if r.gen_thread:
+                gen += f" (busiest thread {r.gen_thread} {r.gen_thread_pct or 0:.0f}%)"
             bg = f"{r.background:.0f}%, load {r.loadavg:.1f}" if r.background is not None else "n/a"
             if (r.background or 0.0) > ab.PROVISIONAL_ABOVE:
                 bg += " (provisional: other jobs running)"
@@ -295,8 +307,9 @@ def main() -> int:
     )
     ap.add_argument("--only", default="tx,batch", help="comma list of tx, batch")
     ap.add_argument("--repeat", type=int, default=3, help="runs per row, median reported")
+    ap.add_argument("--windows", type=int, default=2, help="10-s lines measured per run (2)")
     ap.add_argument(
-        "--windows", type=int, default=2, help="10-s lines measured per run, after one of warm-up"
+        "--warmup-lines", type=int, default=1, help="the tool's 10-s lines let go by before measuring (1)"
     )
     ap.add_argument("--store-root", default=None, help="parent directory of the stores")
     ap.add_argument("--out", type=Path, default=HERE / "RESULTS.md")

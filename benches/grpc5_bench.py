@@ -3,7 +3,7 @@ one run (issue 30 item 5).
 
 Usage (from the repository root, with the package built and Java 17 + Maven on the PATH)::
 
-    python benches/grpc5_bench.py --broker-cpus 0 --load-cpus 1 --write-results   # ~10 min
+    python benches/grpc5_bench.py --broker-cpus 0 --load-cpus 1 --write-results   # ~15 min
     python benches/grpc5_bench.py --seconds 3 --rounds 1 --backlog 20000          # a smoke run, print only
     python benches/grpc5_bench.py --only rmq ...     # one side only: a smoke run of the program, never
                                                      # written to RESULTS.md
@@ -28,7 +28,9 @@ What runs (every process is a child of this script, on loopback, stopped on exit
   ``--consumers`` ``SimpleConsumer``\\ s of a new group (a thread each: ``receive`` of up to 32 with 5 s long
   polling, an ``ackAsync`` of every message, all answered before the next receive) receive and ack for
   ``--seconds`` s from their first batch (a row whose backlog ran out first says so), after
-  ``--receive-warmup`` s of receive+ack by another group in the same JVM (the JITs warm).
+  ``--receive-warmup`` s of receive+ack by another group in the same JVM (the JITs warm: with 5 s the
+  client's C2 compiler thread was still its busiest thread in the window, 35% of its core, and the client
+  spent 72 µs per message where it spends 41 µs warm).
 
 Per row and round, from /proc (``benches/apache_bench.py``'s ``measured``): the server's CPU per message
 (user + system over the window: rmq's one process; Apache's proxy (broker inside) plus its name server) and
@@ -353,9 +355,14 @@ def main() -> int:
         default=10.0,
         help="measured seconds of a send round (10)",
     )
-    ap.add_argument("--warmup", type=float, default=5.0, help="unmeasured seconds before each send round (5)")
     ap.add_argument(
-        "--broker-warmup", type=float, default=15.0, help="extra warm-up of a fresh server's first round (15)"
+        "--warmup", type=float, default=10.0, help="unmeasured seconds before each send round (10)"
+    )
+    ap.add_argument(
+        "--broker-warmup",
+        type=float,
+        default=45.0,
+        help="extra warm-up of a fresh server's first round (45: Apache's JIT warm)",
     )
     ap.add_argument(
         "--rounds",
@@ -366,10 +373,15 @@ def main() -> int:
         help="rounds per row, the median reported (3)",
     )
     ap.add_argument("--inflight", type=int, default=64, help="asynchronous sends kept in flight (64)")
-    ap.add_argument("--backlog", type=int, default=100_000, help="messages the receive+ack rounds drain")
+    ap.add_argument(
+        "--backlog", type=int, default=400_000, help="messages the receive+ack rounds drain (400,000)"
+    )
     ap.add_argument("--consumers", type=int, default=4, help="SimpleConsumers (a thread each) receiving")
     ap.add_argument(
-        "--receive-warmup", type=float, default=5.0, help="seconds of unmeasured receive+ack before a drain"
+        "--receive-warmup",
+        type=float,
+        default=20.0,
+        help="seconds of unmeasured receive+ack before a drain (20: the client's JIT done)",
     )
     ap.add_argument(
         "--only", default="rmq,Apache", help="comma list of rmq, Apache (one side: never written)"
