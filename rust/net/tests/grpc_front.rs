@@ -131,35 +131,107 @@ fn fake_broker() -> (SocketAddr, Sent) {
                     }
                     let mut frame = vec![0u8; u32::from_be_bytes(len) as usize];
                     s.read_exact(&mut frame).unwrap();
-                    let hlen =
-                        (u32::from_be_bytes(frame[..4].try_into().unwrap()) & 0xFF_FFFF) as usize;
-                    let header: serde_json::Value =
-                        serde_json::from_slice(&frame[4..4 + hlen]).unwrap();
+                    let word = u32::from_be_bytes(frame[..4].try_into().unwrap());
+                    let hlen = (word & 0xFF_FFFF) as usize;
+                    let binary = word >> 24 == 1;
+                    let (code, opaque, fields) = if binary {
+                        read_binary_header(&frame[4..4 + hlen])
+                    } else {
+                        let h: serde_json::Value =
+                            serde_json::from_slice(&frame[4..4 + hlen]).unwrap();
+                        let fields = serde_json::from_value(h["extFields"].clone()).unwrap();
+                        (
+                            h["code"].as_i64().unwrap() as i32,
+                            h["opaque"].as_i64().unwrap() as i32,
+                            fields,
+                        )
+                    };
                     let body = frame[4 + hlen..].to_vec();
-                    assert_eq!(header["code"], 310);
-                    let fields: HashMap<String, String> =
-                        serde_json::from_value(header["extFields"].clone()).unwrap();
+                    assert_eq!(code, 310);
                     let gone = fields["b"] == "GONE";
                     seen.lock().unwrap().push((fields, body));
-                    let answer = if gone {
-                        serde_json::json!({"code": 17, "opaque": header["opaque"], "flag": 1,
-                            "remark": "topic[GONE] not exist"})
+                    let (code, remark, ext) = if gone {
+                        (17, "topic[GONE] not exist".to_string(), vec![])
                     } else {
                         offset += 1;
-                        serde_json::json!({"code": 0, "opaque": header["opaque"], "flag": 1,
-                            "extFields": {"queueOffset": offset.to_string(), "msgId": "X"}})
+                        (
+                            0,
+                            String::new(),
+                            vec![("queueOffset", offset.to_string()), ("msgId", "X".into())],
+                        )
                     };
-                    let h = serde_json::to_vec(&answer).unwrap();
-                    let mut out = Vec::new();
-                    out.extend_from_slice(&((4 + h.len()) as u32).to_be_bytes());
-                    out.extend_from_slice(&(h.len() as u32).to_be_bytes());
-                    out.extend_from_slice(&h);
+                    // Answered in the request's form, as a broker does.
+                    let out = if binary {
+                        binary_answer(code, opaque, &remark, &ext)
+                    } else {
+                        let ext: serde_json::Map<String, serde_json::Value> = ext
+                            .iter()
+                            .map(|(k, v)| (k.to_string(), v.clone().into()))
+                            .collect();
+                        let answer = serde_json::json!({"code": code, "opaque": opaque, "flag": 1,
+                            "remark": remark, "extFields": ext});
+                        let h = serde_json::to_vec(&answer).unwrap();
+                        let mut out = Vec::new();
+                        out.extend_from_slice(&((4 + h.len()) as u32).to_be_bytes());
+                        out.extend_from_slice(&(h.len() as u32).to_be_bytes());
+                        out.extend_from_slice(&h);
+                        out
+                    };
                     s.write_all(&out).unwrap();
                 }
             });
         }
     });
     (addr, sent)
+}
+
+/// `(code, opaque, extFields)` of a ROCKETMQ binary request header (REMOTING.md §1.3).
+fn read_binary_header(h: &[u8]) -> (i32, i32, HashMap<String, String>) {
+    let be32 = |at: usize| i32::from_be_bytes(h[at..at + 4].try_into().unwrap());
+    let code = i32::from(i16::from_be_bytes([h[0], h[1]]));
+    let opaque = be32(5);
+    let remark_len = be32(13) as usize;
+    let mut at = 17 + remark_len;
+    let ext_end = at + 4 + be32(at) as usize;
+    at += 4;
+    let mut fields = HashMap::new();
+    while at < ext_end {
+        let k = u16::from_be_bytes([h[at], h[at + 1]]) as usize;
+        let key = String::from_utf8(h[at + 2..at + 2 + k].to_vec()).unwrap();
+        at += 2 + k;
+        let v = be32(at) as usize;
+        let value = String::from_utf8(h[at + 4..at + 4 + v].to_vec()).unwrap();
+        at += 4 + v;
+        fields.insert(key, value);
+    }
+    assert_eq!(at, h.len(), "the header ends with its extFields");
+    (code, opaque, fields)
+}
+
+/// A whole answer frame with a binary header.
+fn binary_answer(code: i32, opaque: i32, remark: &str, ext: &[(&str, String)]) -> Vec<u8> {
+    let mut entries = Vec::new();
+    for (k, v) in ext {
+        entries.extend_from_slice(&(k.len() as u16).to_be_bytes());
+        entries.extend_from_slice(k.as_bytes());
+        entries.extend_from_slice(&(v.len() as u32).to_be_bytes());
+        entries.extend_from_slice(v.as_bytes());
+    }
+    let mut h = Vec::new();
+    h.extend_from_slice(&(code as i16).to_be_bytes());
+    h.push(0);
+    h.extend_from_slice(&475i16.to_be_bytes());
+    h.extend_from_slice(&opaque.to_be_bytes());
+    h.extend_from_slice(&1i32.to_be_bytes());
+    h.extend_from_slice(&(remark.len() as u32).to_be_bytes());
+    h.extend_from_slice(remark.as_bytes());
+    h.extend_from_slice(&(entries.len() as u32).to_be_bytes());
+    h.extend_from_slice(&entries);
+    let mut out = Vec::new();
+    out.extend_from_slice(&((4 + h.len()) as u32).to_be_bytes());
+    out.extend_from_slice(&((1u32 << 24) | h.len() as u32).to_be_bytes());
+    out.extend_from_slice(&h);
+    out
 }
 
 #[derive(Debug)]

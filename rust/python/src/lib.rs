@@ -21,6 +21,12 @@ use rmq_store::commitlog::AppendResult;
 use rmq_store::message::{self, MessageRef};
 use rmq_store::{GetRequest, SqlFilter, StoreConfig, StoreError, TagFilter};
 
+/// Every Rust allocation of the extension (the network thread's and the gRPC front's buffers,
+/// headers and maps, made and freed per request) goes to mimalloc; Python's objects keep Python's
+/// allocator.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 create_exception!(
     _store,
     StoreErrorBase,
