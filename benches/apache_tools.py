@@ -309,7 +309,10 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3, help="runs per row, median reported")
     ap.add_argument("--windows", type=int, default=2, help="10-s lines measured per run (2)")
     ap.add_argument(
-        "--warmup-lines", type=int, default=1, help="the tool's 10-s lines let go by before measuring (1)"
+        "--warmup-lines",
+        type=int,
+        default=3,
+        help="the tool's 10-s lines let go by before measuring (3: its JIT warm)",
     )
     ap.add_argument("--store-root", default=None, help="parent directory of the stores")
     ap.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
