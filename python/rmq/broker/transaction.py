@@ -140,6 +140,9 @@ class TransactionCheckService:
         """Decided half queue offsets at or above the floor -> queue offset of their op record."""
         self._op_heap: list[tuple[int, int]] = []
         """(op offset, half offset) of the op records noted in ``done``; stale ones leave from the top."""
+        self._unheaped: list[tuple[int, int]] = []
+        """Noted since the last :meth:`commit_progress`, which heaps those still in ``done``: most
+        are settled by then (the floor passed them) and never touch the heap."""
         self._op_read = 0
         """The next op record to read: those below are in ``done`` or below the floor."""
         self._loaded = False
@@ -245,17 +248,23 @@ class TransactionCheckService:
         if not self._loaded:
             self.load()
             return
-        end = self.s.store.max_offset(codes.TRANS_OP_HALF_TOPIC, 0)
+        store = self.s.store
+        end = store.max_offset(codes.TRANS_OP_HALF_TOPIC, 0)
         while self._op_read < end:
-            msgs, nxt = self._read(codes.TRANS_OP_HALF_TOPIC, self._op_read)
-            for m in msgs:
-                self.op_records_read += 1
-                for half_offset in _op_offsets(m.body):
-                    self._note(half_offset, m.queue_offset)
+            status, nxt, n, pairs = store.read_op_records(codes.TRANS_OP_HALF_TOPIC, 0, self._op_read)
+            if status not in ("FOUND", "OFFSET_TOO_SMALL", "MESSAGE_WAS_REMOVING"):
+                break
+            self.op_records_read += n
+            done, floor, fresh = self.done, self.floor, self._unheaped
+            for i in range(0, len(pairs), 2):
+                half_offset = pairs[i + 1]
+                if half_offset >= floor and half_offset not in done:
+                    done[half_offset] = pairs[i]
+                    fresh.append((pairs[i], half_offset))
+            self._advance()
             if nxt <= self._op_read:
                 break
             self._op_read = nxt
-        self._advance()
 
     def decided(self, half_offset: int) -> bool:
         return half_offset < self.floor or half_offset in self.done
@@ -284,6 +293,10 @@ class TransactionCheckService:
     def commit_progress(self) -> None:
         """Commit the half floor and the lowest op offset a restart must read from."""
         heap, done, floor = self._op_heap, self.done, self.floor
+        for op_offset, half_offset in self._unheaped:
+            if done.get(half_offset) == op_offset:
+                heapq.heappush(heap, (op_offset, half_offset))
+        self._unheaped.clear()
         while heap and (heap[0][1] < floor or done.get(heap[0][1]) != heap[0][0]):
             heapq.heappop(heap)
         op_offset = min(heap[0][0], self._op_read) if heap else self._op_read
@@ -328,7 +341,7 @@ class TransactionCheckService:
         if half_offset < self.floor or half_offset in self.done:
             return
         self.done[half_offset] = op_offset
-        heapq.heappush(self._op_heap, (op_offset, half_offset))
+        self._unheaped.append((op_offset, half_offset))
 
     def _advance(self) -> None:
         """Move the floor over the decided offsets in a row from it."""
@@ -481,15 +494,3 @@ class TransactionCheckService:
             self.checks_sent += 1
         except Exception as e:
             log.info("check of %s not sent: %s", msg_id, e)
-
-
-def _op_offsets(body: bytes) -> list[int]:
-    """The half queue offsets an op record decides: one in decimal (RocketMQ 4.x), or several separated by
-    commas (5.x); anything else decides nothing."""
-    out = []
-    for part in bytes(body).split(b","):
-        try:
-            out.append(int(part))
-        except ValueError:
-            continue
-    return out

@@ -313,6 +313,35 @@ impl MessageStore {
         )
     }
 
+    /// Read up to `max_msgs` transaction op records of a queue from `offset`, for the transaction
+    /// service: `(status, next_begin_offset, records read, [op queue offset, half offset, ...])`,
+    /// one pair for each half queue offset a record's body decides.
+    #[pyo3(signature = (topic, queue_id, offset, max_msgs = 256))]
+    fn read_op_records(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        queue_id: i32,
+        offset: i64,
+        max_msgs: u32,
+    ) -> (&'static str, i64, usize, Vec<i64>) {
+        let store = &self.inner;
+        py.detach(|| {
+            let r = store.get_message(&GetRequest {
+                topic,
+                queue_id,
+                offset,
+                max_msgs,
+                max_bytes: 0,
+                filter: None,
+                sql: None,
+            });
+            let (n, pairs) = message::op_records(&r.buffer);
+            let flat = pairs.into_iter().flat_map(|(q, h)| [q, h]).collect();
+            (r.status.name(), r.next_begin_offset, n, flat)
+        })
+    }
+
     /// Register SQL92 subscription `key` (RocketMQ's `group#topic`) of `topic`: the dispatcher
     /// keeps bloom bits for it, so pulls with that key skip most non-matching messages.
     fn register_filter(&self, topic: &str, key: &str, filter: PyRef<'_, filter::PySql92Filter>) {

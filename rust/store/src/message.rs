@@ -649,6 +649,32 @@ pub fn encode_batch_body(items: &[(i32, &[u8], &[u8])]) -> Vec<u8> {
     v
 }
 
+/// The half queue offsets a transaction op record's body decides: one decimal (RocketMQ 4.x) or
+/// several separated by commas (5.x); a part that is not a decimal number decides nothing.
+pub fn op_half_offsets(body: &[u8]) -> impl Iterator<Item = i64> + '_ {
+    body.split(|&b| b == b',').filter_map(|part| {
+        std::str::from_utf8(part)
+            .ok()
+            .and_then(|s| s.trim().parse::<i64>().ok())
+    })
+}
+
+/// Walk op records stored back to back in `buf` (a read of the op queue): how many records were
+/// read and, for each half offset one decides, `(op record's queue offset, half offset)`. Stops at
+/// the first record that does not decode (what came before it is returned).
+pub fn op_records(buf: &[u8]) -> (usize, Vec<(i64, i64)>) {
+    let (mut pos, mut n, mut pairs) = (0usize, 0usize, Vec::new());
+    while pos < buf.len() {
+        let Ok(rec) = decode(&buf[pos..], false) else {
+            break;
+        };
+        n += 1;
+        pairs.extend(op_half_offsets(rec.body).map(|h| (rec.queue_offset, h)));
+        pos += rec.total_size as usize;
+    }
+    (n, pairs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -722,6 +748,33 @@ mod tests {
         assert_eq!(
             read_i64(&enc, store_timestamp_pos(r.sys_flag)),
             Some(1_700_000_000_123)
+        );
+    }
+
+    #[test]
+    fn op_records_pairs_each_decided_half_offset_with_its_record() {
+        let at = |q| Placement {
+            queue_offset: q,
+            physical_offset: 0,
+            store_timestamp: 1,
+            store_host: "10.0.0.1:10911".parse().unwrap(),
+        };
+        let mut buf = Vec::new();
+        for (q, body) in [(7, &b"12"[..]), (8, b"3, 4,x,,5"), (9, b"not a number")] {
+            let mut m = sample(b"TAGS\x01d");
+            m.body = body;
+            buf.extend(encode(&m, &at(q)));
+        }
+        let (n, pairs) = op_records(&buf);
+        assert_eq!(n, 3);
+        assert_eq!(pairs, vec![(7, 12), (8, 3), (8, 4), (8, 5)]);
+        // A damaged tail stops the walk; what came before it stands.
+        let whole = buf.len();
+        buf.extend_from_slice(&[0, 0, 0, 90, 1, 2, 3]);
+        assert_eq!(op_records(&buf).0, 3);
+        assert_eq!(
+            op_records(&buf[..whole - 1]).1,
+            vec![(7, 12), (8, 3), (8, 4), (8, 5)]
         );
     }
 
