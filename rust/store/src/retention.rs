@@ -176,7 +176,10 @@ pub fn delete_expired(
     let now = now_ms();
     let dispatched = progress.dispatched();
     let mut swept = Swept::default();
-    let batch = 10usize;
+    // One file at a time, `deleteCommitLogFilesInterval` apart, as RocketMQ paces it: a burst of
+    // unmaps and page-cache releases (a forced round can free tens of GiB) held the appender's page
+    // faults behind the process's mapping lock and took the broker's CPU for seconds.
+    let batch = 1usize;
     let expired = |f: &crate::mapped_file::MappedFile| {
         let end = f.from_offset() as i64 + f.size() as i64;
         let old = f.last_modified_ms().saturating_add(reserved_ms) <= now;
