@@ -26,6 +26,9 @@ later runs meet the history of the earlier ones); rows are the run with the medi
 and ``--load-cpus`` pin the broker processes and the tool's JVM to disjoint CPU sets
 (``benches/pinning.py``); either way the broker's and the tool's CPU per message and share of a core are
 reported, as are the CPU used by other processes just before a run and the hypervisor's steal.
+``--page-cache full`` (the default) fills the page cache before every run (``benches/page_cache.py``), so both
+brokers write into reclaimed pages, as a long-running broker does, whatever ran before them; the kernel's
+reclaim threads' CPU is reported beside the broker's.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ sys.path.insert(0, str(REPO))
 
 import apache_bench as ab  # noqa: E402
 import broker_bench as bb  # noqa: E402
+import page_cache  # noqa: E402
 from pinning import cpu_sets, pin_sentence, pinned  # noqa: E402
 
 BEGIN = "<!-- apache-tools:begin -->"
@@ -106,6 +110,8 @@ class Run:
     background: float | None = None
     loadavg: float | None = None
     steal: float | None = None
+    reclaim_pct: float | None = None
+    """The kernel's page reclaim threads (kswapd) over the measured lines, % of one core."""
     lines: list[str] = field(default_factory=list)
     note: str = ""
 
@@ -160,6 +166,7 @@ def measure(tool: Tool, libs: Path, b: ab.Brokers, warmup: int, windows: int, ho
         for _ in range(warmup):
             next_rate(child, tool, timeout)
         threads0 = ab.thread_cpu(child.proc.pid)
+        reclaim0 = page_cache.reclaim_cpu()
         srv0, gen0, t0, steal0 = (
             ab.cpu_of(b.pids),
             bb.proc_cpu(child.proc.pid),
@@ -178,6 +185,7 @@ def measure(tool: Tool, libs: Path, b: ab.Brokers, warmup: int, windows: int, ho
             bb.steal_cpu(),
         )
         threads1 = ab.thread_cpu(child.proc.pid)
+        reclaim1 = page_cache.reclaim_cpu()
     finally:
         child.stop()
     run.rate = sum(rates) / len(rates)
@@ -189,6 +197,7 @@ def measure(tool: Tool, libs: Path, b: ab.Brokers, warmup: int, windows: int, ho
     run.broker_pct = 100.0 * (srv1 - srv0) / max(1e-9, t1 - t0)
     run.gen_thread, used = ab.busiest(threads0, threads1)
     run.gen_thread_pct = 100.0 * used / max(1e-9, t1 - t0)
+    run.reclaim_pct = 100.0 * (reclaim1 - reclaim0) / max(1e-9, t1 - t0)
     run.steal = 100.0 * (steal1[0] - steal0[0]) / max(1.0, steal1[1] - steal0[1])
     failed = sum(int(m.group(1)) for ln in run.lines if (m := re.search(r"Send Failed: (\d+)", ln)))
     if failed:
@@ -214,22 +223,34 @@ class Row:
 def bench(a: argparse.Namespace) -> list[Row]:
     root = Path(a.store_root or Path.home() / ".cache" / "rmq-bench") / "apache-tools"
     rows = []
-    for key in a.only.split(","):
-        tool = TOOLS[key]
-        libs = tool_libs(tool)
-        got: dict[str, list[Run]] = {"rmq": [], "Apache": []}
-        for kind in ("rmq", "Apache"):
-            with ab.brokers(kind, root / kind, "ASYNC_FLUSH") as b:
-                bb.create_topic(b.master, b.namesrv, TOPIC, QUEUES)
-                for i in range(a.repeat):
-                    r = measure(tool, libs, b, a.warmup_lines, a.windows, root / f"home-{kind}-{i}")
-                    ab.log(
-                        f"{tool.name} {kind} run {i + 1}: {r.rate:,.0f} {tool.unit}/s, broker "
-                        f"{r.broker_cpu_us or 0:.1f} µs each; {r.lines[-1] if r.lines else ''}"
-                    )
-                    got[kind].append(r)
-        rows.append(Row(tool, median(got["rmq"]), median(got["Apache"])))
+    filler = page_cache.Filler(root / "page-cache-filler") if a.page_cache == "full" else None
+    try:
+        for key in a.only.split(","):
+            rows.append(bench_tool(a, root, TOOLS[key], filler))
+    finally:
+        if filler is not None:
+            filler.close()
     return rows
+
+
+def bench_tool(a: argparse.Namespace, root: Path, tool: Tool, filler: page_cache.Filler | None) -> Row:
+    libs = tool_libs(tool)
+    got: dict[str, list[Run]] = {"rmq": [], "Apache": []}
+    for kind in ("rmq", "Apache"):
+        with ab.brokers(kind, root / kind, "ASYNC_FLUSH") as b:
+            bb.create_topic(b.master, b.namesrv, TOPIC, QUEUES)
+            for i in range(a.repeat):
+                if filler is not None:
+                    filled = filler.top_up()
+                    if filled:
+                        ab.log(f"page cache topped up with {filled >> 20} MiB")
+                r = measure(tool, libs, b, a.warmup_lines, a.windows, root / f"home-{kind}-{i}")
+                ab.log(
+                    f"{tool.name} {kind} run {i + 1}: {r.rate:,.0f} {tool.unit}/s, broker "
+                    f"{r.broker_cpu_us or 0:.1f} µs each; {r.lines[-1] if r.lines else ''}"
+                )
+                got[kind].append(r)
+    return Row(tool, median(got["rmq"]), median(got["Apache"]))
 
 
 def fmt_cpu(v: float | None) -> str:
@@ -259,12 +280,23 @@ def section(rows: list[Row], a: argparse.Namespace, elapsed: float) -> str:
         "their rate makes, and its share of one core. *Tool*: the tool's JVM CPU per message and its share "
         "of one core, with its busiest thread's (a JIT compiler thread there would mean it is not warm yet). "
         "*Other load*: CPU use of other processes just before the run, "
-        "and the 1-minute load average. *Steal*: CPU time the hypervisor gave to other guests.",
+        "and the 1-minute load average. *Steal*: CPU time the hypervisor gave to other guests. "
+        "*kswapd*: the kernel's page reclaim threads over the measured lines, % of one core (outside "
+        "either process, on whichever CPU the kernel picks).",
+        (
+            "- Page cache: **full** — before every run a sparse file is read into the page cache until at "
+            "most 3 GiB of memory is free (`benches/page_cache.py`), so each broker writes into reclaimed "
+            "pages, as a broker that has run longer than RAM ÷ its write rate does, and every run meets "
+            "the same memory."
+            if a.page_cache == "full"
+            else "- Page cache: **as is** — memory left as the previous runs left it (the rows then "
+            "depend on their order: see benches/page_cache.py)."
+        ),
         pin_sentence(ab.PIN.broker, ab.PIN.load, "the broker processes", "the tool's JVM").rstrip("\n"),
         "",
         "| tool | broker | rate | broker CPU/msg, % of a core | tool CPU/msg, % of a core | other load "
-        "| steal | notes |",
-        "|---|---|---|---|---|---|---|---|",
+        "| steal | kswapd | notes |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         for kind, r in (("rmq", row.rmq), ("Apache 4.9.7", row.apache)):
@@ -277,7 +309,7 @@ def section(rows: list[Row], a: argparse.Namespace, elapsed: float) -> str:
             lines.append(
                 f"| {row.tool.what} | {kind} | {r.rate:,.0f} {row.tool.unit}/s | {fmt_cpu(r.broker_cpu_us)}, "
                 f"{r.broker_pct or 0:.0f}% "
-                f"| {gen} | {bg} | {r.steal or 0:.0f}% | {r.note} |"
+                f"| {gen} | {bg} | {r.steal or 0:.0f}% | {r.reclaim_pct or 0:.0f}% | {r.note} |"
             )
     lines += [
         "",
@@ -317,6 +349,13 @@ def main() -> int:
     ap.add_argument("--store-root", default=None, help="parent directory of the stores")
     ap.add_argument("--out", type=Path, default=HERE / "RESULTS.md")
     ap.add_argument("--no-write", action="store_true", help="print only, leave RESULTS.md alone")
+    ap.add_argument(
+        "--page-cache",
+        choices=("full", "as-is"),
+        default="full",
+        help="full: before each run fill the page cache until little memory is free (a long-running "
+        "broker's state, the same for every run; benches/page_cache.py); as-is: leave memory as it is",
+    )
     ap.add_argument("--broker-cpus", default=None, help="CPU list for the broker processes (e.g. 0)")
     ap.add_argument("--load-cpus", default=None, help="CPU list for the tool's JVM (e.g. 1)")
     a = ap.parse_args()

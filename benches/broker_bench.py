@@ -84,6 +84,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import loadgen  # noqa: E402
+import page_cache  # noqa: E402
 import peers  # noqa: E402
 from pinning import cpu_sets, pin_sentence, pinned  # noqa: E402
 
@@ -1041,6 +1042,8 @@ class PeerSetup:
         self.paths: dict[str, Path] = {}
         self.skipped: dict[str, str] = {}
         self.loadgen: Path | None = None
+        self.filler: page_cache.Filler | None = None
+        """``--page-cache full``: tops the page cache up before each run."""
 
     def prepare(self, skip: list[str], workdir: Path) -> None:
         """Fetch what is not skipped and build the generator; anything missing stops the run."""
@@ -1076,6 +1079,10 @@ def peer_worker(name: str, port: int, conns: int, case: PeerCase) -> Callable[[i
 def peer_once(system: str, case: PeerCase, a: argparse.Namespace) -> Measure:
     """One measured run of ``system`` for ``case``: a fresh server with its data in a fresh directory under
     ``--store-root`` (the filesystem of rmq's store), stopped and deleted afterwards."""
+    if PEERS.filler is not None:
+        filled = PEERS.filler.top_up()
+        if filled:
+            log(f"  page cache topped up with {filled >> 20} MiB")
     data = Path(tempfile.mkdtemp(prefix=f"rmq-bench-{system}-", dir=a.store_root))
     if case.durable:
         os.sync()  # start on an idle disk: nothing from the previous run still being written back
@@ -1125,6 +1132,18 @@ def run_peers(a: argparse.Namespace) -> list[PeerRow]:
     rate is kept, all runs are in its note. With ``--max-steal`` a run during which the hypervisor stole
     more is measured again, as for the broker rows."""
     cases = [c for c in PEER_CASES if not a.peer_cases or c.key in a.peer_cases.split(",")]
+    if a.page_cache == "full":
+        root = Path(a.store_root or tempfile.gettempdir())
+        PEERS.filler = page_cache.Filler(root / f"rmq-bench-page-cache-{os.getpid()}")
+    try:
+        return peer_rows(cases, a)
+    finally:
+        if PEERS.filler is not None:
+            PEERS.filler.close()
+            PEERS.filler = None
+
+
+def peer_rows(cases: list[PeerCase], a: argparse.Namespace) -> list[PeerRow]:
     rows = []
     for case in cases:
         runs: dict[str, list[Measure]] = {s: [] for s in SYSTEMS}
@@ -1307,6 +1326,13 @@ def peer_section(rows: list[PeerRow], a: argparse.Namespace, elapsed: float, err
         "`appendonly yes`, no RDB snapshots; NATS `nats-server` v2.15.2 with JetStream, stream `BENCH` in "
         "file storage. Both peers are fetched, pinned and cached by `scripts/bench-peers` (run by this "
         "script).",
+        (
+            "- Page cache: **full** — before every run a sparse file is read into the page cache until "
+            "little memory is free (`benches/page_cache.py`), so every server writes into reclaimed pages, "
+            "as a server that has run a while does, whatever ran before it."
+            if a.page_cache == "full"
+            else "- Page cache: **as is** — memory left as the previous runs left it."
+        ),
         "- *durable*: rmq `flushDiskType=SYNC_FLUSH` (a send is answered after the msync covering it); Redis "
         "`appendfsync always` (the AOF is fsynced before the reply); NATS `sync_interval: always` (fsync "
         "per write before the ack). *async*: rmq ASYNC_FLUSH; Redis `appendfsync everysec`; NATS's default "
@@ -1625,6 +1651,13 @@ def main() -> int:
         help="before each measurement wait up to S seconds for other CPU use to drop below --quiet-below",
     )
     ap.add_argument("--quiet-below", type=float, default=10.0, metavar="PCT")
+    ap.add_argument(
+        "--page-cache",
+        choices=("full", "as-is"),
+        default="full",
+        help="peer comparison: full = before each run fill the page cache until little memory is free "
+        "(benches/page_cache.py); as-is = leave memory as it is",
+    )
     ap.add_argument("--broker-cpus", default=None, help="CPU list for every server of the peer comparison")
     ap.add_argument("--load-cpus", default=None, help="CPU list for the peer comparison's load generators")
     ap.add_argument(
