@@ -141,8 +141,8 @@ class TransactionCheckService:
         self._op_heap: list[tuple[int, int]] = []
         """(op offset, half offset) of the op records noted in ``done``; stale ones leave from the top."""
         self._unheaped: list[tuple[int, int]] = []
-        """Noted since the last :meth:`commit_progress`, which heaps those still in ``done``: most
-        are settled by then (the floor passed them) and never touch the heap."""
+        """Noted by :meth:`write_op` since the last :meth:`commit_progress`, which heaps those still in
+        ``done`` (most are settled by then: the floor passed them)."""
         self._op_read = 0
         """The next op record to read: those below are in ``done`` or below the floor."""
         self._loaded = False
@@ -255,13 +255,18 @@ class TransactionCheckService:
             if status not in ("FOUND", "OFFSET_TOO_SMALL", "MESSAGE_WAS_REMOVING"):
                 break
             self.op_records_read += n
-            done, floor, fresh = self.done, self.floor, self._unheaped
+            done, floor, noted = self.done, self.floor, []
             for i in range(0, len(pairs), 2):
                 half_offset = pairs[i + 1]
                 if half_offset >= floor and half_offset not in done:
                     done[half_offset] = pairs[i]
-                    fresh.append((pairs[i], half_offset))
+                    noted.append(half_offset)
             self._advance()
+            # Only what the floor did not pass reaches the heap (most of a read is settled by now).
+            for half_offset in noted:
+                op_offset = done.get(half_offset)
+                if op_offset is not None:
+                    heapq.heappush(self._op_heap, (op_offset, half_offset))
             if nxt <= self._op_read:
                 break
             self._op_read = nxt
