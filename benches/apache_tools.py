@@ -285,7 +285,8 @@ def section(rows: list[Row], a: argparse.Namespace, elapsed: float) -> str:
         "either process, on whichever CPU the kernel picks).",
         (
             "- Page cache: **full** — before every run a sparse file is read into the page cache until at "
-            "most 3 GiB of memory is free (`benches/page_cache.py`), so each broker writes into reclaimed "
+            "most 3 GiB of memory is free, or the kernel frees as fast as it is read "
+            "(`benches/page_cache.py`), so each broker writes into reclaimed "
             "pages, as a broker that has run longer than RAM ÷ its write rate does, and every run meets "
             "the same memory."
             if a.page_cache == "full"
