@@ -140,9 +140,6 @@ class TransactionCheckService:
         """Decided half queue offsets at or above the floor -> queue offset of their op record."""
         self._op_heap: list[tuple[int, int]] = []
         """(op offset, half offset) of the op records noted in ``done``; stale ones leave from the top."""
-        self._unheaped: list[tuple[int, int]] = []
-        """Noted by :meth:`write_op` since the last :meth:`commit_progress`, which heaps those still in
-        ``done`` (most are settled by then: the floor passed them)."""
         self._op_read = 0
         """The next op record to read: those below are in ``done`` or below the floor."""
         self._loaded = False
@@ -255,18 +252,9 @@ class TransactionCheckService:
             if status not in ("FOUND", "OFFSET_TOO_SMALL", "MESSAGE_WAS_REMOVING"):
                 break
             self.op_records_read += n
-            done, floor, noted = self.done, self.floor, []
-            for i in range(0, len(pairs), 2):
-                half_offset = pairs[i + 1]
-                if half_offset >= floor and half_offset not in done:
-                    done[half_offset] = pairs[i]
-                    noted.append(half_offset)
+            noted = [pairs[i + 1] for i in range(0, len(pairs), 2) if self._note(pairs[i + 1], pairs[i])]
             self._advance()
-            # Only what the floor did not pass reaches the heap (most of a read is settled by now).
-            for half_offset in noted:
-                op_offset = done.get(half_offset)
-                if op_offset is not None:
-                    heapq.heappush(self._op_heap, (op_offset, half_offset))
+            self._heap_open(noted)
             if nxt <= self._op_read:
                 break
             self._op_read = nxt
@@ -290,18 +278,16 @@ class TransactionCheckService:
             0,
             0,
         )
-        self._note(half_offset, op_offset)
+        noted = self._note(half_offset, op_offset)
         if op_offset == self._op_read:
             self._op_read += 1  # else records of others lie between: catch_up reads them (and this again)
         self._advance()
+        if noted:
+            self._heap_open([half_offset])
 
     def commit_progress(self) -> None:
         """Commit the half floor and the lowest op offset a restart must read from."""
         heap, done, floor = self._op_heap, self.done, self.floor
-        for op_offset, half_offset in self._unheaped:
-            if done.get(half_offset) == op_offset:
-                heapq.heappush(heap, (op_offset, half_offset))
-        self._unheaped.clear()
         while heap and (heap[0][1] < floor or done.get(heap[0][1]) != heap[0][0]):
             heapq.heappop(heap)
         op_offset = min(heap[0][0], self._op_read) if heap else self._op_read
@@ -342,11 +328,21 @@ class TransactionCheckService:
             out["transactionFastClaims"] = str(claims)
         return out
 
-    def _note(self, half_offset: int, op_offset: int) -> None:
+    def _note(self, half_offset: int, op_offset: int) -> bool:
+        """Record the decision; False when ``half_offset`` was already settled or decided."""
         if half_offset < self.floor or half_offset in self.done:
-            return
+            return False
         self.done[half_offset] = op_offset
-        self._unheaped.append((op_offset, half_offset))
+        return True
+
+    def _heap_open(self, noted: list[int]) -> None:
+        """Heap the op records of those just noted that the floor did not pass (after :meth:`_advance`:
+        most of a read is settled by then and never touches the heap)."""
+        done, heap = self.done, self._op_heap
+        for half_offset in noted:
+            op_offset = done.get(half_offset)
+            if op_offset is not None:
+                heapq.heappush(heap, (op_offset, half_offset))
 
     def _advance(self) -> None:
         """Move the floor over the decided offsets in a row from it."""
