@@ -292,9 +292,9 @@ impl Dispatchers {
             }
         }
         if let Some(index) = &self.index {
-            if tran != sysflag::TRANSACTION_ROLLBACK_TYPE
-                && req.commitlog_offset >= index.end_phy_offset()
-            {
+            // A record indexed already (dispatched again after a crash) is skipped by
+            // `put_hashes`.
+            if tran != sysflag::TRANSACTION_ROLLBACK_TYPE {
                 let hashes = &mut scratch.hashes;
                 hashes.clear();
                 if req.uniq_key.is_some() || req.keys.is_some() {

@@ -321,8 +321,8 @@ impl IndexFile {
 
     /// Reserve disk blocks for the next entry (and, for a file an earlier run wrote, the slots
     /// before it), [`ENTRY_ALLOCATE_CHUNK`] at a time, so writing it cannot hit a full disk.
-    fn reserve_next_entry(&self) -> Result<()> {
-        let n = self.header().index_count.max(1);
+    fn reserve_next_entry(&self, h: &IndexHeader) -> Result<()> {
+        let n = h.index_count.max(1);
         let end = self.entry_pos(n) + INDEX_ENTRY_SIZE;
         let have = self.allocated.load(Ordering::Acquire);
         if end <= have {
@@ -335,12 +335,16 @@ impl IndexFile {
         Ok(())
     }
 
-    /// Add an entry; false when the file is full.
-    fn put(&self, key_hash: i32, phy_offset: i64, store_timestamp: i64) -> bool {
+    /// Add an entry; false when the file is full. `h` is this file's header as the writer
+    /// last wrote it (see [`Cursor`]), updated and written with the entry.
+    fn put(
+        &self,
+        h: &mut IndexHeader,
+        key_hash: i32,
+        phy_offset: i64,
+        store_timestamp: i64,
+    ) -> bool {
         let mut map = self.map.write();
-        let Some(mut h) = IndexHeader::decode(&map) else {
-            return false;
-        };
         let n = h.index_count.max(1);
         if n >= self.index_num as i32 {
             return false;
@@ -350,14 +354,15 @@ impl IndexFile {
         if prev <= INVALID_INDEX || prev >= n {
             prev = INVALID_INDEX;
         }
-        if n <= 1 {
-            h.begin_timestamp = store_timestamp;
-            h.begin_phy_offset = phy_offset;
-        }
-        let diff = if h.begin_timestamp <= 0 {
+        let begin_timestamp = if n <= 1 {
+            store_timestamp
+        } else {
+            h.begin_timestamp
+        };
+        let diff = if begin_timestamp <= 0 {
             0
         } else {
-            (store_timestamp.saturating_sub(h.begin_timestamp) / 1000).clamp(0, i32::MAX as i64)
+            (store_timestamp.saturating_sub(begin_timestamp) / 1000).clamp(0, i32::MAX as i64)
                 as i32
         };
         let mut entry = [0u8; INDEX_ENTRY_SIZE];
@@ -369,13 +374,21 @@ impl IndexFile {
         if !wr(&mut map, entry_pos, &entry) || !wr(&mut map, slot_pos, &n.to_be_bytes()) {
             return false;
         }
-        if prev == INVALID_INDEX {
-            h.hash_slot_count = h.hash_slot_count.saturating_add(1);
+        let mut next = *h;
+        if n <= 1 {
+            next.begin_timestamp = begin_timestamp;
+            next.begin_phy_offset = phy_offset;
         }
-        h.index_count = n + 1;
-        h.end_phy_offset = phy_offset;
-        h.end_timestamp = store_timestamp;
-        wr(&mut map, 0, &h.encode());
+        if prev == INVALID_INDEX {
+            next.hash_slot_count = next.hash_slot_count.saturating_add(1);
+        }
+        next.index_count = n + 1;
+        next.end_phy_offset = phy_offset;
+        next.end_timestamp = store_timestamp;
+        if !wr(&mut map, 0, &next.encode()) {
+            return false;
+        }
+        *h = next;
         drop(map);
         self.dirty.store(true, Ordering::Release);
         true
@@ -460,7 +473,17 @@ pub struct IndexService {
     slot_num: u32,
     index_num: u32,
     files: RwLock<Vec<Arc<IndexFile>>>,
-    writer: Mutex<()>,
+    /// The writer's lock, and what it knows of the file it appends to (`None`: look it up).
+    writer: Mutex<Option<Cursor>>,
+}
+
+/// The file the writer appends to, with its header as last written and the offset of the last
+/// record indexed, so a put neither reads headers nor looks through the files. Only the writer
+/// changes a header; loading, expiry and destruction forget the cursor.
+struct Cursor {
+    file: Arc<IndexFile>,
+    header: IndexHeader,
+    last_indexed: Option<i64>,
 }
 
 impl std::fmt::Debug for IndexService {
@@ -481,7 +504,7 @@ impl IndexService {
             slot_num: slot_num.max(1),
             index_num: index_num.clamp(2, i32::MAX as u32),
             files: RwLock::new(Vec::new()),
-            writer: Mutex::new(()),
+            writer: Mutex::new(None),
         }
     }
 
@@ -503,7 +526,8 @@ impl IndexService {
     /// A file of the wrong size is an error. After an abnormal exit (`!last_exit_ok`), files
     /// whose endTimestamp is after `index_checkpoint_ts` are deleted: re-dispatch rebuilds them.
     pub fn load(&self, last_exit_ok: bool, index_checkpoint_ts: i64) -> Result<()> {
-        let _w = self.writer.lock();
+        let mut w = self.writer.lock();
+        *w = None;
         let mut paths: Vec<PathBuf> = match std::fs::read_dir(&self.dir) {
             Ok(rd) => rd
                 .filter_map(|e| e.ok())
@@ -567,38 +591,66 @@ impl IndexService {
 
     /// [`IndexService::put_keys`] with the keys' hashes ([`index_key_hash`], [`topic_key_hash`]).
     pub fn put_hashes(&self, hashes: &[i32], phy_offset: i64, store_timestamp: i64) -> Result<()> {
-        let _w = self.writer.lock();
+        let mut w = self.writer.lock();
+        let cursor = match &mut *w {
+            Some(c) => c,
+            empty => empty.insert(self.cursor()?),
+        };
         // A record is indexed in one call, all its keys: one at or below the last record
         // indexed is one dispatched again after a crash, already in the index (RocketMQ
         // skips only those below, so the last record's keys came back twice from queries).
-        if self.last_indexed().is_some_and(|end| phy_offset <= end) {
+        if cursor.last_indexed.is_some_and(|end| phy_offset <= end) {
             return Ok(());
         }
         for &hash in hashes {
-            let mut file = self.writable_file()?;
-            file.reserve_next_entry()?;
-            if !file.put(hash, phy_offset, store_timestamp) {
+            if cursor.header.index_count >= self.index_num as i32 {
+                self.roll_cursor(cursor)?;
+            }
+            cursor.file.reserve_next_entry(&cursor.header)?;
+            if !cursor
+                .file
+                .put(&mut cursor.header, hash, phy_offset, store_timestamp)
+            {
                 // Full (or damaged beyond use): continue in a fresh file.
-                file = self.roll(Some(&file))?;
-                file.reserve_next_entry()?;
-                if !file.put(hash, phy_offset, store_timestamp) {
+                self.roll_cursor(cursor)?;
+                cursor.file.reserve_next_entry(&cursor.header)?;
+                if !cursor
+                    .file
+                    .put(&mut cursor.header, hash, phy_offset, store_timestamp)
+                {
                     return Err(StoreError::corrupt(
                         "index file",
-                        format!("{} refused an entry when new", file.path.display()),
+                        format!("{} refused an entry when new", cursor.file.path.display()),
                     ));
                 }
             }
+            cursor.last_indexed = Some(phy_offset);
         }
         Ok(())
     }
 
-    /// The newest file if it has room, else a new one. Caller holds the writer lock.
-    fn writable_file(&self) -> Result<Arc<IndexFile>> {
+    /// The writer's cursor, from the files: the newest if it has room, else a new one.
+    /// Caller holds the writer lock.
+    fn cursor(&self) -> Result<Cursor> {
+        let last_indexed = self.last_indexed();
         let last = self.files.read().last().cloned();
-        match last {
-            Some(f) if !f.is_full() => Ok(f),
-            other => self.roll(other.as_ref()),
-        }
+        let file = match last {
+            Some(f) if !f.is_full() => f,
+            other => self.roll(other.as_ref())?,
+        };
+        Ok(Cursor {
+            header: file.header(),
+            file,
+            last_indexed,
+        })
+    }
+
+    /// Move the cursor to a new file after its own. Caller holds the writer lock.
+    fn roll_cursor(&self, cursor: &mut Cursor) -> Result<()> {
+        let file = self.roll(Some(&cursor.file))?;
+        cursor.header = file.header();
+        cursor.file = file;
+        Ok(())
     }
 
     /// Create a file after `last`, seeded with its end offset and timestamp.
@@ -709,7 +761,8 @@ impl IndexService {
     /// Delete the oldest files whose endPhyOffset is below `commitlog_min`, stopping at the
     /// first that is not; the newest file is never deleted. Returns how many were deleted.
     pub fn delete_expired(&self, commitlog_min: i64) -> Result<usize> {
-        let _w = self.writer.lock();
+        let mut w = self.writer.lock();
+        *w = None;
         let doomed: Vec<Arc<IndexFile>> = {
             let files = self.files.read();
             let candidates = files.len().saturating_sub(1);
@@ -758,7 +811,8 @@ impl IndexService {
 
     /// Delete every IndexFile.
     pub fn destroy(&self) -> Result<()> {
-        let _w = self.writer.lock();
+        let mut w = self.writer.lock();
+        *w = None;
         let files = std::mem::take(&mut *self.files.write());
         for f in &files {
             f.destroy()?;
@@ -1142,7 +1196,9 @@ mod tests {
         }
         let r = svc.query("T#k3", 10, 0, i64::MAX);
         assert!(r.phy_offsets.len() <= 10);
-        // Full by its header: the next put goes to a new file.
+        // Found full by its header when loaded: the next put goes to a new file. (While it
+        // runs the writer keeps the header it wrote: only it writes there.)
+        svc.load(true, 0).unwrap();
         svc.put_key("T#k7", 7, T0).unwrap();
         assert_eq!(svc.file_count(), 2);
         {
