@@ -248,8 +248,8 @@ impl FastSend {
         self.acl.as_ref().map(AclGate::stats)
     }
 
-    /// Write the sends stored since the last call: with SYNC_FLUSH their records were kept
-    /// back ([`MessageStore::put_deferred`]) to be written in one `write(2)`. The caller calls
+    /// Write the sends stored since the last call: their records were kept back
+    /// ([`MessageStore::put_deferred`]) to be written in one `write(2)`. The caller calls
     /// this once it has handled the requests at hand, and always before it sends an answer or
     /// makes a held answer durable ([`FastSend::flush_held`]). On a write error (the disk
     /// failing: the blocks are reserved beforehand) the records stay kept back for the next
@@ -257,9 +257,6 @@ impl FastSend {
     /// Returns false then: the caller must not send the answers of the sends stored since the
     /// last call that succeeded (they would say SEND_OK of records not written).
     pub fn write_deferred(&self) -> bool {
-        if !self.sync_flush {
-            return true; // nothing is deferred, no flush to ask for
-        }
         if self.store.write_deferred().is_err() {
             return false; // their flush is requested once they are written
         }

@@ -21,6 +21,8 @@ fn handle(fs: &FastSend, f: &[u8]) -> Option<(Sent, Vec<u8>)> {
     let mut out = Vec::new();
     let mut rnd = || 0u32;
     let sent = fs.handle(f, host(), &mut rnd, &mut out)?;
+    // What it stored is written before it is answered, as the network thread does.
+    assert!(fs.write_deferred());
     Some((sent, out))
 }
 

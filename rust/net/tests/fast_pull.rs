@@ -20,6 +20,8 @@ fn handle(fs: &FastSend, f: &[u8]) -> Option<Vec<u8>> {
     let mut out = b"kept".to_vec();
     let mut rnd = || 0u32;
     let sent = fs.handle(f, host(), &mut rnd, &mut out)?;
+    // What it stored is written before it is answered, as the network thread does.
+    assert!(fs.write_deferred());
     assert_eq!(sent, Sent::Replied);
     assert_eq!(&out[..4], b"kept", "appends, never overwrites");
     Some(out.split_off(4))

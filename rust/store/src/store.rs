@@ -208,10 +208,11 @@ impl MessageStore {
             manifest.commitlog_file_size == Some(config.mapped_file_size_commit_log),
         );
         commitlog.load()?;
-        // SYNC_FLUSH appends with write(2) over blocks written ahead (see
-        // CommitLog::set_durable_appends).
+        // Appends with write(2) (see CommitLog::set_write_appends), with SYNC_FLUSH over
+        // blocks written ahead (CommitLog::set_zeros_ahead).
+        commitlog.set_write_appends(true);
         commitlog
-            .set_durable_appends(config.flush_disk_type == crate::config::FlushDiskType::SyncFlush);
+            .set_zeros_ahead(config.flush_disk_type == crate::config::FlushDiskType::SyncFlush);
         let queues = Arc::new(QueueTable::new(
             config.consume_queue_dir(),
             config.mapped_file_size_consume_queue,
@@ -425,7 +426,7 @@ impl MessageStore {
             reput: Mutex::new(Some(reput)),
             manual_deletes,
             retention: topic_retention,
-            populate: Mutex::new(Some(populate)),
+            populate: Mutex::new(populate),
             background: Mutex::new(Some(background)),
             disk,
             shut_down: AtomicBool::new(false),
@@ -524,8 +525,8 @@ impl MessageStore {
         self.put_then(msg, false)
     }
 
-    /// Append one message without asking for its flush and, with SYNC_FLUSH, without writing
-    /// it yet ([`CommitLog::put_deferred`]): the caller writes what it appended so with
+    /// Append one message without asking for its flush and without writing it yet
+    /// ([`CommitLog::put_deferred`]): the caller writes what it appended so with
     /// [`MessageStore::write_deferred`], in one go, before it answers; then it makes it durable
     /// with [`MessageStore::flush_or_request`] (or [`MessageStore::request_flush`]).
     pub fn put_deferred(&self, msg: &MessageRef<'_>) -> Result<AppendResult> {
