@@ -93,15 +93,22 @@ def _json_str(s: str) -> bytes:
 class SendFrames:
     """SEND_MESSAGE_V2 requests: per request only queue id, born timestamp, UNIQ_KEY and opaque vary."""
 
-    def __init__(self, topic: str, group: str, body: bytes, queues: int, uniq_prefix: str) -> None:
+    def __init__(
+        self, topic: str, group: str, body: bytes, queues: int, uniq_prefix: str, transactional: bool = False
+    ) -> None:
         self.body = body
         self.queues = queues
-        # Properties as a Java producer sends them: UNIQ_KEY, WAIT, TAGS (separators U+0001 / U+0002).
+        # Properties as a Java producer sends them: UNIQ_KEY, WAIT, TAGS (separators U+0001 / U+0002); a
+        # transactional half message also TRAN_MSG and PGROUP, and sysFlag TRANSACTION_PREPARED_TYPE (4).
         props_head = _json_str(f"UNIQ_KEY\x01{uniq_prefix}")[:-1]  # open string, UNIQ_KEY tail follows
-        props_tail = _json_str("\x02WAIT\x01true\x02TAGS\x01bench")[1:]
+        tx = f"\x02TRAN_MSG\x01true\x02PGROUP\x01{group}" if transactional else ""
+        props_tail = _json_str(f"\x02WAIT\x01true\x02TAGS\x01bench{tx}")[1:]
+        sys_flag = b"4" if transactional else b"0"
         self.template = (
             b'{"code":310,"extFields":{"a":' + _json_str(group) + b',"b":' + _json_str(topic) + b","
-            b'"c":"TBW102","d":"4","e":"%d","f":"0","g":"%d","h":"0","i":'
+            b'"c":"TBW102","d":"4","e":"%d","f":"'
+            + sys_flag
+            + b'","g":"%d","h":"0","i":'
             + props_head
             + b"%012X"
             + props_tail
@@ -114,16 +121,54 @@ class SendFrames:
         return _PREFIX.pack(4 + len(hdr) + len(self.body), len(hdr)) + hdr + self.body
 
 
-def native_templates(path: str, topic: str, group: str, body: bytes, queues: int, uniq_prefix: str) -> None:
+def native_templates(
+    path: str, topic: str, group: str, body: bytes, queues: int, uniq_prefix: str, transactional: bool = False
+) -> None:
     """Write the request templates ``loadgen_c`` patches per request (its header comment has the format):
-    one frame per queue id, opaque as 10 space-padded digits, the UNIQ_KEY tail as 12 hex digits."""
-    gen = SendFrames(topic, group, body, queues, uniq_prefix)
+    one frame per queue id, opaque as 10 space-padded digits, the UNIQ_KEY tail as 12 hex digits;
+    ``transactional``: half messages, for ``loadgen_c``'s TX_GROUP mode."""
+    gen = SendFrames(topic, group, body, queues, uniq_prefix, transactional)
     tmpl = gen.template.replace(b"%012X", b"UUUUUUUUUUUU").replace(b'"opaque":%d', b'"opaque":OOOOOOOOOO')
     born = int(time.time() * 1000)
     out = [struct.pack("<i", queues)]
     for q in range(queues):
         hdr = tmpl % (q, born)
         frame = _PREFIX.pack(4 + len(hdr) + len(body), len(hdr)) + hdr + body
+        op_pos, uniq_pos = frame.index(b"OOOOOOOOOO"), frame.index(b"UUUUUUUUUUUU")
+        frame = frame.replace(b"OOOOOOOOOO", b"         0").replace(b"UUUUUUUUUUUU", b"000000000000")
+        out.append(struct.pack("<iii", len(frame), op_pos, uniq_pos) + frame)
+    with open(path, "wb") as f:
+        f.write(b"".join(out))
+
+
+def native_batch_templates(
+    path: str, topic: str, group: str, body: bytes, count: int, queues: int, uniq_prefix: str
+) -> None:
+    """As :func:`native_templates` for SEND_BATCH_MESSAGE (320): ``count`` messages of ``body`` per request
+    (REMOTING.md §4.5), each with its own properties as a Java producer's batch carries them (UNIQ_KEY, WAIT,
+    TAGS), the header's properties ``WAIT=true`` as ``MessageBatch``'s. ``loadgen_c`` patches one UNIQ_KEY
+    tail per request, the first message's; the others end in their index (unique within a request)."""
+    born = int(time.time() * 1000)
+    entries = []
+    for k in range(count):
+        tail = "UUUUUUUUUUUU" if k == 0 else f"{k:012X}"
+        props = f"UNIQ_KEY\x01{uniq_prefix}{tail}\x02WAIT\x01true\x02TAGS\x01bench".encode()
+        size = 22 + len(body) + len(props)
+        entries.append(
+            struct.pack(">iiiii", size, 0, 0, 0, len(body)) + body + struct.pack(">H", len(props)) + props
+        )
+    batch = b"".join(entries)
+    out = [struct.pack("<i", queues)]
+    for q in range(queues):
+        hdr = (
+            b'{"code":320,"extFields":{"a":' + _json_str(group) + b',"b":' + _json_str(topic) + b","
+            b'"c":"TBW102","d":"4","e":"%d","f":"0","g":"%d","h":"0","i":'
+            % (q, born)
+            + _json_str("WAIT\x01true")
+            + b',"j":"0","k":"false","m":"true"},"flag":0,"language":"JAVA","opaque":OOOOOOOOOO,'
+            b'"serializeTypeCurrentRPC":"JSON","version":409}'
+        )
+        frame = _PREFIX.pack(4 + len(hdr) + len(batch), len(hdr)) + hdr + batch
         op_pos, uniq_pos = frame.index(b"OOOOOOOOOO"), frame.index(b"UUUUUUUUUUUU")
         frame = frame.replace(b"OOOOOOOOOO", b"         0").replace(b"UUUUUUUUUUUU", b"000000000000")
         out.append(struct.pack("<iii", len(frame), op_pos, uniq_pos) + frame)

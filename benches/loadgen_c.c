@@ -7,7 +7,12 @@
  * connections, keeps `inflight` requests outstanding on each with an epoll loop, matches responses by the
  * opaque found in the JSON header, and times every request with CLOCK_MONOTONIC.
  *
- *   loadgen_c HOST PORT CONNS INFLIGHT TEMPLATE_FILE LAT_PATH WORKER_ID
+ *   loadgen_c HOST PORT CONNS INFLIGHT TEMPLATE_FILE LAT_PATH WORKER_ID [TX_GROUP UNIQ_PREFIX]
+ *
+ * With TX_GROUP the templates are transactional half messages (sysFlag TRANSACTION_PREPARED_TYPE, properties
+ * TRAN_MSG and PGROUP): every one answered SEND_OK is committed as a Java TransactionMQProducer commits it, by
+ * a oneway END_TRANSACTION (commitOrRollback 8) naming the half message's queue offset and CommitLog offset
+ * (from the offset message id the answer carries) and its UNIQ_KEY (UNIQ_PREFIX + the 12 patched digits).
  *
  * TEMPLATE_FILE: int32 count, then per template int32 frame_len, int32 opaque_pos, int32 uniq_pos, frame.
  * Protocol with the parent as loadgen.py: prints READY once connected, reads "GO <start> <end>"
@@ -67,6 +72,7 @@ static int epfd;
 static int stopping;
 static char err_sample[256];
 static int inflight;
+static const char *tx_group, *tx_prefix;
 
 static double now_s(void) {
     struct timespec ts;
@@ -130,7 +136,10 @@ static void flush_conn(conn_t *c) {
 
 static void fill(conn_t *c, double t) {
     if (t >= end_at) stopping = 1;
-    if (stopping) return;
+    if (stopping) {
+        if (c->wlen) flush_conn(c); /* commits queued by the last answers */
+        return;
+    }
     int k = inflight - c->outstanding;
     for (int i = 0; i < k; i++) {
         long long seq = c->next;
@@ -165,6 +174,47 @@ static long long find_num(const unsigned char *h, size_t n, const char *key, int
     long long v = 0;
     while (p < e && *p >= '0' && *p <= '9') { v = v * 10 + (*p - '0'); p++; *found = 1; }
     return neg ? -v : v;
+}
+
+/* The string value of `key` in a JSON header (hex digits only), into out (NUL-terminated); its length. */
+static size_t find_hex(const unsigned char *h, size_t n, const char *key, char *out, size_t cap) {
+    const unsigned char *p = memmem(h, n, key, strlen(key));
+    size_t k = 0;
+    if (!p) return 0;
+    p += strlen(key);
+    const unsigned char *e = h + n;
+    while (p < e && (*p == ' ' || *p == ':' || *p == '"')) p++;
+    while (p < e && k + 1 < cap && ((*p >= '0' && *p <= '9') || (*p >= 'A' && *p <= 'F') || (*p >= 'a' && *p <= 'f')))
+        out[k++] = (char)*p++;
+    out[k] = 0;
+    return k;
+}
+
+/* Queue the oneway END_TRANSACTION that commits the half message answered by header `h`. */
+static void commit(conn_t *c, const unsigned char *h, size_t hlen, long long op) {
+    char msg_id[64];
+    int found;
+    long long queue_offset = find_num(h, hlen, "\"queueOffset\"", &found);
+    size_t n = find_hex(h, hlen, "\"msgId\"", msg_id, sizeof msg_id);
+    if (!found || n < 16) {
+        errors++;
+        if (!err_sample[0]) snprintf(err_sample, sizeof err_sample, "a send answer without msgId/queueOffset");
+        return;
+    }
+    unsigned long long log_offset = strtoull(msg_id + n - 16, NULL, 16);
+    char hdr[768];
+    int hl = snprintf(hdr, sizeof hdr,
+                      "{\"code\":37,\"extFields\":{\"producerGroup\":\"%s\",\"tranStateTableOffset\":\"%lld\","
+                      "\"commitLogOffset\":\"%llu\",\"commitOrRollback\":\"8\",\"fromTransactionCheck\":\"false\","
+                      "\"msgId\":\"%s%012llX\",\"transactionId\":\"%s%012llX\"},\"flag\":2,\"language\":\"JAVA\","
+                      "\"opaque\":%lld,\"serializeTypeCurrentRPC\":\"JSON\",\"version\":409}",
+                      tx_group, queue_offset, log_offset, tx_prefix, op, tx_prefix, op, op);
+    if (hl <= 0 || (size_t)hl >= sizeof hdr) die("END_TRANSACTION header");
+    wbuf_reserve(c, (size_t)hl + 8);
+    uint32_t w[2] = {htonl((uint32_t)hl + 4), htonl((uint32_t)hl)};
+    memcpy(c->wbuf + c->wlen, w, 8);
+    memcpy(c->wbuf + c->wlen + 8, hdr, (size_t)hl);
+    c->wlen += (size_t)hl + 8;
 }
 
 static void on_readable(conn_t *c) {
@@ -216,6 +266,7 @@ static void on_readable(conn_t *c) {
             }
             continue;
         }
+        if (tx_group) commit(c, h, hlen, op);
         ok_total++;
         if (in_window) {
             ok_in_window++;
@@ -227,7 +278,7 @@ static void on_readable(conn_t *c) {
         c->rlen -= pos;
     }
     fill(c, t);
-    if (stopping && c->outstanding == 0) c->done = 1;
+    if (stopping && c->outstanding == 0 && c->wlen == 0) c->done = 1;
 }
 
 static tmpl_t *load_templates(const char *path, int *count) {
@@ -251,9 +302,14 @@ static tmpl_t *load_templates(const char *path, int *count) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 8) {
-        fprintf(stderr, "usage: %s HOST PORT CONNS INFLIGHT TEMPLATE_FILE LAT_PATH WORKER_ID\n", argv[0]);
+    if (argc != 8 && argc != 10) {
+        fprintf(stderr, "usage: %s HOST PORT CONNS INFLIGHT TEMPLATE_FILE LAT_PATH WORKER_ID [TX_GROUP UNIQ_PREFIX]\n",
+                argv[0]);
         return 2;
+    }
+    if (argc == 10) {
+        tx_group = argv[8];
+        tx_prefix = argv[9];
     }
     const char *host = argv[1];
     int port = atoi(argv[2]), nconn = atoi(argv[3]);
@@ -300,7 +356,8 @@ int main(int argc, char **argv) {
         double t = now_s();
         if (t >= end_at) stopping = 1;
         int alive = 0;
-        for (int i = 0; i < nconn; i++) alive += !conns[i].done && (!stopping || conns[i].outstanding > 0);
+        for (int i = 0; i < nconn; i++)
+            alive += !conns[i].done && (!stopping || conns[i].outstanding > 0 || conns[i].wlen > 0);
         if (!alive || t > end_at + DRAIN) break;
         int n = epoll_wait(epfd, evs, 64, 20);
         if (n < 0) {
@@ -310,7 +367,10 @@ int main(int argc, char **argv) {
         for (int i = 0; i < n; i++) {
             conn_t *c = evs[i].data.ptr;
             if (c->done) continue;
-            if (evs[i].events & EPOLLOUT) flush_conn(c);
+            if (evs[i].events & EPOLLOUT) {
+                flush_conn(c);
+                if (stopping && c->outstanding == 0 && c->wlen == 0) c->done = 1;
+            }
             if (evs[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
                 on_readable(c);
                 last_recv = now_s();

@@ -4,6 +4,7 @@ on both, and a helper that runs a Java driver scenario against each and returns 
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -162,6 +163,15 @@ def rerun_with_restarts(base: ModuleType, namespace: dict[str, Any]) -> None:
             await asyncio.to_thread(peer.stop)
 
     namespace["broker"] = broker
+
+
+def build_bench_c(tmp_path_factory: pytest.TempPathFactory, source: str) -> Path:
+    """``benches/<source>`` compiled as the benchmarks compile it (``$CC -O2``, warnings as errors)."""
+    out = tmp_path_factory.mktemp(source.removesuffix(".c")) / source.removesuffix(".c")
+    cc = os.environ.get("CC", "cc")
+    src = Path(__file__).resolve().parents[2] / "benches" / source
+    subprocess.run([cc, "-O2", "-Wall", "-Werror", "-o", str(out), str(src)], check=True, timeout=120)
+    return out
 
 
 def unique(prefix: str) -> str:

@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from tests.peers.conftest import build_bench_c
+
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "benches"))
 
@@ -39,11 +41,7 @@ def peer_bins() -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def loadgen(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("loadgen") / "loadgen_peer"
-    cc = os.environ.get("CC", "cc")
-    src = REPO / "benches" / "loadgen_peer.c"
-    subprocess.run([cc, "-O2", "-Wall", "-Werror", "-o", str(out), str(src)], check=True, timeout=120)
-    return out
+    return build_bench_c(tmp_path_factory, "loadgen_peer.c")
 
 
 def _server(argv: list[str], name: str, port: int) -> Iterator[int]:
