@@ -130,9 +130,14 @@ def native_templates(
     gen = SendFrames(topic, group, body, queues, uniq_prefix, transactional)
     tmpl = gen.template.replace(b"%012X", b"UUUUUUUUUUUU").replace(b'"opaque":%d', b'"opaque":OOOOOOOOOO')
     born = int(time.time() * 1000)
-    out = [struct.pack("<i", queues)]
-    for q in range(queues):
-        hdr = tmpl % (q, born)
+    _write_templates(path, [(tmpl % (q, born), body) for q in range(queues)])
+
+
+def _write_templates(path: str, frames: list[tuple[bytes, bytes]]) -> None:
+    """The template file of ``frames`` (header, body): each header holds ``OOOOOOOOOO`` where the opaque
+    goes and the header or the body ``UUUUUUUUUUUU`` where the UNIQ_KEY tail goes."""
+    out = [struct.pack("<i", len(frames))]
+    for hdr, body in frames:
         frame = _PREFIX.pack(4 + len(hdr) + len(body), len(hdr)) + hdr + body
         op_pos, uniq_pos = frame.index(b"OOOOOOOOOO"), frame.index(b"UUUUUUUUUUUU")
         frame = frame.replace(b"OOOOOOOOOO", b"         0").replace(b"UUUUUUUUUUUU", b"000000000000")
@@ -158,22 +163,14 @@ def native_batch_templates(
             struct.pack(">iiiii", size, 0, 0, 0, len(body)) + body + struct.pack(">H", len(props)) + props
         )
     batch = b"".join(entries)
-    out = [struct.pack("<i", queues)]
-    for q in range(queues):
-        hdr = (
-            b'{"code":320,"extFields":{"a":' + _json_str(group) + b',"b":' + _json_str(topic) + b","
-            b'"c":"TBW102","d":"4","e":"%d","f":"0","g":"%d","h":"0","i":'
-            % (q, born)
-            + _json_str("WAIT\x01true")
-            + b',"j":"0","k":"false","m":"true"},"flag":0,"language":"JAVA","opaque":OOOOOOOOOO,'
-            b'"serializeTypeCurrentRPC":"JSON","version":409}'
-        )
-        frame = _PREFIX.pack(4 + len(hdr) + len(batch), len(hdr)) + hdr + batch
-        op_pos, uniq_pos = frame.index(b"OOOOOOOOOO"), frame.index(b"UUUUUUUUUUUU")
-        frame = frame.replace(b"OOOOOOOOOO", b"         0").replace(b"UUUUUUUUUUUU", b"000000000000")
-        out.append(struct.pack("<iii", len(frame), op_pos, uniq_pos) + frame)
-    with open(path, "wb") as f:
-        f.write(b"".join(out))
+    hdr = (
+        b'{"code":320,"extFields":{"a":' + _json_str(group) + b',"b":' + _json_str(topic) + b","
+        b'"c":"TBW102","d":"4","e":"%d","f":"0","g":"%d","h":"0","i":'
+        + _json_str("WAIT\x01true")
+        + b',"j":"0","k":"false","m":"true"},"flag":0,"language":"JAVA","opaque":OOOOOOOOOO,'
+        b'"serializeTypeCurrentRPC":"JSON","version":409}'
+    )
+    _write_templates(path, [(hdr % (q, born), batch) for q in range(queues)])
 
 
 class PullFrames:
