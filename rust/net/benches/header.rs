@@ -27,8 +27,8 @@ const CPP: &str = concat!(
 
 fn read(text: &str) -> usize {
     let h = Header::parse(text).expect("a header");
-    let parsed = h.ext.expect("extFields").fields(h.code);
-    let f = parsed.header().expect("a send's fields");
+    let ext = h.ext.as_ref().expect("extFields");
+    let f = ext.send_header(h.code).expect("a send's fields");
     f.topic.len() + f.properties.len() + f.queue_id as usize
 }
 

@@ -325,29 +325,72 @@ impl ParsedExt<'_> {
     /// The header's values, checked.
     pub fn header(&self) -> Result<SendHeader<'_>, Unreadable> {
         let f = &self.0;
-        let text = |v: &Field<'_>| -> Result<(), Unreadable> {
-            match v {
-                Some(Value::Int(_)) => Err(Unreadable),
-                _ => Ok(()),
-            }
-        };
-        text(&f.topic)?;
-        text(&f.properties)?;
-        let topic = f.topic.as_ref().and_then(Value::text).unwrap_or("");
-        if topic.is_empty() {
-            return Err(Unreadable);
-        }
-        Ok(SendHeader {
-            topic,
-            queue_id: int(&f.queue_id, None).ok_or(Unreadable)?,
-            sys_flag: int(&f.sys_flag, Some(0)).ok_or(Unreadable)?,
-            born_timestamp: int(&f.born_timestamp, Some(0)).ok_or(Unreadable)?,
-            flag: int(&f.flag, Some(0)).ok_or(Unreadable)?,
-            properties: f.properties.as_ref().and_then(Value::text).unwrap_or(""),
-            reconsume_times: int(&f.reconsume_times, Some(0)).ok_or(Unreadable)?,
-            batch: self.1 == SEND_BATCH_MESSAGE || truthy(&f.batch),
-        })
+        checked(
+            [
+                &f.topic,
+                &f.queue_id,
+                &f.sys_flag,
+                &f.born_timestamp,
+                &f.flag,
+                &f.properties,
+                &f.reconsume_times,
+                &f.batch,
+            ],
+            self.1,
+        )
     }
+}
+
+impl<'a> Ext<'a> {
+    /// [`Ext::fields`] then [`ParsedExt::header`], reading the fields where they are.
+    pub fn send_header(&self, code: i32) -> Result<SendHeader<'_>, Unreadable> {
+        let fields = if code == SEND_MESSAGE {
+            [
+                &self.topic,
+                &self.queue_id,
+                &self.sys_flag,
+                &self.born_timestamp,
+                &self.flag,
+                &self.properties,
+                &self.reconsume_times,
+                &self.batch,
+            ]
+        } else {
+            [
+                &self.b, &self.e, &self.f, &self.g, &self.h, &self.i, &self.j, &self.m,
+            ]
+        };
+        checked(fields, code)
+    }
+}
+
+/// A send's fields (topic, queue id, sys flag, born timestamp, flag, properties, reconsume
+/// times, batch) checked into its header.
+fn checked<'e>(fields: [&'e Field<'_>; 8], code: i32) -> Result<SendHeader<'e>, Unreadable> {
+    let [topic, queue_id, sys_flag, born_timestamp, flag, properties, reconsume_times, batch] =
+        fields;
+    let text = |v: &Field<'_>| -> Result<(), Unreadable> {
+        match v {
+            Some(Value::Int(_)) => Err(Unreadable),
+            _ => Ok(()),
+        }
+    };
+    text(topic)?;
+    text(properties)?;
+    let topic = topic.as_ref().and_then(Value::text).unwrap_or("");
+    if topic.is_empty() {
+        return Err(Unreadable);
+    }
+    Ok(SendHeader {
+        topic,
+        queue_id: int(queue_id, None).ok_or(Unreadable)?,
+        sys_flag: int(sys_flag, Some(0)).ok_or(Unreadable)?,
+        born_timestamp: int(born_timestamp, Some(0)).ok_or(Unreadable)?,
+        flag: int(flag, Some(0)).ok_or(Unreadable)?,
+        properties: properties.as_ref().and_then(Value::text).unwrap_or(""),
+        reconsume_times: int(reconsume_times, Some(0)).ok_or(Unreadable)?,
+        batch: code == SEND_BATCH_MESSAGE || truthy(batch),
+    })
 }
 
 #[cfg(test)]
@@ -365,6 +408,33 @@ pub(crate) mod tests {
 
     /// The Java client 4.9.8's SEND_MESSAGE_V2 header, as captured from `DefaultMQProducer.send`.
     pub const JAVA_SEND: &str = r#"{"a":"jg_P","b":"JCapT","c":"TBW102","d":"4","e":"0","f":"0","g":"1795548446992","h":"0","i":"KEYS\u0001k0\u0002UNIQ_KEY\u0001FD00000000000000000000000000000209E24E0E2F2A7A9F190E0000\u0002WAIT\u0001true\u0002TAGS\u0001TagA\u0002seq\u00010","j":"0","k":"false","m":"false","n":"broker-a"}"#;
+
+    #[test]
+    fn send_header_reads_in_place_what_fields_then_header_read() {
+        for (text, codes) in [
+            (
+                CPP_SEND,
+                [SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE],
+            ),
+            (
+                JAVA_SEND,
+                [SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE],
+            ),
+        ] {
+            for code in codes {
+                let e: Ext<'_> = serde_json::from_str(text).unwrap();
+                let in_place = e.send_header(code);
+                let moved: Ext<'_> = serde_json::from_str(text).unwrap();
+                assert_eq!(in_place, moved.fields(code).header(), "code {code}");
+            }
+        }
+        assert!(matches!(
+            serde_json::from_str::<Ext<'_>>(CPP_SEND)
+                .unwrap()
+                .send_header(SEND_MESSAGE),
+            Ok(SendHeader { topic: "CapT", .. })
+        ));
+    }
 
     #[test]
     fn reads_the_cpp_clients_numbers() {

@@ -146,7 +146,8 @@ pub struct FastSend {
     cluster_prop: String,
     ext_tail: String,
     sync_flush: bool,
-    routes: RwLock<HashMap<String, Route>>,
+    /// Looked up on every send: a fast hash, not std's SipHash.
+    routes: RwLock<HashMap<String, Route, foldhash::fast::RandomState>>,
     counters: Counters,
     /// Every topic the fast path was allowed to take, with what it stored for it: plain
     /// messages, transactional half messages.
@@ -194,7 +195,7 @@ impl FastSend {
             cluster_prop,
             ext_tail,
             sync_flush,
-            routes: RwLock::new(HashMap::new()),
+            routes: RwLock::new(HashMap::default()),
             counters: Counters::default(),
             topic_in: Mutex::new(HashMap::new()),
             half_ok: AtomicBool::new(false),
@@ -424,7 +425,7 @@ impl FastSend {
         let p = frame::parts(frame_bytes)?;
         if p.serialize_type == SERIALIZE_ROCKETMQ {
             // The Java client 5.x's binary header: answered in kind.
-            let Some(h) = Header::parse_binary(p.header) else {
+            let Some(mut h) = Header::parse_binary(p.header) else {
                 if let Some((code, flag)) = frame::binary_code_flag(p.header) {
                     if flag & FLAG_RESPONSE == 0 && header::is_send(code) {
                         self.counters.declined(Decline::Header);
@@ -432,7 +433,7 @@ impl FastSend {
                 }
                 return None;
             };
-            return self.take(h, None, p.body, born_host, random, out);
+            return self.take(&mut h, None, p.body, born_host, random, out);
         }
         if p.serialize_type != SERIALIZE_JSON {
             return None;
@@ -445,7 +446,7 @@ impl FastSend {
         } else {
             Header::parse(text)
         };
-        let Ok(h) = parsed else {
+        let Ok(mut h) = parsed else {
             // Not a send's header, or a send's that is not read here (a value of another
             // type, a field twice): counted when it is a send.
             if let Ok(c) = serde_json::from_slice::<Code>(p.header) {
@@ -455,14 +456,14 @@ impl FastSend {
             }
             return None;
         };
-        self.take(h, Some(text), p.body, born_host, random, out)
+        self.take(&mut h, Some(text), p.body, born_host, random, out)
     }
 
     /// A parsed request: handled if it is a send the fast path takes. `header_text` is the JSON
     /// header the request came with (None: a binary header, answered in binary).
     fn take(
         &self,
-        h: Header<'_>,
+        h: &mut Header<'_>,
         header_text: Option<&str>,
         body: &[u8],
         born_host: SocketAddr,
@@ -528,7 +529,7 @@ impl FastSend {
     #[allow(clippy::too_many_arguments)]
     fn send(
         &self,
-        h: Header<'_>,
+        h: &mut Header<'_>,
         header_text: Option<&str>,
         body: &[u8],
         born_host: SocketAddr,
@@ -537,10 +538,10 @@ impl FastSend {
         started: Instant,
         binary: bool,
     ) -> Result<Sent, Decline> {
-        let mut ext = h.ext.ok_or(Decline::Header)?;
+        // Read in place: a header is a few hundred bytes, and each move of it was a memcpy.
+        let ext = h.ext.as_mut().ok_or(Decline::Header)?;
         let signed_fields = ext.signed.take();
-        let parsed = ext.fields(h.code);
-        let f = parsed.header().map_err(|_| Decline::Header)?;
+        let f = ext.send_header(h.code).map_err(|_| Decline::Header)?;
         if body.is_empty() || body.len() > self.cfg.max_body {
             return Err(Decline::Body);
         }

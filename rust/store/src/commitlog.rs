@@ -67,10 +67,14 @@ impl LogSlice {
     }
 }
 
+/// The hasher of maps looked up on every append (keys are topics the broker serves).
+type FastHash = foldhash::fast::RandomState;
+
 #[derive(Default)]
 struct PutState {
-    /// Next logical offset per topic and queue.
-    queue_offsets: HashMap<String, HashMap<i32, i64>>,
+    /// Next logical offset per topic and queue (looked up twice per append: a fast hash, not
+    /// std's SipHash).
+    queue_offsets: HashMap<String, HashMap<i32, i64, FastHash>, FastHash>,
     last_store_ts: i64,
     /// Replicated bytes of a record not yet complete ([`CommitLog::append_raw`]), held in
     /// memory so the files only ever hold whole records, and the log offset they start at.
