@@ -194,7 +194,7 @@ PROVISIONAL_ABOVE = 10.0
 
 GEN_BOUND_PCT = 70.0
 """A load generator process above this share of one core, or all of them together above this share of the
-machine's cores, may be what limits the row."""
+CPUs they run on (the pinned ``--load-cpus``, else the machine's), may be what limits the row."""
 
 
 def gen_bound(m: Measure) -> str | None:
@@ -204,7 +204,7 @@ def gen_bound(m: Measure) -> str | None:
     where = (
         f"the {cores} CPU{'s' if cores > 1 else ''} they were pinned to"
         if m.gen_cpus
-        else (f"the machine's {cores} cores")
+        else f"the machine's {cores} cores"
     )
     if m.gen_core_pct is not None and m.gen_core_pct > GEN_BOUND_PCT:
         return f"its busiest process used {m.gen_core_pct:.0f}% of a core"

@@ -230,34 +230,6 @@ impl<'a> Ext<'a> {
             _ => return None,
         })
     }
-
-    /// The fields of a send request with `code`.
-    pub fn fields(self, code: i32) -> ParsedExt<'a> {
-        let raw = if code == SEND_MESSAGE {
-            RawFields {
-                topic: self.topic,
-                queue_id: self.queue_id,
-                sys_flag: self.sys_flag,
-                born_timestamp: self.born_timestamp,
-                flag: self.flag,
-                properties: self.properties,
-                reconsume_times: self.reconsume_times,
-                batch: self.batch,
-            }
-        } else {
-            RawFields {
-                topic: self.b,
-                queue_id: self.e,
-                sys_flag: self.f,
-                born_timestamp: self.g,
-                flag: self.h,
-                properties: self.i,
-                reconsume_times: self.j,
-                batch: self.m,
-            }
-        };
-        ParsedExt(raw, code)
-    }
 }
 
 /// A send request's header, whichever code and spelling it came in.
@@ -274,26 +246,9 @@ pub struct SendHeader<'a> {
     pub batch: bool,
 }
 
-/// The raw fields before their values are checked (they borrow from the JSON text, or own
-/// an unescaped copy).
-struct RawFields<'a> {
-    topic: Field<'a>,
-    queue_id: Field<'a>,
-    sys_flag: Field<'a>,
-    born_timestamp: Field<'a>,
-    flag: Field<'a>,
-    properties: Field<'a>,
-    reconsume_times: Field<'a>,
-    batch: Field<'a>,
-}
-
 /// A header field the fast path cannot read as the Python path would, or lacks.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unreadable;
-
-/// The parsed `extFields` of a send request with `code`; they own their text, so parse
-/// with [`ParsedExt::header`].
-pub struct ParsedExt<'a>(RawFields<'a>, i32);
 
 /// An integer field as the Python path reads it (absent or empty: `default`, which `None`
 /// makes required); `None` for what it would refuse or read otherwise.
@@ -321,28 +276,9 @@ fn truthy(v: &Field<'_>) -> bool {
     }
 }
 
-impl ParsedExt<'_> {
-    /// The header's values, checked.
-    pub fn header(&self) -> Result<SendHeader<'_>, Unreadable> {
-        let f = &self.0;
-        checked(
-            [
-                &f.topic,
-                &f.queue_id,
-                &f.sys_flag,
-                &f.born_timestamp,
-                &f.flag,
-                &f.properties,
-                &f.reconsume_times,
-                &f.batch,
-            ],
-            self.1,
-        )
-    }
-}
-
 impl<'a> Ext<'a> {
-    /// [`Ext::fields`] then [`ParsedExt::header`], reading the fields where they are.
+    /// The header of a send request with `code` (SEND_MESSAGE's names, else SEND_MESSAGE_V2's
+    /// letters), its values checked; read in place.
     pub fn send_header(&self, code: i32) -> Result<SendHeader<'_>, Unreadable> {
         let fields = if code == SEND_MESSAGE {
             [
@@ -397,10 +333,9 @@ fn checked<'e>(fields: [&'e Field<'_>; 8], code: i32) -> Result<SendHeader<'e>, 
 pub(crate) mod tests {
     use super::*;
 
-    /// Parse `ext` (the `extFields` object alone) of a send request with `code`.
-    fn parse_ext(code: i32, ext: &str) -> Result<ParsedExt<'_>, Unreadable> {
-        let e: Ext<'_> = serde_json::from_str(ext).map_err(|_| Unreadable)?;
-        Ok(e.fields(code))
+    /// Read `ext` (the `extFields` object alone) as a send request's.
+    fn parse_ext(ext: &str) -> Result<Ext<'_>, Unreadable> {
+        serde_json::from_str(ext).map_err(|_| Unreadable)
     }
 
     /// The C++ client 0.4.4's SEND_MESSAGE header, as captured from `Producer.send_sync`.
@@ -410,36 +345,9 @@ pub(crate) mod tests {
     pub const JAVA_SEND: &str = r#"{"a":"jg_P","b":"JCapT","c":"TBW102","d":"4","e":"0","f":"0","g":"1795548446992","h":"0","i":"KEYS\u0001k0\u0002UNIQ_KEY\u0001FD00000000000000000000000000000209E24E0E2F2A7A9F190E0000\u0002WAIT\u0001true\u0002TAGS\u0001TagA\u0002seq\u00010","j":"0","k":"false","m":"false","n":"broker-a"}"#;
 
     #[test]
-    fn send_header_reads_in_place_what_fields_then_header_read() {
-        for (text, codes) in [
-            (
-                CPP_SEND,
-                [SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE],
-            ),
-            (
-                JAVA_SEND,
-                [SEND_MESSAGE, SEND_MESSAGE_V2, SEND_BATCH_MESSAGE],
-            ),
-        ] {
-            for code in codes {
-                let e: Ext<'_> = serde_json::from_str(text).unwrap();
-                let in_place = e.send_header(code);
-                let moved: Ext<'_> = serde_json::from_str(text).unwrap();
-                assert_eq!(in_place, moved.fields(code).header(), "code {code}");
-            }
-        }
-        assert!(matches!(
-            serde_json::from_str::<Ext<'_>>(CPP_SEND)
-                .unwrap()
-                .send_header(SEND_MESSAGE),
-            Ok(SendHeader { topic: "CapT", .. })
-        ));
-    }
-
-    #[test]
     fn reads_the_cpp_clients_numbers() {
-        let p = parse_ext(SEND_MESSAGE, CPP_SEND).unwrap();
-        let h = p.header().unwrap();
+        let e = parse_ext(CPP_SEND).unwrap();
+        let h = e.send_header(SEND_MESSAGE).unwrap();
         assert_eq!(h.topic, "CapT");
         assert_eq!(h.queue_id, 0);
         assert_eq!(h.sys_flag, 0);
@@ -449,17 +357,18 @@ pub(crate) mod tests {
         assert!(h.properties.ends_with("seq\u{1}0\u{2}"));
         assert!(!h.batch);
         let b = CPP_SEND.replace(r#""batch":"0""#, r#""batch":"1""#);
-        assert!(parse_ext(SEND_MESSAGE, &b).unwrap().header().unwrap().batch);
+        let e = parse_ext(&b).unwrap();
+        assert!(e.send_header(SEND_MESSAGE).unwrap().batch);
     }
 
     #[test]
     fn reads_the_java_clients_letters() {
-        let p = parse_ext(SEND_MESSAGE_V2, JAVA_SEND).unwrap();
-        let h = p.header().unwrap();
+        let e = parse_ext(JAVA_SEND).unwrap();
+        let h = e.send_header(SEND_MESSAGE_V2).unwrap();
         assert_eq!((h.topic, h.queue_id, h.batch), ("JCapT", 0, false));
         assert!(h.properties.ends_with("TAGS\u{1}TagA\u{2}seq\u{1}0"));
-        let p = parse_ext(SEND_BATCH_MESSAGE, JAVA_SEND).unwrap();
-        assert!(p.header().unwrap().batch, "320 is a batch whatever m says");
+        let h = e.send_header(SEND_BATCH_MESSAGE).unwrap();
+        assert!(h.batch, "320 is a batch whatever m says");
     }
 
     #[test]
@@ -469,13 +378,13 @@ pub(crate) mod tests {
         );
         let h: Header<'_> = serde_json::from_str(&java).unwrap();
         assert_eq!((h.code, h.flag, h.opaque), (310, 0, 7));
-        let ext = h.ext.unwrap().fields(310);
-        assert_eq!(ext.header().unwrap().topic, "JCapT");
+        let ext = h.ext.unwrap();
+        assert_eq!(ext.send_header(310).unwrap().topic, "JCapT");
         // the C++ client's order: extFields first, the code after it
         let cpp = format!(r#"{{"extFields":{CPP_SEND},"code":10,"flag":0,"opaque":1}}"#);
         let h: Header<'_> = serde_json::from_str(&cpp).unwrap();
-        let ext = h.ext.unwrap().fields(h.code);
-        assert_eq!(ext.header().unwrap().topic, "CapT");
+        let ext = h.ext.unwrap();
+        assert_eq!(ext.send_header(h.code).unwrap().topic, "CapT");
         // an extFields no send's could be does not parse as one; its code still reads
         let odd = r#"{"code":310,"extFields":{"b":{}},"flag":0}"#;
         assert!(serde_json::from_str::<Header<'_>>(odd).is_err());
@@ -486,8 +395,8 @@ pub(crate) mod tests {
     fn values_read_as_the_python_path_reads_them() {
         // (queueId, sysFlag, bornTimestamp, batch)
         let h = |ext: &str| {
-            parse_ext(SEND_MESSAGE_V2, ext).and_then(|p| {
-                p.header()
+            parse_ext(ext).and_then(|e| {
+                e.send_header(SEND_MESSAGE_V2)
                     .map(|h| (h.queue_id, h.sys_flag, h.born_timestamp, h.batch))
             })
         };
@@ -506,7 +415,7 @@ pub(crate) mod tests {
         assert_eq!(h(r#"{"b":"T","e":"0","i":7}"#), Err(Unreadable));
         assert_eq!(h(r#"{"b":"T","e":"0","e":"1"}"#), Err(Unreadable));
         // escapes are unescaped
-        let p = parse_ext(SEND_MESSAGE_V2, r#"{"b":"T\u0041","e":"0"}"#).unwrap();
-        assert_eq!(p.header().unwrap().topic, "TA");
+        let e = parse_ext(r#"{"b":"T\u0041","e":"0"}"#).unwrap();
+        assert_eq!(e.send_header(SEND_MESSAGE_V2).unwrap().topic, "TA");
     }
 }

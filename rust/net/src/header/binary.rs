@@ -142,8 +142,8 @@ mod tests {
         let bytes = encode(320, 494, 0, "", JAVA5_BATCH);
         let h = header(&bytes).unwrap();
         assert_eq!((h.code, h.flag, h.opaque), (320, 0, 494));
-        let ext = h.ext.unwrap().fields(320);
-        let f = ext.header().unwrap();
+        let ext = h.ext.unwrap();
+        let f = ext.send_header(320).unwrap();
         assert_eq!(
             (f.topic, f.queue_id, f.sys_flag, f.batch),
             ("BenchmarkTest", 3, 0, true)
@@ -164,8 +164,8 @@ mod tests {
         );
         let h = header(&bytes).unwrap();
         assert_eq!((h.code, h.flag, h.opaque), (310, 2, 1));
-        let f = h.ext.unwrap().fields(310);
-        let f = f.header().unwrap();
+        let ext = h.ext.unwrap();
+        let f = ext.send_header(310).unwrap();
         assert_eq!((f.topic, f.queue_id, f.sys_flag), ("T", 1, 0));
         // a field twice, a string that is not UTF-8, lengths past the end: not read
         assert!(header(&encode(310, 1, 0, "", &[("b", "T"), ("b", "U")])).is_none());
