@@ -163,7 +163,7 @@ pub struct Code {
 }
 
 /// A send request's `extFields` under either spelling: SEND_MESSAGE's names and
-/// SEND_MESSAGE_V2's letters, read together in one pass; [`Ext::fields`] picks the set the
+/// SEND_MESSAGE_V2's letters, read together in one pass; [`Ext::send_header`] picks the set the
 /// code uses.
 #[derive(Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
