@@ -20,7 +20,6 @@
 //! and [`FastSend::forget_topics`] for a change to all; the next send goes through Python
 //! again, which answers it by the new rules and vets the topic again if it may.
 
-use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
@@ -422,6 +421,19 @@ impl FastSend {
         random: &mut dyn FnMut() -> u32,
         out: &mut Vec<u8>,
     ) -> Option<Sent> {
+        self.handle_read_at(frame_bytes, Instant::now(), born_host, random, out)
+    }
+
+    /// [`FastSend::handle`] for a frame read at `read_at` (the network thread reads the clock
+    /// once per read, not per request): the answer's latency counts from there.
+    pub fn handle_read_at(
+        &self,
+        frame_bytes: &[u8],
+        read_at: Instant,
+        born_host: SocketAddr,
+        random: &mut dyn FnMut() -> u32,
+        out: &mut Vec<u8>,
+    ) -> Option<Sent> {
         let p = frame::parts(frame_bytes)?;
         if p.serialize_type == SERIALIZE_ROCKETMQ {
             // The Java client 5.x's binary header: answered in kind.
@@ -433,7 +445,7 @@ impl FastSend {
                 }
                 return None;
             };
-            return self.take(&mut h, None, p.body, born_host, random, out);
+            return self.take(&mut h, None, p.body, read_at, born_host, random, out);
         }
         if p.serialize_type != SERIALIZE_JSON {
             return None;
@@ -456,23 +468,25 @@ impl FastSend {
             }
             return None;
         };
-        self.take(&mut h, Some(text), p.body, born_host, random, out)
+        self.take(&mut h, Some(text), p.body, read_at, born_host, random, out)
     }
 
     /// A parsed request: handled if it is a send the fast path takes. `header_text` is the JSON
-    /// header the request came with (None: a binary header, answered in binary).
+    /// header the request came with (None: a binary header, answered in binary); `started`:
+    /// when it was read.
+    #[allow(clippy::too_many_arguments)]
     fn take(
         &self,
         h: &mut Header<'_>,
         header_text: Option<&str>,
         body: &[u8],
+        started: Instant,
         born_host: SocketAddr,
         random: &mut dyn FnMut() -> u32,
         out: &mut Vec<u8>,
     ) -> Option<Sent> {
         if (h.code == PULL_MESSAGE || h.code == LITE_PULL_MESSAGE) && self.acl.is_none() {
             // ACL on: every pull is left to the Python validator.
-            let started = Instant::now();
             let text = header_text?;
             let version = self.cfg.version;
             return match self.pull.handle(
@@ -506,7 +520,6 @@ impl FastSend {
         if h.flag & FLAG_RESPONSE != 0 || !header::is_send(h.code) {
             return None;
         }
-        let started = Instant::now();
         let binary = header_text.is_none();
         match self.send(
             h,
@@ -545,12 +558,9 @@ impl FastSend {
         if body.is_empty() || body.len() > self.cfg.max_body {
             return Err(Decline::Body);
         }
-        let route = self
-            .routes
-            .read()
-            .get(f.topic)
-            .cloned()
-            .ok_or(Decline::Topic)?;
+        // Read-locked for the send, not cloned: a clone and its drop were four atomic updates.
+        let routes = self.routes.read();
+        let route = routes.get(f.topic).ok_or(Decline::Topic)?;
         if let Some(acl) = &self.acl {
             // The signature is checked over the JSON header's fields; a binary header's sends are
             // left to the ACL validator.
@@ -778,44 +788,49 @@ impl FastSend {
         topic: &str,
         queue_id: i32,
     ) -> Result<Props, Decline> {
-        if props.contains("DELAY\u{1}") || props.contains("TIMER_") {
+        let props = props.trim_end_matches(SEP);
+        let found = Entries::scan(props);
+        if found.special {
             return Err(Decline::Special);
         }
-        let half = props.contains("TRAN_MSG\u{1}");
+        let half = found.half;
         if half && (batch || !self.half_ok.load(Ordering::Relaxed) || !is_half(props)) {
             return Err(Decline::Special);
         }
-        let mut props: Cow<'_, str> = Cow::Borrowed(props.trim_end_matches(SEP));
         let mut wait = true;
-        if let Some(i) = props.find("WAIT\u{1}") {
-            if i == 0 || props.as_bytes()[i - 1] == SEP as u8 {
-                let start = i + "WAIT\u{1}".len();
-                let j = props[start..].find(SEP).map(|k| start + k);
-                wait = &props[start..j.unwrap_or(props.len())] != "false";
-                if !batch {
-                    props = Cow::Owned(match j {
-                        Some(j) => [&props[..i], &props[j + 1..]].concat(),
-                        None => props[..i.saturating_sub(1)].to_string(),
-                    });
-                }
+        // A single message's properties are stored without their WAIT entry: before and after.
+        let (mut head, mut tail) = (props, "");
+        if let Some((i, v, j)) = found.wait {
+            wait = &props[v..j] != "false";
+            if !batch {
+                (head, tail) = if j < props.len() {
+                    (&props[..i], &props[j + 1..])
+                } else {
+                    (&props[..i.saturating_sub(1)], "")
+                };
             }
         }
+        let kept;
         if batch {
-            if let Some(kept) = without_uniq_key(&props) {
+            if let Some(k) = without_uniq_key(props) {
                 // The batch's own id, not its messages': appended to each message after its own
                 // UNIQ_KEY it would replace it (Apache ISSUE #9416); dropped as the Python path
                 // drops it.
-                props = Cow::Owned(kept);
+                kept = k;
+                head = &kept;
                 self.counters.batch_uniq_key_dropped();
             }
         }
-        let mut stored = String::with_capacity(props.len() + 96 + self.cluster_prop.len());
-        stored.push_str(&props);
+        let mut stored =
+            String::with_capacity(head.len() + tail.len() + 96 + self.cluster_prop.len());
+        stored.push_str(head);
+        stored.push_str(tail);
         if half {
             // As the Python path's `_park`: the transaction is named after the message (as
             // RocketMQ 5.x's broker names it), then where a commit puts it.
-            if let Some(uniq) = value_of(&props, "UNIQ_KEY") {
-                push_entry(&mut stored, HALF_KEYS[0], uniq);
+            if let Some(uniq) = value_of(&stored, "UNIQ_KEY") {
+                let uniq = uniq.to_string();
+                push_entry(&mut stored, HALF_KEYS[0], &uniq);
             }
             push_entry(&mut stored, HALF_KEYS[1], topic);
             push_entry(
@@ -832,6 +847,40 @@ impl FastSend {
             return Err(Decline::Properties);
         }
         Ok(Props { stored, wait, half })
+    }
+}
+
+/// What the fast path looks for among a send's property entries, in one pass over them: a
+/// delay or timer entry (DELAY, TIMER_*), TRAN_MSG, and where the first WAIT entry is (its
+/// start, its value's start, its end).
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Entries {
+    special: bool,
+    half: bool,
+    wait: Option<(usize, usize, usize)>,
+}
+
+impl Entries {
+    fn scan(props: &str) -> Entries {
+        let b = props.as_bytes();
+        let mut found = Entries::default();
+        let mut start = 0;
+        while start <= b.len() {
+            let end = memchr::memchr(SEP as u8, &b[start..]).map_or(b.len(), |k| start + k);
+            if let Some(k) = memchr::memchr(KV as u8, &b[start..end]) {
+                match &b[start..start + k] {
+                    b"DELAY" => found.special = true,
+                    b"TRAN_MSG" => found.half = true,
+                    b"WAIT" if found.wait.is_none() => {
+                        found.wait = Some((start, start + k + 1, end))
+                    }
+                    key if key.starts_with(b"TIMER_") => found.special = true,
+                    _ => {}
+                }
+            }
+            start = end + 1;
+        }
+        found
     }
 }
 
@@ -937,7 +986,7 @@ pub(crate) fn inflate(data: &[u8], limit: usize) -> Option<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
-    use super::{inflate, without_uniq_key};
+    use super::{inflate, without_uniq_key, Entries};
     use flate2::write::ZlibEncoder;
     use flate2::Compression;
     use std::io::Write;
@@ -965,6 +1014,41 @@ mod tests {
             None,
             "inside another entry"
         );
+    }
+
+    #[test]
+    fn scans_property_entries_by_their_keys() {
+        let scan = |p: &str| Entries::scan(p);
+        assert_eq!(scan(""), Entries::default());
+        let p = "UNIQ_KEY\u{1}AB\u{2}WAIT\u{1}true\u{2}TAGS\u{1}t";
+        let found = scan(p);
+        assert_eq!((found.special, found.half), (false, false));
+        let (i, v, j) = found.wait.unwrap();
+        assert_eq!((&p[i..j], &p[v..j]), ("WAIT\u{1}true", "true"));
+        // The first WAIT entry; one at the end.
+        let p = "WAIT\u{1}false\u{2}WAIT\u{1}true";
+        assert_eq!(scan(p).wait, Some((0, 5, 10)));
+        let p = "a\u{1}b\u{2}WAIT\u{1}";
+        assert_eq!(scan(p).wait, Some((4, 9, 9)));
+        // Delay and timer entries, by key only; TRAN_MSG whatever its value.
+        for p in [
+            "DELAY\u{1}3",
+            "a\u{1}b\u{2}TIMER_DELAY_MS\u{1}5",
+            "TIMER_X\u{1}",
+        ] {
+            assert!(scan(p).special, "{p:?}");
+        }
+        for p in [
+            "XDELAY\u{1}3",
+            "k\u{1}DELAY\u{1}3",
+            "k\u{1}TIMER_",
+            "DELAY",
+            "WAIT",
+        ] {
+            assert_eq!(scan(p), Entries::default(), "{p:?}");
+        }
+        assert!(scan("TRAN_MSG\u{1}false").half);
+        assert!(!scan("XTRAN_MSG\u{1}true").half);
     }
 
     #[test]

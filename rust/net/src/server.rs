@@ -243,6 +243,34 @@ fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// CLOCK_MONOTONIC read once as both an [`Instant`] (a request's latency counts from it) and
+/// nanoseconds (what the owner compares with its own `time.monotonic_ns()`): both are that
+/// clock, so the ns are the `Instant`'s distance from a pair read together at the start.
+struct Clock {
+    base: Instant,
+    base_ns: u64,
+}
+
+impl Clock {
+    fn new() -> Clock {
+        Clock {
+            base_ns: monotonic_ns(),
+            base: Instant::now(),
+        }
+    }
+
+    fn now(&self) -> (Instant, u64) {
+        let at = Instant::now();
+        let ns = self.base_ns + at.saturating_duration_since(self.base).as_nanos() as u64;
+        (at, ns)
+    }
+}
+
+/// A request's wait in the broker is looked at again (RocketMQ's fast failure) after this many
+/// frames of one read: the frames of one read are handled within microseconds of each other,
+/// and the limit is 200 ms.
+const BUSY_CHECK_FRAMES: u32 = 16;
+
 enum Command {
     Close(u64),
     Abort(u64),
@@ -327,6 +355,7 @@ impl Server {
             shared_until_ns: 0,
             next_id: 2,
             seed: (monotonic_ns() as u32) | 1,
+            clock: Clock::new(),
             owner_events: Vec::new(),
             replying: Vec::new(),
             sender: SendBatch::new(),
@@ -537,6 +566,8 @@ struct Worker {
     shared_until_ns: u64,
     next_id: u64,
     seed: u32,
+    /// Reads CLOCK_MONOTONIC as an `Instant` and as ns in one clock read.
+    clock: Clock,
     owner_events: Vec<Event>,
     /// Connections with answers in [`Local::replies`].
     replying: Vec<u64>,
@@ -832,8 +863,9 @@ impl Worker {
                 n
             };
             l.rlen += n;
-            let read_ns = monotonic_ns();
+            let (read_at, read_ns) = self.clock.now();
             l.conn.last_seen_ns.store(read_ns, Ordering::Relaxed);
+            let (mut busy_at, mut frames) = (read_at, 0u32);
             // Frame what we have.
             let mut pos = 0;
             let mut diverted = l.conn.owner_sends.load(Ordering::Acquire) > 0;
@@ -861,15 +893,22 @@ impl Worker {
                         };
                         // Too busy: left to the owner, which answers SYSTEM_BUSY as RocketMQ
                         // does (and every later send of this connection goes there, in order).
-                        let busy = fs.fast_failure()
-                            && fs.too_busy(monotonic_ns().saturating_sub(read_ns));
+                        let busy = fs.fast_failure() && {
+                            frames += 1;
+                            if frames.is_multiple_of(BUSY_CHECK_FRAMES) {
+                                busy_at = Instant::now();
+                            }
+                            fs.too_busy(
+                                    busy_at.saturating_duration_since(read_at).as_nanos() as u64
+                                )
+                        };
                         if busy {
                             fs.note_declined(f, Decline::Busy);
                         }
                         let handled = if busy {
                             None
                         } else {
-                            fs.handle(f, l.peer, &mut random, &mut l.replies)
+                            fs.handle_read_at(f, read_at, l.peer, &mut random, &mut l.replies)
                         };
                         match handled {
                             Some(Sent::Replied) | Some(Sent::NoReply) => continue,

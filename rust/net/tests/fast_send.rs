@@ -502,11 +502,26 @@ fn parks_half_messages_as_the_python_path_once_allowed() {
         "TRAN_MSG\\u0001true\\u0002KEYS\\u0001",
         "TRAN_MSG\\u0001true\\u0002\\u0002KEYS\\u0001k",
         "TRAN_MSG\\u0001true\\u0002DELAY\\u00013",
-        "XTRAN_MSG\\u0001true",
     ] {
         let frame = send_frame(SEND_MESSAGE_V2, 0, 8, &ext(props), b"half");
         assert_eq!(handle(&fs, &frame, &mut rnd), None, "{props}");
     }
+    // A key that only ends in TRAN_MSG is not one (the Python path reads keys whole): stored
+    // in its own topic as any message.
+    let frame = send_frame(
+        SEND_MESSAGE_V2,
+        0,
+        8,
+        &ext("XTRAN_MSG\\u0001true"),
+        b"plain",
+    );
+    let v = reply_header(handle(&fs, &frame, &mut rnd));
+    let r = record(&s, v["extFields"]["msgId"].as_str().unwrap());
+    let r = decode(&r, true).unwrap();
+    assert_eq!(
+        (r.topic, r.properties),
+        ("T", "XTRAN_MSG\u{1}true\u{2}CLUSTER\u{1}DefaultCluster")
+    );
     // A half message without UNIQ_KEY gets no transaction id, as in the Python path.
     let frame = send_frame(SEND_MESSAGE_V2, 0, 9, &ext("TRAN_MSG\\u0001TRUE"), b"h");
     let v = reply_header(handle(&fs, &frame, &mut rnd));

@@ -436,21 +436,18 @@ pub fn decode(buf: &[u8], check_crc: bool) -> Result<Record<'_>> {
 /// Iterate `(name, value)` over a RocketMQ property string, applying the Java parser's rules
 /// (segments with an empty name or value are skipped).
 pub fn properties_iter(props: &str) -> impl Iterator<Item = (&str, &str)> {
-    // Both separators are ASCII, so byte positions are char boundaries; searching bytes is
-    // several times faster than a char pattern on this per-record path.
+    // Both separators are ASCII, so byte positions are char boundaries; memchr over the bytes
+    // is several times faster than a char pattern on this per-record path.
     let sep = property::PROPERTY_SEPARATOR as u8;
     let nv = property::NAME_VALUE_SEPARATOR as u8;
     let bytes = props.as_bytes();
     let mut start = 0usize;
     std::iter::from_fn(move || {
         while start <= bytes.len() {
-            let end = bytes[start..]
-                .iter()
-                .position(|&b| b == sep)
-                .map_or(bytes.len(), |k| start + k);
+            let end = memchr::memchr(sep, &bytes[start..]).map_or(bytes.len(), |k| start + k);
             let seg = start..end;
             start = end + 1;
-            let Some(i) = bytes[seg.clone()].iter().position(|&b| b == nv) else {
+            let Some(i) = memchr::memchr(nv, &bytes[seg.clone()]) else {
                 continue;
             };
             let (k, v) = (
