@@ -26,7 +26,8 @@ const CPP: &str = concat!(
 );
 
 fn read(text: &str) -> usize {
-    let h = Header::parse(text).expect("a header");
+    let mut h = Header::EMPTY;
+    Header::parse_into(text, false, &mut h).expect("a header");
     let ext = h.ext.as_ref().expect("extFields");
     let f = ext.send_header(h.code).expect("a send's fields");
     f.topic.len() + f.properties.len() + f.queue_id as usize

@@ -112,20 +112,35 @@ impl<'a> Header<'a> {
     /// Parse a frame header's JSON text: the compact form every client writes by a reader of
     /// its own ([`compact`]), anything else by serde_json (same result where both read it).
     pub fn parse(text: &'a str) -> serde_json::Result<Header<'a>> {
-        match compact::header(text, false) {
-            Some(h) => Ok(h),
-            None => serde_json::from_str(text),
+        let mut h = Header::EMPTY;
+        Header::parse_into(text, false, &mut h)?;
+        Ok(h)
+    }
+
+    /// No code, no `extFields`: what [`Header::parse_into`] fills.
+    pub const EMPTY: Header<'static> = Header {
+        code: 0,
+        flag: 0,
+        opaque: 0,
+        ext: None,
+    };
+
+    /// [`Header::parse`] (`signed`: [`Header::parse_signed`]) into `h`, in place: an `Ext` is a
+    /// few hundred bytes, and every move of a parsed header was a memcpy of them.
+    pub fn parse_into(text: &'a str, signed: bool, h: &mut Header<'a>) -> serde_json::Result<()> {
+        if compact::header(text, signed, h).is_none() {
+            *h = serde_json::from_str(text)?;
         }
+        Ok(())
     }
 
     /// [`Header::parse`], and for an ACL signature check ([`crate::acl`]) every `extFields`
     /// entry as text in [`Ext::signed`], gathered in the same pass (only by the compact
     /// reader: after serde_json it is `None`, and the check reads the text itself).
     pub fn parse_signed(text: &'a str) -> serde_json::Result<Header<'a>> {
-        match compact::header(text, true) {
-            Some(h) => Ok(h),
-            None => serde_json::from_str(text),
-        }
+        let mut h = Header::EMPTY;
+        Header::parse_into(text, true, &mut h)?;
+        Ok(h)
     }
 }
 

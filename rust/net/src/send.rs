@@ -453,12 +453,8 @@ impl FastSend {
         // One UTF-8 check over the whole header, not one per string value.
         let text = std::str::from_utf8(p.header).unwrap_or("");
         // ACL on: the header's entries are gathered as text in the same pass, for the signature.
-        let parsed = if self.acl.is_some() {
-            Header::parse_signed(text)
-        } else {
-            Header::parse(text)
-        };
-        let Ok(mut h) = parsed else {
+        let mut h = Header::EMPTY;
+        let Ok(()) = Header::parse_into(text, self.acl.is_some(), &mut h) else {
             // Not a send's header, or a send's that is not read here (a value of another
             // type, a field twice): counted when it is a send.
             if let Ok(c) = serde_json::from_slice::<Code>(p.header) {

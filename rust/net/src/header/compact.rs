@@ -12,20 +12,21 @@
 
 use std::borrow::Cow;
 
-use super::{Ext, Header, TextField, Value};
+use super::{Ext, Field, Header, TextField, Value};
 
-/// Read `text` as a frame header; `None` when it is not in the compact subset. `signed`: also
-/// gather every `extFields` entry as text ([`Ext::signed`]).
-pub(super) fn header(text: &str, signed: bool) -> Option<Header<'_>> {
+/// Read `text` as a frame header into `h`; `None` when it is not in the compact subset (`h` is
+/// then left part-filled). `signed`: also gather every `extFields` entry as text
+/// ([`Ext::signed`]).
+pub(super) fn header<'a>(text: &'a str, signed: bool, h: &mut Header<'a>) -> Option<()> {
     let mut r = Reader {
         s: text.as_bytes(),
         text,
         i: 0,
     };
     r.ws();
-    let h = r.header(signed)?;
+    r.header(signed, h)?;
     r.ws();
-    (r.i == r.s.len()).then_some(h)
+    (r.i == r.s.len()).then_some(())
 }
 
 struct Reader<'a> {
@@ -87,10 +88,10 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn header(&mut self, signed: bool) -> Option<Header<'a>> {
+    fn header(&mut self, signed: bool, h: &mut Header<'a>) -> Option<()> {
         let (mut code, mut flag, mut opaque) = (None, None, None);
         // Filled in place: an `Ext` is a few hundred bytes, and each move of it was a memcpy.
-        let mut ext = Ext::default();
+        let ext = h.ext.insert(Ext::default());
         let (mut ext_seen, mut ext_object) = (false, false);
         self.object(|r, key| {
             let slot = match key {
@@ -103,7 +104,7 @@ impl<'a> Reader<'a> {
                     }
                     ext_seen = true;
                     if r.literal(b"null").is_none() {
-                        r.ext(signed, &mut ext)?;
+                        r.ext(signed, ext)?;
                         ext_object = true;
                     }
                     return Some(());
@@ -119,16 +120,31 @@ impl<'a> Reader<'a> {
             *slot = Some(i32::try_from(n).ok()?);
             Some(())
         })?;
-        Some(Header {
-            code: code?,
-            flag: flag.unwrap_or(0),
-            opaque: opaque.unwrap_or(0),
-            ext: ext_object.then_some(ext),
-        })
+        h.code = code?;
+        h.flag = flag.unwrap_or(0);
+        h.opaque = opaque.unwrap_or(0);
+        if !ext_object {
+            h.ext = None;
+        }
+        Some(())
     }
 
     fn ext(&mut self, signed: bool, e: &mut Ext<'a>) -> Option<()> {
         let mut seen = 0u32;
+        if !signed {
+            // Each value read straight into its field: a value returned and then stored costs
+            // a stalled reload of it (its parts were written separately).
+            return self.object(|r, key| {
+                let Some((bit, slot)) = e.slot(key) else {
+                    return r.scalar().map(drop);
+                };
+                if seen & (1 << bit) != 0 {
+                    return None; // a field twice
+                }
+                seen |= 1 << bit;
+                r.value_into(slot)
+            });
+        }
         let mut all: Vec<TextField<'a>> = Vec::with_capacity(if signed { 20 } else { 0 });
         let mut all_text = signed;
         self.object(|r, key| {
@@ -255,6 +271,42 @@ impl<'a> Reader<'a> {
         Some(if negative { -n } else { n })
     }
 
+    /// A value read into `slot` as [`Ext::set`] would keep it.
+    #[inline]
+    fn value_into(&mut self, slot: &mut Field<'a>) -> Option<()> {
+        match self.peek()? {
+            b'"' => {
+                self.eat(b'"')?;
+                let start = self.i;
+                self.run();
+                match self.peek()? {
+                    b'"' => {
+                        let v = self.text.get(start..self.i)?;
+                        self.i += 1;
+                        *slot = Some(Value::Text(Cow::Borrowed(v)));
+                    }
+                    b'\\' => *slot = Some(Value::Text(Cow::Owned(self.unescape(start)?))),
+                    _ => return None, // a control character
+                }
+            }
+            b't' => {
+                self.literal(b"true")?;
+                *slot = Some(Value::Text(Cow::Borrowed("true")));
+            }
+            b'f' => {
+                self.literal(b"false")?;
+                *slot = Some(Value::Text(Cow::Borrowed("false")));
+            }
+            b'n' => {
+                self.literal(b"null")?;
+                *slot = None;
+            }
+            b'-' | b'0'..=b'9' => *slot = Some(Value::Int(self.integer()?)),
+            _ => return None, // an object, an array, not JSON
+        }
+        Some(())
+    }
+
     /// A string value: borrowed when it has no escape, else unescaped into an owned copy.
     #[inline]
     fn string(&mut self) -> Option<Cow<'a, str>> {
@@ -265,18 +317,23 @@ impl<'a> Reader<'a> {
             b'"' => {
                 let v = self.text.get(start..self.i)?;
                 self.i += 1;
-                return Some(Cow::Borrowed(v));
+                Some(Cow::Borrowed(v))
             }
-            b'\\' => {}
-            _ => return None, // a control character
+            b'\\' => self.unescape(start).map(Cow::Owned),
+            _ => None, // a control character
         }
+    }
+
+    /// The rest of a string that started at `start` and has an escape at the reader's place,
+    /// unescaped.
+    fn unescape(&mut self, start: usize) -> Option<String> {
         let mut out = String::with_capacity(self.s.len() - start);
         out.push_str(self.text.get(start..self.i)?);
         loop {
             match self.peek()? {
                 b'"' => {
                     self.i += 1;
-                    return Some(Cow::Owned(out));
+                    return Some(out);
                 }
                 b'\\' => {}
                 _ => return None,
@@ -319,7 +376,8 @@ mod tests {
     /// Both readers on `text`: where the compact one reads it, serde_json reads the same.
     /// Returns whether the compact one read it.
     fn agree(text: &str) -> bool {
-        let fast = header(text, false);
+        let mut h = Header::EMPTY;
+        let fast = header(text, false, &mut h).map(|()| h);
         let slow = serde_json::from_str::<Header<'_>>(text);
         match (&fast, &slow) {
             (Some(f), Ok(s)) => {
@@ -375,7 +433,8 @@ mod tests {
             r#"{"code":310"#,
             "",
         ] {
-            assert!(header(text, false).is_none(), "{text}");
+            let mut h = Header::EMPTY;
+            assert!(header(text, false, &mut h).is_none(), "{text}");
         }
     }
 
