@@ -98,36 +98,47 @@ pub fn push_response(
     remark_json: &str,
     ext_json: &str,
 ) {
+    let ext = (!ext_json.is_empty())
+        .then_some(|o: &mut Vec<u8>| o.extend_from_slice(ext_json.as_bytes()));
+    push_response_with(out, code, opaque, version, remark_json, ext);
+}
+
+/// [`push_response`] with the `extFields` object written by `ext` straight into `out` (`None`:
+/// no `extFields`): an answer built in place, not first as a string of its own.
+pub fn push_response_with(
+    out: &mut Vec<u8>,
+    code: i32,
+    opaque: i32,
+    version: i32,
+    remark_json: &str,
+    ext: Option<impl FnOnce(&mut Vec<u8>)>,
+) {
     let start = out.len();
     // The two lengths are patched in once the header is written.
     out.extend_from_slice(&[0; 8]);
-    // Pieces appended as they are (no formatting machinery: this runs once per answer).
-    // Each `"name":value,` in the header's key order; a value that is empty is left out.
-    let (mut c, mut f, mut o) = (
-        itoa::Buffer::new(),
-        itoa::Buffer::new(),
-        itoa::Buffer::new(),
-    );
-    let fields: [(&[u8], &[u8]); 6] = [
-        (b"code", c.format(code).as_bytes()),
-        (b"extFields", ext_json.as_bytes()),
-        (b"flag", f.format(FLAG_RESPONSE).as_bytes()),
-        (b"language", b"\"JAVA\""),
-        (b"opaque", o.format(opaque).as_bytes()),
-        (b"remark", remark_json.as_bytes()),
-    ];
-    out.push(b'{');
-    for (name, value) in fields {
-        if !value.is_empty() {
-            out.push(b'"');
-            out.extend_from_slice(name);
-            out.extend_from_slice(b"\":");
-            out.extend_from_slice(value);
-            out.push(b',');
-        }
+    // Pieces appended as they are (no formatting machinery: this runs once per answer), each
+    // `"name":value,` in the header's key order; a remark that is empty is left out.
+    let mut num = itoa::Buffer::new();
+    out.extend_from_slice(b"{\"code\":");
+    out.extend_from_slice(num.format(code).as_bytes());
+    out.push(b',');
+    if let Some(ext) = ext {
+        out.extend_from_slice(b"\"extFields\":");
+        ext(out);
+        out.push(b',');
+    }
+    out.extend_from_slice(b"\"flag\":");
+    out.extend_from_slice(num.format(FLAG_RESPONSE).as_bytes());
+    out.extend_from_slice(b",\"language\":\"JAVA\",\"opaque\":");
+    out.extend_from_slice(num.format(opaque).as_bytes());
+    out.push(b',');
+    if !remark_json.is_empty() {
+        out.extend_from_slice(b"\"remark\":");
+        out.extend_from_slice(remark_json.as_bytes());
+        out.push(b',');
     }
     out.extend_from_slice(b"\"serializeTypeCurrentRPC\":\"JSON\",\"version\":");
-    out.extend_from_slice(c.format(version).as_bytes());
+    out.extend_from_slice(num.format(version).as_bytes());
     out.push(b'}');
     let header_len = out.len() - start - 8;
     out[start..start + 4].copy_from_slice(&(4 + header_len as i32).to_be_bytes());
@@ -261,6 +272,23 @@ mod tests {
         assert_eq!(v["flag"], 1);
         assert_eq!(v["remark"], "flush \"x\"");
         assert_eq!(v["extFields"]["a"], "1");
+        // The header's exact text, keys in order, the empty remark left out.
+        let mut f = Vec::new();
+        push_response(&mut f, 0, 5, 409, "", r#"{"a":"1"}"#);
+        assert_eq!(
+            parts(&f).unwrap().header,
+            br#"{"code":0,"extFields":{"a":"1"},"flag":1,"language":"JAVA","opaque":5,"serializeTypeCurrentRPC":"JSON","version":409}"#
+        );
+        let mut g = Vec::new();
+        push_response_with(
+            &mut g,
+            0,
+            5,
+            409,
+            "",
+            Some(|o: &mut Vec<u8>| o.extend_from_slice(br#"{"a":"1"}"#)),
+        );
+        assert_eq!(f, g);
         let mut f = Vec::new();
         push_response(&mut f, 0, 1, 409, "", "");
         let text = std::str::from_utf8(&f[8..]).unwrap();

@@ -28,7 +28,9 @@ use std::time::Instant;
 use flate2::{Decompress, FlushDecompress, Status};
 use parking_lot::{Mutex, RwLock};
 use rmq_store::commitlog::AppendResult;
-use rmq_store::message::{decode_batch_body, push_offset_msg_id_hex, sysflag, MessageRef};
+use rmq_store::message::{
+    decode_batch_body, push_offset_msg_id_hex, push_offset_msg_id_hex_bytes, sysflag, MessageRef,
+};
 use rmq_store::{FlushDiskType, MessageStore};
 use std::collections::HashMap;
 
@@ -587,8 +589,10 @@ impl FastSend {
         if route.multi_tag {
             sys_flag |= sysflag::MULTI_TAGS;
         }
-        let results = if f.batch {
-            self.put_batch(&f, queue_id, sys_flag, body, &props, born_host)?
+        let (batch_results, single);
+        let results: &[AppendResult] = if f.batch {
+            batch_results = self.put_batch(&f, queue_id, sys_flag, body, &props, born_host)?;
+            &batch_results
         } else {
             let msg = MessageRef {
                 topic,
@@ -603,7 +607,8 @@ impl FastSend {
                 properties: props.stored.as_bytes(),
             };
             // Store errors (disk full, shut down, ...) are answered by the Python path.
-            vec![self.store.put_deferred(&msg).map_err(|_| Decline::Store)?]
+            single = [self.store.put_deferred(&msg).map_err(|_| Decline::Store)?];
+            &single
         };
         self.counters.taken(results.len());
         if let Some(acl) = &self.acl {
@@ -614,7 +619,7 @@ impl FastSend {
         } else {
             &route.counts
         };
-        for r in &results {
+        for r in results {
             counts.add(r.size as u64);
         }
         let end = results
@@ -634,7 +639,6 @@ impl FastSend {
         if oneway {
             return Ok(Sent::NoReply);
         }
-        let ext = self.answer(&results, queue_id, binary);
         let mut response = 0;
         let mut replica = false;
         if let (Some(r), true) = (&self.replication, props.wait) {
@@ -654,12 +658,24 @@ impl FastSend {
                 flush,
                 response,
                 opaque: h.opaque,
-                ext,
+                ext: self.answer(results, queue_id, binary),
                 code: h.code,
                 started,
             }));
         }
-        ext.push(out, response, h.opaque, self.cfg.version, "");
+        if binary {
+            self.answer(results, queue_id, true).push(
+                out,
+                response,
+                h.opaque,
+                self.cfg.version,
+                "",
+            );
+        } else {
+            // Written in place: the answer is not built as a string first.
+            let ext = |o: &mut Vec<u8>| self.push_answer_json(o, results, queue_id);
+            frame::push_response_with(out, response, h.opaque, self.cfg.version, "", Some(ext));
+        }
         self.latency.record(h.code, response, started.elapsed());
         Ok(Sent::Replied)
     }
@@ -731,22 +747,28 @@ impl FastSend {
             frame::push_binary_entry(&mut entries, "TRACE_ON", trace);
             return AnswerExt::Binary(entries);
         }
-        let mut ext_json = String::with_capacity(64 + 33 * results.len() + self.ext_tail.len());
-        ext_json.push_str("{\"msgId\":\"");
+        let mut ext_json = Vec::with_capacity(64 + 33 * results.len() + self.ext_tail.len());
+        self.push_answer_json(&mut ext_json, results, queue_id);
+        AnswerExt::Json(String::from_utf8(ext_json).expect("ASCII and the UTF-8 of ext_tail"))
+    }
+
+    /// A JSON answer's `extFields` object appended to `out`.
+    fn push_answer_json(&self, out: &mut Vec<u8>, results: &[AppendResult], queue_id: i32) {
+        let host = &self.store.config().store_host;
+        out.extend_from_slice(b"{\"msgId\":\"");
         for (i, r) in results.iter().enumerate() {
             if i > 0 {
-                ext_json.push(',');
+                out.push(b',');
             }
-            push_offset_msg_id_hex(&mut ext_json, host, r.physical_offset);
+            push_offset_msg_id_hex_bytes(out, host, r.physical_offset);
         }
         let mut num = itoa::Buffer::new();
-        ext_json.push_str("\",\"queueId\":\"");
-        ext_json.push_str(num.format(queue_id));
-        ext_json.push_str("\",\"queueOffset\":\"");
-        ext_json.push_str(num.format(results[0].queue_offset));
-        ext_json.push('"');
-        ext_json.push_str(&self.ext_tail);
-        AnswerExt::Json(ext_json)
+        out.extend_from_slice(b"\",\"queueId\":\"");
+        out.extend_from_slice(num.format(queue_id).as_bytes());
+        out.extend_from_slice(b"\",\"queueOffset\":\"");
+        out.extend_from_slice(num.format(results[0].queue_offset).as_bytes());
+        out.push(b'"');
+        out.extend_from_slice(self.ext_tail.as_bytes());
     }
 
     /// Make the CommitLog durable up to `end` for held answers: on this thread when

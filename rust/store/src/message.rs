@@ -522,11 +522,35 @@ pub fn offset_msg_id_hex(store_host: &SocketAddr, physical_offset: i64) -> Strin
 
 /// [`offset_msg_id_hex`] appended to `out`.
 pub fn push_offset_msg_id_hex(out: &mut String, store_host: &SocketAddr, physical_offset: i64) {
+    let mut id = [0u8; 56];
+    let n = offset_msg_id_hex_into(&mut id, store_host, physical_offset);
+    out.extend(id[..n].iter().map(|&b| b as char));
+}
+
+/// [`offset_msg_id_hex`] appended to `out` as bytes (ASCII).
+pub fn push_offset_msg_id_hex_bytes(
+    out: &mut Vec<u8>,
+    store_host: &SocketAddr,
+    physical_offset: i64,
+) {
+    let mut id = [0u8; 56];
+    let n = offset_msg_id_hex_into(&mut id, store_host, physical_offset);
+    out.extend_from_slice(&id[..n]);
+}
+
+/// [`offset_msg_id_hex`] written to the start of `id`; its length (32, or 56 for IPv6).
+fn offset_msg_id_hex_into(
+    id: &mut [u8; 56],
+    store_host: &SocketAddr,
+    physical_offset: i64,
+) -> usize {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut n = 0;
     let mut push = |bytes: &[u8]| {
         for &b in bytes {
-            out.push(HEX[(b >> 4) as usize] as char);
-            out.push(HEX[(b & 15) as usize] as char);
+            id[n] = HEX[(b >> 4) as usize];
+            id[n + 1] = HEX[(b & 15) as usize];
+            n += 2;
         }
     };
     match store_host {
@@ -535,6 +559,7 @@ pub fn push_offset_msg_id_hex(out: &mut String, store_host: &SocketAddr, physica
     }
     push(&(store_host.port() as i32).to_be_bytes());
     push(&physical_offset.to_be_bytes());
+    n
 }
 
 /// Decode an offset message id (either case) into store host and commitlog offset.
