@@ -93,8 +93,8 @@ pub(crate) struct Counters {
 
 impl Counters {
     pub(crate) fn taken(&self, messages: usize) {
-        self.taken.fetch_add(1, Ordering::Relaxed);
-        self.messages.fetch_add(messages as u64, Ordering::Relaxed);
+        crate::metrics::bump(&self.taken, 1);
+        crate::metrics::bump(&self.messages, messages as u64);
     }
 
     pub(crate) fn declined(&self, why: Decline) {

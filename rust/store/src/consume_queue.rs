@@ -339,23 +339,27 @@ impl ConsumeQueue {
         if cl_offset.saturating_add(size as i64) <= self.max_physic_offset() {
             return Ok(());
         }
-        if let Some(f) = self.files.last_file() {
-            // The common case, with one look at the files: the unit goes right after the last
-            // one, in the file holding it, which has room. That file holds units (`pos > 0`),
-            // so the first file starts below this unit, and the queue had something
-            // consumable exactly when `min_logic` is below it (see `min_offset`).
+        // The common case, with one look at the files: the unit goes right after the last
+        // one, in the file holding it, which has room. That file holds units (`pos > 0`),
+        // so the first file starts below this unit, and the queue had something
+        // consumable exactly when `min_logic` is below it (see `min_offset`).
+        let appended = self.files.with_last_file(|f| {
             let pos = f.wrote_position();
             if pos > 0 && f.from_offset() + pos as u64 == byte && pos + UNIT <= f.size() {
                 f.ensure_allocated(pos + UNIT, self.reserve_ahead(pos))?;
                 f.write_at(pos, &encode_unit(cl_offset, size, tags_code))?;
                 f.set_wrote_position(pos + UNIT);
-                if self.min_logic.load(Ordering::Acquire) >= queue_offset {
-                    self.min_logic.store(queue_offset, Ordering::Release);
-                }
-                self.max_physic
-                    .store(cl_offset.saturating_add(size as i64), Ordering::Release);
-                return Ok(());
+                return Ok(true);
             }
+            Ok::<bool, StoreError>(false)
+        });
+        if appended.transpose()? == Some(true) {
+            if self.min_logic.load(Ordering::Acquire) >= queue_offset {
+                self.min_logic.store(queue_offset, Ordering::Release);
+            }
+            self.max_physic
+                .store(cl_offset.saturating_add(size as i64), Ordering::Release);
+            return Ok(());
         }
         let max = self.max_offset();
         if queue_offset < max {

@@ -145,25 +145,29 @@ impl DispatchScratch {
     /// Kept at most: past this the oldest half is forgotten.
     const QUEUES: usize = 64;
 
-    fn queue(&mut self, table: &QueueTable, topic: &str, queue_id: i32) -> Arc<ConsumeQueue> {
+    /// The queue, borrowed from what is kept (no reference count taken per record).
+    fn queue(&mut self, table: &QueueTable, topic: &str, queue_id: i32) -> &Arc<ConsumeQueue> {
         let removals = table.removals.load(Ordering::Acquire);
         if removals != self.removals {
             self.queues.clear();
             self.removals = removals;
         }
-        if let Some(q) = self
+        let found = self
             .queues
             .iter()
-            .find(|q| q.queue_id() == queue_id && q.topic() == topic)
-        {
-            return q.clone();
-        }
-        let q = table.get_or_create(topic, queue_id);
-        if self.queues.len() >= Self::QUEUES {
-            self.queues.drain(..Self::QUEUES / 2);
-        }
-        self.queues.push(q.clone());
-        q
+            .position(|q| q.queue_id() == queue_id && q.topic() == topic);
+        let at = match found {
+            Some(at) => at,
+            None => {
+                let q = table.get_or_create(topic, queue_id);
+                if self.queues.len() >= Self::QUEUES {
+                    self.queues.drain(..Self::QUEUES / 2);
+                }
+                self.queues.push(q);
+                self.queues.len() - 1
+            }
+        };
+        &self.queues[at]
     }
 }
 
@@ -520,22 +524,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let table = QueueTable::new(dir.path().to_path_buf(), 6000);
         let mut scratch = DispatchScratch::default();
-        let q = scratch.queue(&table, "T", 1);
+        let q = scratch.queue(&table, "T", 1).clone();
         assert!(Arc::ptr_eq(&q, &table.get("T", 1).unwrap()));
-        assert!(Arc::ptr_eq(&q, &scratch.queue(&table, "T", 1)));
+        assert!(Arc::ptr_eq(&q, scratch.queue(&table, "T", 1)));
         // Same queue id, other topic; same topic, other queue id: other queues.
         assert_eq!(scratch.queue(&table, "U", 1).topic(), "U");
         assert_eq!(scratch.queue(&table, "T", 2).queue_id(), 2);
         // More queues than it keeps: each still the table's own.
         for i in 0..3 * DispatchScratch::QUEUES as i32 {
             let q = scratch.queue(&table, "V", i);
-            assert!(Arc::ptr_eq(&q, &table.get("V", i).unwrap()));
+            assert!(Arc::ptr_eq(q, &table.get("V", i).unwrap()));
         }
         assert!(scratch.queues.len() <= DispatchScratch::QUEUES);
         // A removed topic's queue is not used again: the next record gets the new one.
-        let old = scratch.queue(&table, "T", 1);
+        let old = scratch.queue(&table, "T", 1).clone();
         table.remove_topic("T");
-        let new = scratch.queue(&table, "T", 1);
+        let new = scratch.queue(&table, "T", 1).clone();
         assert!(!Arc::ptr_eq(&old, &new));
         assert!(Arc::ptr_eq(&new, &table.get("T", 1).unwrap()));
     }

@@ -166,6 +166,12 @@ impl MappedFileQueue {
         self.files.read().last().cloned()
     }
 
+    /// `f` on the last file under the read lock, taking no reference count (for a path run
+    /// per record); None when there is no file.
+    pub fn with_last_file<R>(&self, f: impl FnOnce(&MappedFile) -> R) -> Option<R> {
+        self.files.read().last().map(|last| f(last))
+    }
+
     /// The file to append to: the last one if it has room, else a new one. When the queue is
     /// empty the new file starts at `start_offset` rounded down to a file boundary.
     pub fn last_or_create(&self, start_offset: u64) -> Result<Arc<MappedFile>> {
