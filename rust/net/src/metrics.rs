@@ -55,7 +55,8 @@ pub struct TopicIn {
 }
 
 impl TopicIn {
-    /// Count one stored message of `size` bytes (its CommitLog record).
+    /// Count one stored message of `size` bytes (its CommitLog record). One thread only writes
+    /// these counts (the network thread owning them: they are bumped without locked updates).
     pub fn add(&self, size: u64) {
         bump(&self.messages, 1);
         bump(&self.bytes, size);
@@ -127,6 +128,8 @@ pub struct Latency {
 impl Latency {
     /// Record one answer to `code` with `response` that took `took` (from the request being
     /// read to its answer being queued; a SYNC_FLUSH answer includes the wait for the flush).
+    /// Called by one thread only, the network thread owning these histograms (they are bumped
+    /// without locked updates).
     pub fn record(&self, code: i32, response: i32, took: Duration) {
         let (Some(c), Some(r)) = (
             CODES.iter().position(|x| *x == code),

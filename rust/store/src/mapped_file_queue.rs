@@ -167,7 +167,9 @@ impl MappedFileQueue {
     }
 
     /// `f` on the last file under the read lock, taking no reference count (for a path run
-    /// per record); None when there is no file.
+    /// per record); None when there is no file. `f` must not look at this queue's files again
+    /// (a second read lock waits behind a waiting writer: a deadlock), and while it runs, files
+    /// are neither added nor removed.
     pub fn with_last_file<R>(&self, f: impl FnOnce(&MappedFile) -> R) -> Option<R> {
         self.files.read().last().map(|last| f(last))
     }
