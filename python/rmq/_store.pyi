@@ -296,9 +296,11 @@ class NetServer:
         max_frame: int = ...,
         flush_timeout_ms: int = 5000,
         tls: tuple[str, str, str, str, str] | None = None,
+        spin_us: int = 50,
     ) -> None:
         """``tls``: (mode, cert_path, key_path, trust_cert_path, need_client_auth); ValueError when
-        the files do not load."""
+        the files do not load. ``spin_us``: how long the thread polls before it sleeps while
+        requests arrive steadily (0: sleeps at once)."""
     @property
     def port(self) -> int: ...
     def event_fd(self) -> int: ...

@@ -298,3 +298,18 @@ def test_log_lines_name_the_broker_and_each_broker_has_its_own_file(tmp_path: Pa
         assert f"[{name}_0 {proc.pid}] rmq.broker: rmq " in text, text[:500]
         other = "log-b" if name == "log-a" else "log-a"
         assert f"[{other}_0" not in text
+
+
+def test_network_thread_spin_is_bounded() -> None:
+    c = BrokerConfig()
+    assert c.network_thread_spin_micros == 50
+    c.set("networkThreadSpinMicros", "0")
+    assert c.network_thread_spin_micros == 0
+    c.set("networkThreadSpinMicros", "1000")
+    assert c.network_thread_spin_micros == 1000
+    for bad in ("-1", "1001"):
+        out_of_range = rf"networkThreadSpinMicros: '{bad}' is out of range \(µs, 0 to 1000\)"
+        with pytest.raises(ConfigError, match=out_of_range):
+            c.set("networkThreadSpinMicros", bad)
+    with pytest.raises(ConfigError, match="networkThreadSpinMicros: 'fast' is not a whole number"):
+        c.set("networkThreadSpinMicros", "fast")

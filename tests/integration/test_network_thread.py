@@ -198,6 +198,55 @@ async def test_errors_are_answered_by_python_and_sync_flush_waits(tmp_path):
         b.stop()
 
 
+@pytest.mark.parametrize("spin", [0, 1000])
+async def test_sends_one_at_a_time_are_answered_whether_the_thread_spins_or_sleeps(tmp_path, spin):
+    """networkThreadSpinMicros: the network thread polls before sleeping while sends arrive steadily (1000:
+    the longest spin allowed), or sleeps at once (0); either way steady, idle-separated and group-committed
+    sends are all answered by the fast path, stored in order."""
+    b = await asyncio.to_thread(
+        start_broker, tmp_path / "s", "flushDiskType=SYNC_FLUSH", f"networkThreadSpinMicros={spin}"
+    )
+    client = RemotingClient()
+    try:
+        addr = b.broker_addr
+        r = await client.invoke(addr, send_request("Spin", b"first"), 5000)
+        assert r.code == ResponseCode.SUCCESS, r.remark
+        before = await asyncio.to_thread(fast_send_stats, addr)
+        offsets = []
+        for burst in range(3):
+            for i in range(100):  # one in flight: each answer after its flush, the next sent at once
+                r = await client.invoke(addr, send_request("Spin", b"s%d-%d" % (burst, i)), 5000)
+                assert r.code == ResponseCode.SUCCESS, r.remark
+                offsets.append(int(r.ext_fields["queueOffset"]))
+            await asyncio.sleep(0.2)  # idle: the thread goes back to sleeping
+        answers = await asyncio.gather(  # many in flight: held for a group commit
+            *(client.invoke(addr, send_request("Spin", b"g%d" % i), 5000) for i in range(64))
+        )
+        assert all(a.code == ResponseCode.SUCCESS for a in answers)
+        d = delta(before, await asyncio.to_thread(fast_send_stats, addr))
+        assert d["taken"] == 364 and d["declined"] == 0, d
+        assert offsets == list(range(1, 301))
+        assert sorted(int(a.ext_fields["queueOffset"]) for a in answers) == list(range(301, 365))
+        bodies: list[bytes] = []
+        f = {"consumerGroup": "CG", "topic": "Spin", "queueId": "0", "maxMsgNums": "32", "sysFlag": "4"}
+        f.update({"commitOffset": "0", "suspendTimeoutMillis": "0", "subscription": "*", "subVersion": "0"})
+        deadline = time.monotonic() + 10
+        while len(bodies) < 365 and time.monotonic() < deadline:
+            f["queueOffset"] = str(len(bodies))
+            r = await client.invoke(addr, create_request(RequestCode.PULL_MESSAGE, f), 5000)
+            if r.code == ResponseCode.SUCCESS:
+                bodies.extend(bytes(rec[12]) for rec in decode_records(r.body))
+            else:  # not dispatched yet
+                await asyncio.sleep(0.02)
+        assert bodies[1:301] == [b"s%d-%d" % (k, i) for k in range(3) for i in range(100)]
+        assert sorted(bodies[301:]) == sorted(b"g%d" % i for i in range(64))
+    finally:
+        await client.close()
+        b.stop()
+    expected = f"polls {spin} µs before sleeping" if spin else "sleeps at once"
+    assert any(expected in line for line in b.log), "".join(b.log[-20:])
+
+
 def raw_frame(code: int, ext: dict[str, object], body: bytes, opaque: int) -> bytes:
     """A request frame whose extFields are written as given (numbers stay JSON numbers, as the C++ client
     writes them)."""

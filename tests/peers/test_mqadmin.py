@@ -325,6 +325,7 @@ def test_get_broker_config(admin: Admin) -> None:
         "channelExpiredTimeout",
         "diskSpaceWarningLevelRatio",
         "networkThread",
+        "networkThreadSpinMicros",
         "serverMaxInFlight",
         "timerMaxDelaySec",
         "dashboardPort",

@@ -106,7 +106,11 @@ class BrokerController:
             )
             native = False
         self.remoting: RemotingServer = (
-            NativeRemotingServer(flush_timeout_ms=config.sync_flush_timeout_ms, **server_options)
+            NativeRemotingServer(
+                flush_timeout_ms=config.sync_flush_timeout_ms,
+                spin_us=config.network_thread_spin_micros,
+                **server_options,
+            )
             if native
             else RemotingServer(**server_options)
         )

@@ -93,9 +93,10 @@ class NativeTransport:
 class NativeRemotingServer(RemotingServer):
     """:class:`RemotingServer` with the sockets in the network thread and the SEND fast path."""
 
-    def __init__(self, *, flush_timeout_ms: int = 5000, **kwargs: Any) -> None:
+    def __init__(self, *, flush_timeout_ms: int = 5000, spin_us: int = 50, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._flush_timeout_ms = flush_timeout_ms
+        self._spin_us = spin_us
         self._net: _store.NetServer | None = None
         self._by_conn: dict[int, Channel] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -119,7 +120,9 @@ class NativeRemotingServer(RemotingServer):
             t.validate()
             tls = (t.mode, t.cert_path, t.key_path, t.trust_cert_path, t.need_client_auth)
         try:
-            self._net = _store.NetServer(host, port, self.max_frame_length, self._flush_timeout_ms, tls)
+            self._net = _store.NetServer(
+                host, port, self.max_frame_length, self._flush_timeout_ms, tls, self._spin_us
+            )
         except ValueError as e:
             raise TlsConfigError(str(e)) from None
         self._port = self._net.port
@@ -127,7 +130,8 @@ class NativeRemotingServer(RemotingServer):
         self._loop.add_reader(self._net.event_fd(), self._pump)
         self._start_idle_sweep()
         mode = f", tls.server.mode={self.tls.mode}" if self.tls is not None else ""
-        log.info("%s listening on %s:%d (network thread%s)", self.name, host, self._port, mode)
+        spin = f"polls {self._spin_us} µs before sleeping" if self._spin_us else "sleeps at once"
+        log.info("%s listening on %s:%d (network thread, %s%s)", self.name, host, self._port, spin, mode)
 
     def enable_fast_send(
         self,

@@ -72,7 +72,7 @@ fn contiguous(buf: &PyBuffer<u8>) -> PyResult<&[u8]> {
 #[pymethods]
 impl NetServer {
     #[new]
-    #[pyo3(signature = (host, port, max_frame = 16 * 1024 * 1024, flush_timeout_ms = 5000, tls = None))]
+    #[pyo3(signature = (host, port, max_frame = 16 * 1024 * 1024, flush_timeout_ms = 5000, tls = None, spin_us = rmq_net::server::DEFAULT_SPIN_US))]
     fn new(
         py: Python<'_>,
         host: &str,
@@ -80,12 +80,14 @@ impl NetServer {
         max_frame: usize,
         flush_timeout_ms: u64,
         tls: Option<TlsArgs>,
+        spin_us: u64,
     ) -> PyResult<Self> {
         let tls = tls.as_ref().map(tls_server).transpose()?;
         let opts = ServerOptions {
             max_frame,
             flush_timeout: Duration::from_millis(flush_timeout_ms),
             tls,
+            spin: Duration::from_micros(spin_us),
             ..ServerOptions::default()
         };
         let inner = py
