@@ -272,6 +272,7 @@ class Measure:
     gen_cpus: int | None = None  # CPUs the generator processes were pinned to (None: unpinned, all of them)
     server_cpu_us: float | None = None  # server (broker or echo) CPU per request
     server_pct: float | None = None  # server: its CPU over the run, % of one core
+    server_spin_pct: float | None = None  # rmq: its network thread polling instead of sleeping, % of one core
     busy: float | None = None  # share of all CPUs busy during the run, %
     background: float | None = None  # share of all CPUs busy just before the run (other work), %
     steal: float | None = None  # share of CPU time stolen by the hypervisor during the run, %
@@ -348,8 +349,10 @@ def run_workers(
     warmup: float,
     duration: float,
     server_pid: int | None = None,
+    spin_probe: Callable[[], float] | None = None,
 ) -> Measure:
-    """Start one process per worker, wait for all READY, send GO, collect results and latencies."""
+    """Start one process per worker, wait for all READY, send GO, collect results and latencies.
+    ``spin_probe``: seconds the server has spent polling instead of sleeping so far (rmq's network thread)."""
     tmp = Path(tempfile.mkdtemp(prefix="rmq-bench-lat-"))
     children: list[Child] = []
     try:
@@ -361,6 +364,7 @@ def run_workers(
         load1 = os.getloadavg()[0]
         start_at = time.monotonic() + warmup + 0.05
         end_at = start_at + duration
+        spin0 = spin_probe() if spin_probe else 0.0
         srv0 = proc_cpu(server_pid) if server_pid else 0.0
         sys0 = sys_cpu()
         steal0 = steal_cpu()
@@ -374,6 +378,7 @@ def run_workers(
             results.append(json.loads(c.expect("{", max(left, 5))))
             walls.append(time.monotonic() - go_at)
         srv1 = proc_cpu(server_pid) if server_pid else 0.0
+        spin1 = spin_probe() if spin_probe else 0.0
         sys1 = sys_cpu()
         steal1 = steal_cpu()
         lat = array("d")
@@ -424,6 +429,8 @@ def run_workers(
         if server_pid:
             m.server_cpu_us = 1e6 * (srv1 - srv0) / units
             m.server_pct = 100.0 * (srv1 - srv0) / max(walls)
+        if spin_probe:
+            m.server_spin_pct = 100.0 * (spin1 - spin0) / max(walls)
     if bg1[1] > bg0[1]:
         m.background = 100.0 * (bg1[0] - bg0[0]) / (bg1[1] - bg0[1])
     if sys1[1] > sys0[1]:
@@ -448,6 +455,7 @@ def raw_produce(
     procs: int,
     server_pid: int | None,
     body: int = BODY,
+    spin_probe: Callable[[], float] | None = None,
 ) -> Measure:
     per = split_conns(conns, procs)
     if NATIVE.binary is not None:
@@ -464,7 +472,7 @@ def raw_produce(
             "body_size": body,
         }
         workers = [python_worker("loadgen.py", dict(cfg, conns=n)) for n in per]
-    return run_workers(workers, warmup, duration, server_pid)
+    return run_workers(workers, warmup, duration, server_pid, spin_probe)
 
 
 class Native:
@@ -609,6 +617,14 @@ def _invoke(addr: str, code: int, ext: dict[str, str], timeout_ms: int = 5000) -
     from rmq.remoting.client import invoke_sync
 
     return invoke_sync(addr, create_request(code, ext), timeout_ms)
+
+
+def spun_s(broker: str) -> float:
+    """Seconds the broker's network thread has spent polling instead of sleeping (``netThreadSpinMillis``)."""
+    resp = _invoke(broker, 28, {})  # GET_BROKER_RUNTIME_INFO
+    if resp.code != 0:
+        raise RuntimeError(f"GET_BROKER_RUNTIME_INFO answered {resp.code} {resp.remark!r}")
+    return int(json.loads(resp.body)["table"]["netThreadSpinMillis"]) / 1000
 
 
 def create_topic(broker: str, namesrv: str, topic: str, queues: int) -> None:
@@ -1116,6 +1132,7 @@ def peer_once(system: str, case: PeerCase, a: argparse.Namespace) -> Measure:
                         a.gen_procs,
                         broker.pid,
                         case.body,
+                        lambda: spun_s(broker.broker_addr),
                     )
                 m.gen_cpus = len(PIN.load) if PIN.load else None
                 return m
@@ -1238,7 +1255,10 @@ def _three(row: PeerRow, fmt: Callable[[Measure], str]) -> str:
 def _server_short(m: Measure) -> str:
     if m.server_cpu_us is None:
         return "n/a"
-    return f"{m.server_cpu_us:.1f} µs" + (f" ({m.server_pct:.0f}%)" if m.server_pct is not None else "")
+    if m.server_pct is None:
+        return f"{m.server_cpu_us:.1f} µs"
+    spin = f", {m.server_spin_pct:.0f}% polling" if m.server_spin_pct is not None else ""
+    return f"{m.server_cpu_us:.1f} µs ({m.server_pct:.0f}%{spin})"
 
 
 def _gen_short(m: Measure) -> str:
@@ -1373,7 +1393,9 @@ def peer_section(rows: list[PeerRow], a: argparse.Namespace, elapsed: float, err
         "complete when its PubAck arrives on its reply subject.",
         pin_sentence(PIN.broker, PIN.load, "the servers", "the load generators")
         + "- *Server CPU/msg*: user + system CPU of the server process (all its threads) over the run "
-        "divided by the requests it answered, and its CPU over the run as a share of one core. "
+        "divided by the requests it answered, and its CPU over the run as a share of one core; for rmq, "
+        "the share of a core its network thread spent polling for requests instead of sleeping "
+        "(`networkThreadSpinMicros`) follows: idle time, counted in its CPU. "
         "*Generator CPU/msg*: the same for the load generator processes, with "
         f"the share of a core its busiest process used / all of them used; when the busiest is above "
         f"{GEN_BOUND_PCT:.0f}% of a core, or all of them together above {GEN_BOUND_PCT:.0f}% of the CPUs "

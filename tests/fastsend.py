@@ -25,7 +25,8 @@ REASONS = (
 
 def fast_send_stats(broker_addr: str) -> dict[str, int]:
     """``taken``, ``messages``, ``declined``, one entry per decline reason (``Topic``, ``Queued``, ...), and
-    ``uniq_dropped``: batches whose batch-level UNIQ_KEY the fast path dropped; ``pull_taken`` /
+    ``uniq_dropped``: batches whose batch-level UNIQ_KEY the fast path dropped; ``spun_ms``: time the network
+    thread polled instead of sleeping; ``pull_taken`` /
     ``pull_messages``: pulls the PULL fast path answered and the messages they returned."""
     r = invoke_sync(broker_addr, create_request(RequestCode.GET_BROKER_RUNTIME_INFO), 5000)
     assert r.code == 0, r.remark
@@ -35,6 +36,7 @@ def fast_send_stats(broker_addr: str) -> dict[str, int]:
         "messages": int(table["fastSendMessages"]),
         "declined": int(table["fastSendDeclined"]),
         "wakeups": int(table["netThreadWakeups"]),
+        "spun_ms": int(table["netThreadSpinMillis"]),
         "uniq_dropped": int(table.get("fastSendBatchUniqKeysDropped", 0)),
         "pull_taken": int(table.get("fastPullTaken", 0)),
         "pull_messages": int(table.get("fastPullMessages", 0)),

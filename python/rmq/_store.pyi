@@ -388,6 +388,8 @@ class NetServer:
         """Batches whose own (batch-level) UNIQ_KEY the fast path dropped, each message keeping its own."""
     def wakeups(self) -> int:
         """Times the network thread woke up with events to handle."""
+    def spun_ms(self) -> int:
+        """Milliseconds the network thread spent polling for requests instead of sleeping."""
     def fast_send_stats(self) -> tuple[int, int, list[tuple[str, int]]]: ...
     def fast_send_metrics(
         self,

@@ -271,7 +271,7 @@ def test_broker_status(admin: Admin) -> None:
     # declined, how often the network thread woke up, the transaction service's floor and counters, POP's
     # in-flight messages and revive backlog, the gRPC endpoint's 5.x clients.
     own = re.compile(
-        r"storeRepair\w+|diskFull|fastSend\w*|fastPull\w*|netThreadWakeups|transaction[A-Z]\w*|pop[A-Z]\w*"
+        r"storeRepair\w+|diskFull|fastSend\w*|fastPull\w*|netThreadWakeups|netThreadSpinMillis|transaction[A-Z]\w*|pop[A-Z]\w*"
         r"|grpc[A-Z]\w*"
     )
     assert {"storeRepairCount", "diskFull"} <= rmq_only

@@ -190,16 +190,19 @@ class BrokerServices:
         network thread woke up with events to handle (requests per wake-up tell how much each of its sleeps
         and system calls is shared). ``fastSendBatchUniqKeysDropped``: batches whose batch-level UNIQ_KEY it
         dropped. ``fastPullTaken`` / ``fastPullMessages``: pulls its PULL fast path answered and the messages
-        they returned."""
+        they returned. ``netThreadSpinMillis``: time the network thread spent polling for requests instead
+        of sleeping (``networkThreadSpinMicros``), idle time that counts as the broker's CPU time."""
         self.drain_pulls()
         if self.fast_send is None:
-            taken, messages, declined, wakeups, uniq = 0, 0, [], 0, 0
+            taken, messages, declined, wakeups, uniq, spun = 0, 0, [], 0, 0, 0
         else:
             taken, messages, declined = self.fast_send.fast_send_stats()
             wakeups = self.fast_send.wakeups()
             uniq = self.fast_send.fast_batch_uniq_keys_dropped()
+            spun = self.fast_send.spun_ms()
         out = {
             "netThreadWakeups": str(wakeups),
+            "netThreadSpinMillis": str(spun),
             "fastSendBatchUniqKeysDropped": str(uniq),
             "fastSendTaken": str(taken),
             "fastSendMessages": str(messages),

@@ -312,6 +312,8 @@ struct Shared {
     flushing_inline: AtomicBool,
     /// Times the network thread woke up with work (events to handle) since it started.
     wakeups: AtomicU64,
+    /// Time (ns) the network thread spent polling instead of sleeping ([`spins`]).
+    spun_ns: AtomicU64,
 }
 
 impl Shared {
@@ -361,6 +363,7 @@ impl Server {
             opts,
             flushing_inline: AtomicBool::new(false),
             wakeups: AtomicU64::new(0),
+            spun_ns: AtomicU64::new(0),
         });
         let worker = Worker {
             shared: shared.clone(),
@@ -512,6 +515,12 @@ impl Server {
     /// of one round).
     pub fn wakeups(&self) -> u64 {
         self.shared.wakeups.load(Ordering::Relaxed)
+    }
+
+    /// Time the network thread spent polling for requests instead of sleeping
+    /// ([`ServerOptions::spin`]): idle time that counts as the process's CPU time.
+    pub fn spun(&self) -> Duration {
+        Duration::from_nanos(self.shared.spun_ns.load(Ordering::Relaxed))
     }
 
     /// Number of open connections.
@@ -702,11 +711,15 @@ impl Worker {
             let until = start + spin_ns;
             loop {
                 self.poll.poll(events, Some(Duration::ZERO))?;
-                if !events.is_empty() {
-                    self.last_wait_ns = monotonic_ns() - start;
-                    return Ok(());
-                }
-                if monotonic_ns() >= until {
+                let now = monotonic_ns();
+                if !events.is_empty() || now >= until {
+                    self.shared
+                        .spun_ns
+                        .fetch_add(now - start, Ordering::Relaxed);
+                    if !events.is_empty() {
+                        self.last_wait_ns = now - start;
+                        return Ok(());
+                    }
                     break;
                 }
                 // The store's threads share this CPU when the broker is pinned to one.

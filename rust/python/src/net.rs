@@ -450,6 +450,11 @@ impl NetServer {
         self.inner.wakeups()
     }
 
+    /// Milliseconds the network thread spent polling for requests instead of sleeping.
+    fn spun_ms(&self) -> u64 {
+        self.inner.spun().as_millis() as u64
+    }
+
     /// Messages stored by the fast path.
     fn fast_puts(&self) -> u64 {
         self.inner.fast_send().map(|f| f.puts()).unwrap_or(0)
