@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 import struct
 import time
+import urllib.request
 import zlib
 
 import orjson
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from rmq.common.codes import FLAG_ONEWAY, RequestCode, ResponseCode
 from rmq.remoting.client import RemotingClient
 from rmq.remoting.codec import FrameDecoder, encode
@@ -204,7 +206,12 @@ async def test_sends_one_at_a_time_are_answered_whether_the_thread_spins_or_slee
     the longest spin allowed), or sleeps at once (0); either way steady, idle-separated and group-committed
     sends are all answered by the fast path, stored in order."""
     b = await asyncio.to_thread(
-        start_broker, tmp_path / "s", "flushDiskType=SYNC_FLUSH", f"networkThreadSpinMicros={spin}"
+        start_broker,
+        tmp_path / "s",
+        "flushDiskType=SYNC_FLUSH",
+        f"networkThreadSpinMicros={spin}",
+        "metricsExporterType=PROM",
+        "metricsPromExporterPort=0",
     )
     client = RemotingClient()
     try:
@@ -228,6 +235,15 @@ async def test_sends_one_at_a_time_are_answered_whether_the_thread_spins_or_slee
         # One send in flight from this client arrives well within 2 ms of the last answer: a thread
         # allowed to spin does so between them; one that may not never does.
         assert (d["spun_ms"] > 0) if spin else (d["spun_ms"] == 0), d
+        url = f"http://127.0.0.1:{b.ready['metrics']}/metrics"
+        text = await asyncio.to_thread(lambda: urllib.request.urlopen(url, timeout=10).read().decode())
+        polled = [
+            s.value
+            for fam in text_string_to_metric_families(text)
+            for s in fam.samples
+            if s.name == "rocketmq_network_thread_polling_seconds_total"
+        ]
+        assert len(polled) == 1 and ((polled[0] > 0) if spin else (polled[0] == 0)), polled
         assert offsets == list(range(1, 301))
         assert sorted(int(a.ext_fields["queueOffset"]) for a in answers) == list(range(301, 365))
         bodies: list[bytes] = []

@@ -440,3 +440,14 @@ class BrokerCollector:
         for reason, n in self.s.fast_failure.refused.items():
             fam.add_metric(self._values(reason), n)
         yield fam
+        fast = self.s.fast_send
+        if fast is not None:
+            fam = self._family(
+                CounterMetricFamily,
+                "rocketmq_network_thread_polling_seconds",
+                "Time the network thread polled for requests instead of sleeping (networkThreadSpinMicros): "
+                "idle time counted in the broker's CPU time (rmq's own)",
+                [],
+            )
+            fam.add_metric(self._values(), fast.spun_ms() / 1000)
+            yield fam

@@ -707,8 +707,10 @@ impl Worker {
     fn wait(&mut self, events: &mut Events, timeout: Option<Duration>) -> io::Result<()> {
         let start = monotonic_ns();
         let spin_ns = self.shared.opts.spin.as_nanos() as u64;
+        let mut timeout = timeout;
         if spins(spin_ns, self.last_wait_ns, self.held.is_empty(), timeout) {
-            let until = start + spin_ns;
+            // A deadline (a held answer, a held pull) sooner than the spin ends it.
+            let until = start + timeout.map_or(spin_ns, |t| spin_ns.min(t.as_nanos() as u64));
             loop {
                 self.poll.poll(events, Some(Duration::ZERO))?;
                 let now = monotonic_ns();
@@ -720,6 +722,8 @@ impl Worker {
                         self.last_wait_ns = now - start;
                         return Ok(());
                     }
+                    let spun = Duration::from_nanos(now - start);
+                    timeout = timeout.map(|t| t.saturating_sub(spun));
                     break;
                 }
                 // The store's threads share this CPU when the broker is pinned to one.
