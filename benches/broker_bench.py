@@ -269,6 +269,7 @@ class Measure:
     gen_cpu_us: float | None = None  # load generator CPU per request
     gen_core_pct: float | None = None  # busiest generator process: its CPU over its run, % of one core
     gen_all_pct: float | None = None  # all generator processes together, % of one core
+    gen_poll_pct: float | None = None  # --gen-spin-us: generators' idle polling, % of a core
     gen_cpus: int | None = None  # CPUs the generator processes were pinned to (None: unpinned, all of them)
     server_cpu_us: float | None = None  # server (broker or echo) CPU per request
     server_pct: float | None = None  # server: its CPU over the run, % of one core
@@ -422,10 +423,15 @@ def run_workers(
         m.gen_cpu_us = 1e6 * sum(r.get("cpu", 0.0) for r in results) / units
     # A worker counts its CPU from GO (pull: from its start time) to its last response; its wall time here
     # runs to the parent reading its result, so the share is, if anything, low by the result's transit.
-    shares = [100.0 * r.get("cpu", 0.0) / w for r, w in zip(results, walls, strict=True) if w > 0]
+    # With --gen-spin-us the CPU a process spent polling without finding an answer is idle time: the
+    # shares that mark a generator as the limit leave it out (shown beside them as "polling").
+    work = [r.get("cpu", 0.0) - r.get("idle_poll", 0.0) for r in results]
+    shares = [100.0 * c / w for c, w in zip(work, walls, strict=True) if w > 0]
     if shares:
         m.gen_core_pct = max(shares)
-        m.gen_all_pct = 100.0 * sum(r.get("cpu", 0.0) for r in results) / max(walls)
+        m.gen_all_pct = 100.0 * sum(work) / max(walls)
+        if any("idle_poll" in r for r in results) and os.environ.get("LOADGEN_SPIN_US"):
+            m.gen_poll_pct = 100.0 * sum(r.get("idle_poll", 0.0) for r in results) / max(walls)
         if server_pid:
             m.server_cpu_us = 1e6 * (srv1 - srv0) / units
             m.server_pct = 100.0 * (srv1 - srv0) / max(walls)
@@ -1264,7 +1270,8 @@ def _server_short(m: Measure) -> str:
 def _gen_short(m: Measure) -> str:
     if m.gen_cpu_us is None:
         return "n/a"
-    s = f"{m.gen_cpu_us:.1f} µs ({m.gen_core_pct or 0:.0f}% / {m.gen_all_pct or 0:.0f}%)"
+    poll = f", {m.gen_poll_pct:.0f}% polling" if m.gen_poll_pct is not None else ""
+    s = f"{m.gen_cpu_us:.1f} µs ({m.gen_core_pct or 0:.0f}% / {m.gen_all_pct or 0:.0f}%{poll})"
     return s + " **generator-bound**" if gen_bound(m) is not None else s
 
 
@@ -1390,7 +1397,15 @@ def peer_section(rows: list[PeerRow], a: argparse.Namespace, elapsed: float, err
         f"{rmq_gen}; Redis and NATS `benches/loadgen_peer.c` (same epoll loop and accounting): Redis "
         "`XADD bench * f <body>`, every connection appending to the one stream `bench` (as redis-benchmark "
         "does with one key); NATS `PUB bench.s <reply inbox> <n>` to the JetStream stream, each request "
-        "complete when its PubAck arrives on its reply subject.",
+        "complete when its PubAck arrives on its reply subject."
+        + (
+            f" Every generator polls for answers for up to {a.gen_spin_us:g} µs before it sleeps "
+            "(`--gen-spin-us`), so a server's answer wakes nobody; the CPU it spends polling without "
+            'finding one is shown as its "polling" share and left out of the shares that mark it as '
+            "the limit."
+            if a.gen_spin_us > 0
+            else ""
+        ),
         pin_sentence(PIN.broker, PIN.load, "the servers", "the load generators")
         + "- *Server CPU/msg*: user + system CPU of the server process (all its threads) over the run "
         "divided by the requests it answered, and its CPU over the run as a share of one core; for rmq, "
@@ -1748,7 +1763,19 @@ def main() -> int:
         help="run the brokers under cProfile, keep broker-<flush>.prof in DIR, print the top functions "
         "(figures are then distorted: implies --no-write)",
     )
+    ap.add_argument(
+        "--gen-spin-us",
+        type=float,
+        default=0.0,
+        metavar="US",
+        help="peer comparison: the C load generators (every system's) poll for answers up to US "
+        "microseconds before sleeping, as rmq's network thread does (default 0: they sleep at once, "
+        "as clients do); the CPU they spend polling is shown and not counted as load",
+    )
     a = ap.parse_args()
+    if a.gen_spin_us < 0:
+        ap.error("--gen-spin-us: a number of microseconds >= 0")
+    os.environ.pop("LOADGEN_SPIN_US", None)  # set for the peer comparison only (--gen-spin-us)
     try:
         PIN.broker, PIN.load = cpu_sets(a.broker_cpus, a.load_cpus)
     except ValueError as e:
@@ -1789,6 +1816,8 @@ def main() -> int:
             rows = bench(a)
         t_peers = time.monotonic()
         if not a.skip_peers:
+            if a.gen_spin_us > 0:
+                os.environ["LOADGEN_SPIN_US"] = f"{a.gen_spin_us:g}"  # read by loadgen_c.c, loadgen_peer.c
             peer_rows = run_peers(a)
         t_peers = time.monotonic() - t_peers
     finally:

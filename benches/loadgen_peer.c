@@ -319,6 +319,8 @@ static void write_all(int fd, const char *p, size_t n) {
     }
 }
 
+#include "loadgen_wait.h"
+
 int main(int argc, char **argv) {
     if (argc != 10) {
         fprintf(stderr, "usage: %s redis|nats HOST PORT CONNS INFLIGHT BODY_SIZE LAT_PATH WORKER_ID STREAM|SUBJECT\n",
@@ -404,13 +406,15 @@ int main(int argc, char **argv) {
     double t_begin = now_s(), cpu0 = cpu_s(), last_recv = 0;
     for (int i = 0; i < nconn; i++) fill(&conns[i], t_begin);
     struct epoll_event evs[64];
+    const char *spin_env = getenv("LOADGEN_SPIN_US");
+    double spin_us = spin_env ? atof(spin_env) : 0, idle_s = 0;
     for (;;) {
         double t = now_s();
         if (t >= end_at) stopping = 1;
         int alive = 0;
         for (int i = 0; i < nconn; i++) alive += !conns[i].done && (!stopping || conns[i].outstanding > 0);
         if (!alive || t > end_at + DRAIN) break;
-        int n = epoll_wait(epfd, evs, 64, 20);
+        int n = wait_events(epfd, evs, 64, spin_us, &idle_s);
         if (n < 0) {
             if (errno == EINTR) continue;
             die("epoll_wait");
@@ -441,8 +445,8 @@ int main(int argc, char **argv) {
     if (errors) printf("\"%s\": %lld", err_sample, errors);
     printf("}, \"msgs\": 0, \"bytes\": 0, \"expected\": null, \"unfinished_conns\": %d, \"failures\": [], "
            "\"t_begin\": %.6f, \"first_send\": %.6f, \"last_recv\": %.6f, \"window\": [%.6f, %.6f], "
-           "\"cpu\": %.6f, \"native\": true, \"peer\": \"%s\"}\n",
-           unfinished, t_begin, t_begin, last_recv, start_at, end_at, cpu, argv[1]);
+           "\"cpu\": %.6f, \"idle_poll\": %.6f, \"native\": true, \"peer\": \"%s\"}\n",
+           unfinished, t_begin, t_begin, last_recv, start_at, end_at, cpu, idle_s, argv[1]);
     fflush(stdout);
     return 0;
 }

@@ -8,6 +8,7 @@ broker did, and both brokers accept its frames without an error.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -39,7 +40,9 @@ def addrs(peers: Peers, broker: str) -> tuple[str, str]:
     return side.broker_addr, side.namesrv_addr
 
 
-def run(binary: Path, addr: str, templates: Path, lat: Path, tx: bool) -> dict[str, Any]:
+def run(
+    binary: Path, addr: str, templates: Path, lat: Path, tx: bool, env: dict[str, str] | None = None
+) -> dict[str, Any]:
     """2 connections x 2 in flight for a window of 0.05 s (the window only bounds the run): a few hundred
     requests, so the session's Apache CommitLog stays under the 2 x maxMessageSize below which its broker
     reports no earliest message time (test_mqadmin.py's clusterList relies on that)."""
@@ -47,7 +50,7 @@ def run(binary: Path, addr: str, templates: Path, lat: Path, tx: bool) -> dict[s
     argv = [str(binary), host, port, "2", "2", str(templates), str(lat), "0"]
     if tx:
         argv += [GROUP, PREFIX]
-    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
     assert proc.stdout is not None and proc.stdout.readline().strip() == "READY"
     start = time.monotonic()
     out, _ = proc.communicate(f"GO {start:.6f} {start + 0.05:.6f}\n", timeout=60)
@@ -87,3 +90,33 @@ def test_what_loadgen_c_counts_is_what_the_broker_stored(
     assert out["ok_total"] > 0 and out["unfinished_conns"] == 0
     want = per_request * out["ok_total"]
     assert stored(addr, topic, want) == want
+
+
+def test_a_polling_generator_counts_the_same_and_reports_its_idle_polling(
+    peers: Peers, loadgen_c: Path, tmp_path: Path
+) -> None:
+    """``LOADGEN_SPIN_US`` (``broker_bench.py --gen-spin-us``): the generator polls for answers before it
+    sleeps; every answer is still counted once, and the CPU it spent polling idle is reported apart, never
+    more than the CPU it used."""
+    addr, namesrv = addrs(peers, "rmq")
+    topic = unique("LoadgenSpin")
+    broker_bench.create_topic(addr, namesrv, topic, QUEUES)
+    templates = tmp_path / "templates.bin"
+    bench_loadgen.native_templates(
+        str(templates), topic, GROUP, b"x" * 128, QUEUES, PREFIX, transactional=False
+    )
+    env = dict(os.environ, LOADGEN_SPIN_US="200")
+    out = run(loadgen_c, addr, templates, tmp_path / "lat.bin", False, env)
+    assert out["errors"] == 0, out["error_samples"]
+    assert out["ok_total"] > 0 and out["unfinished_conns"] == 0
+    assert 0.0 <= out["idle_poll"] <= out["cpu"]
+    assert stored(addr, topic, out["ok_total"]) == out["ok_total"]
+    quiet = run(
+        loadgen_c,
+        addr,
+        templates,
+        tmp_path / "lat2.bin",
+        False,
+        {k: v for k, v in env.items() if k != "LOADGEN_SPIN_US"},
+    )
+    assert quiet["idle_poll"] == 0.0
