@@ -96,8 +96,8 @@ def test_a_polling_generator_counts_the_same_and_reports_its_idle_polling(
     peers: Peers, loadgen_c: Path, tmp_path: Path
 ) -> None:
     """``LOADGEN_SPIN_US`` (``broker_bench.py --gen-spin-us``): the generator polls for answers before it
-    sleeps; every answer is still counted once, and the CPU it spent polling idle is reported apart, never
-    more than the CPU it used."""
+    sleeps; every answer is still counted once, and the CPU it spent polling idle is reported apart: some, and
+    never more than the CPU it used; none without the variable."""
     addr, namesrv = addrs(peers, "rmq")
     topic = unique("LoadgenSpin")
     broker_bench.create_topic(addr, namesrv, topic, QUEUES)
@@ -109,7 +109,8 @@ def test_a_polling_generator_counts_the_same_and_reports_its_idle_polling(
     out = run(loadgen_c, addr, templates, tmp_path / "lat.bin", False, env)
     assert out["errors"] == 0, out["error_samples"]
     assert out["ok_total"] > 0 and out["unfinished_conns"] == 0
-    assert 0.0 <= out["idle_poll"] <= out["cpu"]
+    # 2 requests in flight over ~50 µs round trips: it waits for answers, so it polled without finding one.
+    assert 0.0 < out["idle_poll"] <= out["cpu"]
     assert stored(addr, topic, out["ok_total"]) == out["ok_total"]
     quiet = run(
         loadgen_c,
